@@ -1,0 +1,107 @@
+package v1
+
+import (
+	"net/netip"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Ledger labels and annotations, kept from the original operator so its objects
+// and tools keep working.
+const (
+	// IPGroupLabel names the IPGroup an IP object's address belongs to.
+	IPGroupLabel = "ipgroup"
+	// LegacyGSMLabel names the GroupSegmentMapping of a legacy IP object.
+	LegacyGSMLabel = "gsm"
+	// OwnerAnnotation is "<namespace>/<name>" of the holder (a Service, or a
+	// VirtualIP for legacy objects). The key is the original's, typo and all.
+	OwnerAnnotation = "virtualips.paas.il/owner"
+)
+
+// IPOwner names the Service an address is allocated to.
+type IPOwner struct {
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// UID of the Service: the ledger entry is garbage once no Service has it.
+	// +required
+	UID types.UID `json:"uid"`
+}
+
+// IPSpec records one allocation.
+type IPSpec struct {
+	// Address is the allocated IP, as written in the Service status.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="address must be an IP"
+	Address string `json:"address,omitempty"`
+	// IPGroup the address was allocated from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	IPGroup string `json:"ipGroup,omitempty"`
+	// Owner is the Service holding the address. Legacy objects have none and
+	// name their VirtualIP in the virtualips.paas.il/owner annotation.
+	// +optional
+	Owner *IPOwner `json:"owner,omitempty"`
+}
+
+// IPStatus mirrors the owner and reports where the address is announced.
+type IPStatus struct {
+	// Owner is the Service holding the address, as last confirmed by the operator.
+	// +optional
+	Owner *IPOwner `json:"owner,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// IP is one entry of the allocation ledger: one object per allocated address,
+// named by the address (IPv6 with '-' for ':'). Creating it is the lock that
+// keeps two Services, or two operators, from holding one address.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
+// +kubebuilder:printcolumn:name="IPGroup",type=string,JSONPath=`.metadata.labels.ipgroup`
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.metadata.annotations.virtualips\.paas\.il/owner`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type IP struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec IPSpec `json:"spec,omitempty"`
+	// +optional
+	Status IPStatus `json:"status,omitempty"`
+}
+
+// IPList is a list of IPs.
+// +kubebuilder:object:root=true
+type IPList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []IP `json:"items"`
+}
+
+// IPObjectName is the ledger object name of addr: object names may not hold ':'.
+func IPObjectName(addr netip.Addr) string {
+	return strings.ReplaceAll(addr.String(), ":", "-")
+}
+
+// Addr is the address an IP object stands for, from its name; ok is false for a
+// name that is no address.
+func (ip *IP) Addr() (netip.Addr, bool) {
+	addr, err := netip.ParseAddr(strings.ReplaceAll(ip.Name, "-", ":"))
+	return addr, err == nil
+}
+
+func init() {
+	SchemeBuilder.Register(&IP{}, &IPList{})
+}

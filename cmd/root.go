@@ -1,0 +1,30 @@
+// Package cmd parses the vip-allocator command line and starts the chosen subcommand.
+package cmd
+
+import (
+	"errors"
+	"fmt"
+)
+
+const usage = `usage: vip-allocator <command> [flags]
+
+commands:
+  operator   run the operator (IP allocation for LoadBalancer Services)
+
+Run "vip-allocator <command> -h" for the flags of a command.`
+
+// Run runs the subcommand named by args[0].
+func Run(args []string) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "operator":
+		return runOperator(args[1:])
+	case "-h", "--help", "help":
+		fmt.Println(usage)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	}
+}

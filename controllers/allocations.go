@@ -1,0 +1,158 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+)
+
+// allocations is the operator's in-memory allocation state: the pure allocator
+// behind a mutex, rebuilt from the cluster once before anything is allocated,
+// and the Services waiting for an address.
+type allocations struct {
+	mu        sync.Mutex
+	alloc     *allocator.Allocator
+	groupsKey string // identity of the IPGroups the allocator holds
+	rebuilt   atomic.Bool
+	pending   map[types.NamespacedName]struct{}
+}
+
+func newAllocations() *allocations {
+	return &allocations{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
+}
+
+// legacyKey is the allocator key of a legacy VirtualIP: never a valid Service key.
+func legacyKey(namespace, name string) string { return "VirtualIP " + namespace + "/" + name }
+
+// ledgerOwnerKey is the allocator key of the holder a ledger object names.
+func ledgerOwnerKey(ip *paasv1.IP) string {
+	if o := ip.Spec.Owner; o != nil {
+		return o.Namespace + "/" + o.Name
+	}
+	if ns, name, ok := strings.Cut(ip.Annotations[paasv1.OwnerAnnotation], "/"); ok {
+		return legacyKey(ns, name)
+	}
+	return "unowned " + ip.Name
+}
+
+// syncGroups hands the allocator the current IPGroups when they changed.
+// Callers hold a.mu.
+func (a *allocations) syncGroups(ctx context.Context, c client.Reader) error {
+	var list paasv1.IPGroupList
+	if err := c.List(ctx, &list); err != nil {
+		return fmt.Errorf("list IPGroups: %w", err)
+	}
+	var ids []string
+	for _, g := range list.Items {
+		ids = append(ids, fmt.Sprintf("%s/%s/%d", g.Name, g.UID, g.Generation))
+	}
+	slices.Sort(ids)
+	key := strings.Join(ids, ",")
+	if key == a.groupsKey {
+		return nil
+	}
+	var groups []*allocator.Group
+	for i := range list.Items {
+		g, err := parseIPGroup(&list.Items[i])
+		if err != nil {
+			// The IPGroup controller reports it on the group; it hands out nothing.
+			logf.FromContext(ctx).Info("ignoring invalid IPGroup", "ipgroup", list.Items[i].Name, "error", err.Error())
+			continue
+		}
+		groups = append(groups, g)
+	}
+	a.alloc.SetGroups(groups)
+	a.groupsKey = key
+	return nil
+}
+
+// rebuild imports every address the cluster already holds, before the first
+// allocation: Service statuses first (they are what clients use, so a Service
+// keeps its address, always), oldest Service first; then the ledger (which
+// covers a crash between ledger create and status patch); then legacy
+// VirtualIPs. It runs once; later calls return at once.
+func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly bool) error {
+	if a.rebuilt.Load() {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rebuilt.Load() {
+		return nil
+	}
+	log := logf.FromContext(ctx)
+	if err := a.syncGroups(ctx, c); err != nil {
+		return err
+	}
+	var services corev1.ServiceList
+	if err := c.List(ctx, &services); err != nil {
+		return fmt.Errorf("rebuild: list Services: %w", err)
+	}
+	slices.SortFunc(services.Items, func(x, y corev1.Service) int {
+		return x.CreationTimestamp.Compare(y.CreationTimestamp.Time)
+	})
+	imported := 0
+	for i := range services.Items {
+		svc := &services.Items[i]
+		if !handles(svc, ownClassOnly) {
+			continue
+		}
+		if err := a.alloc.Assign(client.ObjectKeyFromObject(svc).String(), ingressAddrs(svc)...); err != nil {
+			// Two Services claim one address: the older keeps it, the other is
+			// given a new one by its reconcile.
+			log.Error(err, "rebuild: address claimed twice", "service", client.ObjectKeyFromObject(svc))
+		}
+		imported++
+	}
+	var ledger paasv1.IPList
+	if err := c.List(ctx, &ledger); err != nil {
+		return fmt.Errorf("rebuild: list IPs: %w", err)
+	}
+	for i := range ledger.Items {
+		if addr, ok := ledger.Items[i].Addr(); ok {
+			// ErrInUse here means the status said otherwise, and the status wins.
+			_ = a.alloc.Assign(ledgerOwnerKey(&ledger.Items[i]), addr)
+		}
+	}
+	var vips paasv1.VirtualIPList
+	if err := c.List(ctx, &vips); err != nil {
+		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
+	}
+	for _, v := range vips.Items {
+		if addr, err := netip.ParseAddr(v.Status.IP); err == nil && v.Status.State != "Migrated" {
+			_ = a.alloc.Assign(legacyKey(v.Namespace, v.Name), addr)
+		}
+	}
+	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items))
+	a.rebuilt.Store(true)
+	return nil
+}
+
+// ReadyCheck is a readiness check: not ready until the allocator is rebuilt.
+func (a *allocations) ReadyCheck(elected <-chan struct{}) func(*http.Request) error {
+	return func(*http.Request) error {
+		select {
+		case <-elected:
+		default:
+			return nil // a standby is ready to take over; it rebuilds when elected
+		}
+		if !a.rebuilt.Load() {
+			return errors.New("allocator not rebuilt yet")
+		}
+		return nil
+	}
+}

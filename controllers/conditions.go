@@ -1,0 +1,114 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+)
+
+// ConditionIPAllocated is the Service condition that says whether, and why not,
+// the Service holds its addresses.
+const ConditionIPAllocated = "vip.paas.org/IPAllocated"
+
+// Reasons of ConditionIPAllocated: API constants a person or a tool can match on.
+const (
+	ReasonAllocated                = "Allocated"
+	ReasonNoIPGroup                = "NoIPGroup"
+	ReasonIPGroupFull              = "IPGroupFull"
+	ReasonRequestedIPInUse         = "RequestedIPInUse"
+	ReasonRequestedIPExcluded      = "RequestedIPExcluded"
+	ReasonRequestedIPOutsideGroups = "RequestedIPOutsideGroups"
+	ReasonGroupNotAllowed          = "GroupNotAllowed"
+	ReasonInvalidRequest           = "InvalidRequest"
+)
+
+// reasonOf maps an allocation error to its condition reason.
+func reasonOf(err error) string {
+	for _, r := range []struct {
+		sentinel error
+		reason   string
+	}{
+		{allocator.ErrNoGroup, ReasonNoIPGroup},
+		{allocator.ErrGroupFull, ReasonIPGroupFull},
+		{allocator.ErrInUse, ReasonRequestedIPInUse},
+		{allocator.ErrExcluded, ReasonRequestedIPExcluded},
+		{allocator.ErrOutsideGroups, ReasonRequestedIPOutsideGroups},
+		{allocator.ErrGroupNotAllowed, ReasonGroupNotAllowed},
+	} {
+		if errors.Is(err, r.sentinel) {
+			return r.reason
+		}
+	}
+	return ReasonInvalidRequest
+}
+
+// ipAllocatedCondition computes the condition from what the Service holds and the
+// allocation error, if any. A PreferDualStack Service that got one family is
+// served, and the message says why the other is missing; RequireDualStack is not.
+func ipAllocatedCondition(svc *corev1.Service, held []netip.Addr, groupOf func(netip.Addr) string, err error) metav1.Condition {
+	c := metav1.Condition{Type: ConditionIPAllocated, ObservedGeneration: svc.Generation}
+	var parts []string
+	for _, addr := range held {
+		if g := groupOf(addr); g != "" {
+			parts = append(parts, fmt.Sprintf("%s from IPGroup %s", addr, g))
+		} else {
+			parts = append(parts, addr.String())
+		}
+	}
+	partialOK := len(held) > 0 && (svc.Spec.IPFamilyPolicy == nil || *svc.Spec.IPFamilyPolicy != corev1.IPFamilyPolicyRequireDualStack)
+	switch {
+	case err == nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAllocated, "holds "+strings.Join(parts, ", ")
+	case partialOK && !hasRequestError(err):
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonAllocated
+		c.Message = fmt.Sprintf("holds %s; other family: %s", strings.Join(parts, ", "), oneLine(err))
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonOf(err), oneLine(err)
+		if len(held) > 0 {
+			c.Message += fmt.Sprintf(" (keeps %s meanwhile)", strings.Join(parts, ", "))
+		}
+	}
+	return c
+}
+
+// hasRequestError is true when the Service asked for something it cannot get:
+// then it must hear about it even while it holds addresses.
+func hasRequestError(err error) bool {
+	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// oneLine joins the per-family messages of a joined error.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// ingressFor is the status.loadBalancer.ingress for held: ipMode Proxy, so that
+// kube-proxy leaves the VIP to the node agent.
+func ingressFor(held []netip.Addr) []corev1.LoadBalancerIngress {
+	var out []corev1.LoadBalancerIngress
+	for _, addr := range held {
+		mode := corev1.LoadBalancerIPModeProxy
+		out = append(out, corev1.LoadBalancerIngress{IP: addr.String(), IPMode: &mode})
+	}
+	return out
+}
+
+// ingressAddrs reads the addresses in a Service's status, ignoring hostnames and garbage.
+func ingressAddrs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if addr, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, addr.Unmap())
+		}
+	}
+	return out
+}

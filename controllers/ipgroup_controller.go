@@ -1,0 +1,177 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/redhat-cop/operator-utils/pkg/util"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+)
+
+// statusDelay batches a burst of allocations into one IPGroup status write.
+const statusDelay = time.Second
+
+// IPGroupReconciler reports on each IPGroup how full it is, whether its spec is
+// usable and whether its segment overlaps another group's.
+type IPGroupReconciler struct {
+	util.ReconcilerBase
+}
+
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups/status,verbs=get;update;patch
+
+func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	group := &paasv1.IPGroup{}
+	if err := r.GetClient().Get(ctx, req.NamespacedName, group); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			addressesTotal.DeleteLabelValues(req.Name)
+			addressesInUse.DeleteLabelValues(req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var groups paasv1.IPGroupList
+	if err := r.GetClient().List(ctx, &groups); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list IPGroups: %w", err)
+	}
+	var ledger paasv1.IPList
+	if err := r.GetClient().List(ctx, &ledger); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list IPs: %w", err)
+	}
+	var held []netip.Addr
+	for i := range ledger.Items {
+		if addr, ok := ledger.Items[i].Addr(); ok {
+			held = append(held, addr)
+		}
+	}
+
+	desired := group.DeepCopy()
+	parsed, err := parseIPGroup(group)
+	setCapacity(&desired.Status, parsed, held)
+	setReadyCondition(&desired.Status, group.Generation, parsed, err)
+	setOverlappingCondition(&desired.Status, group, groups.Items)
+	desired.Status.ObservedGeneration = group.Generation
+	if parsed != nil {
+		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()
+		addressesTotal.WithLabelValues(group.Name).Set(total)
+		addressesInUse.WithLabelValues(group.Name).Set(float64(desired.Status.Allocated))
+	}
+	if equality.Semantic.DeepEqual(group.Status, desired.Status) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(group), FieldOwner); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("patch status of IPGroup %s: %w", group.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// setCapacity counts the group's addresses: usable ones, and those held.
+func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.Addr) {
+	if g == nil {
+		status.Capacity, status.Allocated, status.Available = "", 0, ""
+		return
+	}
+	var n int64
+	for _, addr := range held {
+		if g.Usable(addr) {
+			n++
+		}
+	}
+	capacity := g.Capacity()
+	status.Capacity = capacity.String()
+	status.Allocated = n
+	status.Available = new(big.Int).Sub(capacity, big.NewInt(n)).String()
+}
+
+func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *allocator.Group, parseErr error) {
+	c := metav1.Condition{Type: paasv1.IPGroupReady, ObservedGeneration: generation}
+	if parseErr != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, "InvalidSpec"
+		c.Message = fmt.Sprintf("the group hands out nothing: %v; fix spec", parseErr)
+	} else {
+		c.Status, c.Reason = metav1.ConditionTrue, "Accepted"
+		c.Message = fmt.Sprintf("%s of %s addresses free", status.Available, status.Capacity)
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
+}
+
+// setOverlappingCondition reports the other groups whose segments overlap this one.
+func setOverlappingCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, all []paasv1.IPGroup) {
+	c := metav1.Condition{Type: paasv1.IPGroupOverlapping, ObservedGeneration: group.Generation,
+		Status: metav1.ConditionFalse, Reason: "NoOverlap", Message: "no other IPGroup's segment overlaps this one"}
+	mine, err := netip.ParsePrefix(group.Spec.Segment)
+	var others []string
+	for _, other := range all {
+		theirs, perr := netip.ParsePrefix(other.Spec.Segment)
+		if err == nil && perr == nil && other.Name != group.Name && mine.Overlaps(theirs) {
+			others = append(others, fmt.Sprintf("%s (%s)", other.Name, other.Spec.Segment))
+		}
+	}
+	if len(others) > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, "SegmentOverlaps"
+		c.Message = fmt.Sprintf("segment %s overlaps IPGroup %s; each address is still handed out once, but make the segments disjoint so each address has one group",
+			group.Spec.Segment, strings.Join(others, ", "))
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
+}
+
+// SetupWithManager watches IPGroups (any group's change may change overlaps, so
+// all are requeued) and the ledger (counts, batched by statusDelay).
+func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	allGroups := func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list paasv1.IPGroupList
+		if err := mgr.GetClient().List(ctx, &list); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, g := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: g.Name}})
+		}
+		return out
+	}
+	groupsHolding := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		addr, ok := o.(*paasv1.IP).Addr()
+		if !ok {
+			return
+		}
+		var list paasv1.IPGroupList
+		if err := mgr.GetClient().List(ctx, &list); err != nil {
+			return
+		}
+		for _, g := range list.Items {
+			if p, err := netip.ParsePrefix(g.Spec.Segment); err == nil && p.Contains(addr) {
+				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: g.Name}}, statusDelay)
+			}
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ipgroup").
+		For(&paasv1.IPGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(allGroups), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&paasv1.IP{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				groupsHolding(ctx, e.Object, q)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				groupsHolding(ctx, e.Object, q)
+			},
+		}).
+		Complete(r)
+}

@@ -1,0 +1,29 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	addressesTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_addresses_total",
+		Help: "Addresses an IPGroup can hand out (segment minus excluded; IPv6 groups saturate float precision).",
+	}, []string{"ipgroup"})
+	addressesInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_addresses_in_use",
+		Help: "Addresses of an IPGroup held by Services or legacy VirtualIPs.",
+	}, []string{"ipgroup"})
+	allocationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vip_allocator_allocations_total",
+		Help: "Addresses allocated (ledger objects created), by IPGroup.",
+	}, []string{"ipgroup"})
+	allocationFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vip_allocator_allocation_failures_total",
+		Help: "Services that could not get an address, by condition reason (counted when the reason or message changes).",
+	}, []string{"reason"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(addressesTotal, addressesInUse, allocationsTotal, allocationFailures)
+}

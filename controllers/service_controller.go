@@ -1,0 +1,436 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redhat-cop/operator-utils/pkg/util"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+)
+
+// FieldOwner is the field manager of every write the operator makes.
+const FieldOwner = client.FieldOwner("vip-allocator-operator")
+
+// ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service.
+const ownerIndex = "spec.owner"
+
+// Event reasons on Services.
+const (
+	EventIPAllocated      = "IPAllocated"
+	EventIPReleased       = "IPReleased"
+	EventAllocationFailed = "AllocationFailed"
+)
+
+// ServiceReconciler gives LoadBalancer Services addresses from IPGroups and
+// records each in the IP ledger. Allocating is: choose in memory, create the
+// ledger object (the API server's AlreadyExists is the lock), patch the status.
+type ServiceReconciler struct {
+	util.ReconcilerBase
+	// OwnClassOnly serves only Services of class paas.org/vip-allocator.
+	OwnClassOnly bool
+	// Workers is the number of Services reconciled at once.
+	Workers int
+
+	state *allocations
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+}
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=paas.org,resources=ips,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=virtualips;groupsegmentmappings,verbs=get;list;watch
+
+func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.state.rebuild(ctx, r.GetClient(), r.OwnClassOnly); err != nil {
+		return ctrl.Result{}, err
+	}
+	svc := &corev1.Service{}
+	if err := r.GetClient().Get(ctx, req.NamespacedName, svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Service %s: %w", req.NamespacedName, err)
+		}
+		return ctrl.Result{}, r.release(ctx, req.NamespacedName, nil)
+	}
+	if !handles(svc, r.OwnClassOnly) {
+		return ctrl.Result{}, r.release(ctx, req.NamespacedName, svc)
+	}
+	return ctrl.Result{}, r.serve(ctx, svc)
+}
+
+// serve makes svc hold its addresses: in memory, in the ledger, in its status.
+func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) error {
+	key := client.ObjectKeyFromObject(svc)
+	ledger, err := r.ledgerOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	// Entries of an earlier Service of the same name are garbage.
+	var current, stale []paasv1.IP
+	for _, ip := range ledger {
+		if ip.Spec.Owner != nil && ip.Spec.Owner.UID == svc.UID {
+			current = append(current, ip)
+		} else {
+			stale = append(stale, ip)
+		}
+	}
+	if err := r.forgetLedger(ctx, stale); err != nil {
+		return err
+	}
+
+	ns := &corev1.Namespace{}
+	if err := r.GetClient().Get(ctx, types.NamespacedName{Name: svc.Namespace}, ns); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get Namespace %s: %w", svc.Namespace, err)
+	}
+	request, requestErr := requestFor(svc, ns.Labels)
+
+	var result allocation
+	for attempt := 0; ; attempt++ {
+		result = r.allocate(ctx, key, request, requestErr)
+		lost, err := r.writeLedger(ctx, svc, result, current)
+		if err != nil {
+			return err
+		}
+		// Another holder won the ledger race: the allocator now knows it, try again.
+		if !lost || attempt == 3 {
+			break
+		}
+	}
+	if err := r.writeStatus(ctx, svc, result); err != nil {
+		return err
+	}
+	r.setPending(key, result.err != nil)
+	if result.released {
+		r.wakePending()
+	}
+	return nil
+}
+
+// allocation is what one reconcile decided for a Service.
+type allocation struct {
+	held     []netip.Addr
+	groupOf  map[netip.Addr]string // the IPGroup each held address is in, if any
+	err      error
+	released bool // an address was freed: pending Services may now fit
+}
+
+func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocation {
+	s := r.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := s.alloc.Held(key.String())
+	var out allocation
+	if err := s.syncGroups(ctx, r.GetClient()); err != nil {
+		out.held, out.err = before, err
+	} else if requestErr != nil {
+		out.held, out.err = before, requestErr
+	} else {
+		out.held, out.err = s.alloc.Allocate(key.String(), req)
+	}
+	out.released = len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
+	out.groupOf = map[netip.Addr]string{}
+	for _, addr := range out.held {
+		out.groupOf[addr] = groupOf(s.alloc, addr)
+	}
+	return out
+}
+
+// groupOf names the first group (by priority) that may hand out addr.
+func groupOf(a *allocator.Allocator, addr netip.Addr) string {
+	for _, g := range a.Groups() {
+		if g.Usable(addr) {
+			return g.Name
+		}
+	}
+	return ""
+}
+
+// writeLedger creates the ledger objects of the held addresses and deletes the
+// Service's others. lost is true when another holder already had an address.
+func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service, result allocation, current []paasv1.IP) (lost bool, err error) {
+	have := map[string]bool{}
+	for _, ip := range current {
+		have[ip.Name] = true
+	}
+	for _, addr := range result.held {
+		if have[paasv1.IPObjectName(addr)] {
+			continue
+		}
+		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr])
+		if err != nil {
+			return false, err
+		}
+		lost = lost || !won
+	}
+	var extra []paasv1.IP
+	for _, ip := range current {
+		if addr, ok := ip.Addr(); !ok || !slices.Contains(result.held, addr) {
+			extra = append(extra, ip)
+		}
+	}
+	return lost, r.deleteLedger(ctx, extra)
+}
+
+// createLedger creates the ledger object of addr for svc. won is false when the
+// address turns out to be held by someone else; the allocator then learns it.
+func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group string) (won bool, err error) {
+	owner := &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
+	ip := &paasv1.IP{}
+	ip.Name = paasv1.IPObjectName(addr)
+	ip.Annotations = map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}
+	if group != "" {
+		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
+	}
+	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner}
+	err = r.GetClient().Create(ctx, ip, FieldOwner)
+	if err == nil {
+		allocationsTotal.WithLabelValues(group).Inc()
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("create ledger IP %s for %s/%s: %w", ip.Name, svc.Namespace, svc.Name, err)
+	}
+	existing := &paasv1.IP{}
+	if err := r.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(ip), existing); err != nil {
+		// Deleted in between: the next reconcile creates it.
+		return false, fmt.Errorf("get ledger IP %s: %w", ip.Name, err)
+	}
+	if existing.Spec.Owner != nil && existing.Spec.Owner.UID == svc.UID {
+		return true, nil // ours; the cache had not seen it yet
+	}
+	r.state.mu.Lock()
+	r.state.alloc.ReleaseAddr(addr)
+	_ = r.state.alloc.Assign(ledgerOwnerKey(existing), addr)
+	r.state.mu.Unlock()
+	return false, nil
+}
+
+// forgetLedger frees stale ledger entries in memory too.
+func (r *ServiceReconciler) forgetLedger(ctx context.Context, ips []paasv1.IP) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	r.state.mu.Lock()
+	for _, ip := range ips {
+		if addr, ok := ip.Addr(); ok {
+			r.state.alloc.ReleaseAddr(addr)
+		}
+	}
+	r.state.mu.Unlock()
+	return r.deleteLedger(ctx, ips)
+}
+
+func (r *ServiceReconciler) deleteLedger(ctx context.Context, ips []paasv1.IP) error {
+	for i := range ips {
+		uid := ips[i].UID
+		err := r.GetClient().Delete(ctx, &ips[i], client.Preconditions{UID: &uid})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete ledger IP %s: %w", ips[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func (r *ServiceReconciler) ledgerOf(ctx context.Context, key types.NamespacedName) ([]paasv1.IP, error) {
+	var list paasv1.IPList
+	if err := r.GetClient().List(ctx, &list, client.MatchingFields{ownerIndex: key.String()}); err != nil {
+		return nil, fmt.Errorf("list ledger of %s: %w", key, err)
+	}
+	return list.Items, nil
+}
+
+// writeStatus patches the Service's ingress and condition when they changed, and
+// tells what happened in Events.
+func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocation) error {
+	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
+	desired := svc.DeepCopy()
+	desired.Status.LoadBalancer.Ingress = ingressFor(result.held)
+	meta.SetStatusCondition(&desired.Status.Conditions, cond)
+	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
+		return nil
+	}
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), FieldOwner); err != nil {
+		return fmt.Errorf("patch status of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	had := ingressAddrs(svc)
+	for _, addr := range result.held {
+		if !slices.Contains(had, addr) {
+			r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocated %s from IPGroup %s", addr, result.groupOf[addr])
+		}
+	}
+	for _, addr := range had {
+		if !slices.Contains(result.held, addr) {
+			r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s", addr)
+		}
+	}
+	if old := meta.FindStatusCondition(svc.Status.Conditions, ConditionIPAllocated); cond.Status == "False" && (old == nil || old.Message != cond.Message) {
+		allocationFailures.WithLabelValues(cond.Reason).Inc()
+		r.GetRecorder().Event(svc, corev1.EventTypeWarning, EventAllocationFailed, cond.Message)
+	}
+	return nil
+}
+
+// release frees what key holds: memory, ledger, and, when the Service still
+// exists but is no longer ours to serve, the addresses and condition in its status.
+func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedName, svc *corev1.Service) error {
+	r.state.mu.Lock()
+	freed := r.state.alloc.Release(key.String())
+	r.state.mu.Unlock()
+	r.setPending(key, false)
+	ledger, err := r.ledgerOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ledger {
+		if addr, ok := ip.Addr(); ok && !slices.Contains(freed, addr) {
+			freed = append(freed, addr)
+		}
+	}
+	if err := r.deleteLedger(ctx, ledger); err != nil {
+		return err
+	}
+	if len(freed) > 0 {
+		r.wakePending()
+	}
+	if svc == nil {
+		return nil
+	}
+	desired := svc.DeepCopy()
+	desired.Status.LoadBalancer.Ingress = slices.DeleteFunc(desired.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
+		addr, err := netip.ParseAddr(in.IP)
+		return err == nil && slices.Contains(freed, addr)
+	})
+	meta.RemoveStatusCondition(&desired.Status.Conditions, ConditionIPAllocated)
+	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
+		return nil
+	}
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), FieldOwner); err != nil {
+		return fmt.Errorf("clear status of Service %s: %w", key, err)
+	}
+	if len(freed) > 0 {
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", joinAddrs(freed))
+	}
+	return nil
+}
+
+func joinAddrs(addrs []netip.Addr) string {
+	var s []string
+	for _, a := range addrs {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// setPending records whether key waits for something to change.
+func (r *ServiceReconciler) setPending(key types.NamespacedName, pending bool) {
+	r.state.mu.Lock()
+	defer r.state.mu.Unlock()
+	if pending {
+		r.state.pending[key] = struct{}{}
+	} else {
+		delete(r.state.pending, key)
+	}
+}
+
+func (r *ServiceReconciler) pendingKeys(match func(types.NamespacedName) bool) []reconcile.Request {
+	r.state.mu.Lock()
+	defer r.state.mu.Unlock()
+	var out []reconcile.Request
+	for key := range r.state.pending {
+		if match(key) {
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}
+
+// wakePending requeues the Services waiting for an address: one was just freed.
+func (r *ServiceReconciler) wakePending() {
+	q := r.queue.Load()
+	if q == nil {
+		return
+	}
+	for _, req := range r.pendingKeys(func(types.NamespacedName) bool { return true }) {
+		(*q).Add(req)
+	}
+}
+
+// SetupWithManager registers the controller, the ledger index and the readiness
+// check that opens once the allocator is rebuilt.
+func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.state = newAllocations()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &paasv1.IP{}, ownerIndex, func(o client.Object) []string {
+		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
+			return []string{owner.Namespace + "/" + owner.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index IPs by owner: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("allocator", healthz.Checker(r.state.ReadyCheck(mgr.Elected()))); err != nil {
+		return err
+	}
+	// Rebuild as soon as this replica leads, not at the first Service event.
+	if err := mgr.Add(rebuildOnStart{r}); err != nil {
+		return err
+	}
+	allPending := func(context.Context, client.Object) []reconcile.Request {
+		return r.pendingKeys(func(types.NamespacedName) bool { return true })
+	}
+	pendingIn := func(_ context.Context, ns client.Object) []reconcile.Request {
+		return r.pendingKeys(func(k types.NamespacedName) bool { return k.Namespace == ns.GetName() })
+	}
+	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
+		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}}}
+		}
+		return nil
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("service").
+		For(&corev1.Service{}).
+		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(ledgerOwner)).
+		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(allPending), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(pendingIn), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.queue.Store(&q)
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
+		Complete(r)
+}
+
+// rebuildOnStart rebuilds the allocator once the caches are synced and this
+// replica is the leader.
+type rebuildOnStart struct{ r *ServiceReconciler }
+
+func (s rebuildOnStart) Start(ctx context.Context) error {
+	if err := s.r.state.rebuild(ctx, s.r.GetClient(), s.r.OwnClassOnly); err != nil {
+		// Reconciles retry it before they allocate anything.
+		ctrl.LoggerFrom(ctx).Error(err, "rebuild at start")
+	}
+	return nil
+}

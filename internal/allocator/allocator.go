@@ -1,0 +1,406 @@
+// Package allocator owns the in-memory map of which Service holds which address.
+//
+// It is pure: no Kubernetes imports, no I/O, no clock. The operator feeds it the
+// parsed IPGroups (SetGroups), imports what the cluster already holds (Assign)
+// before it allocates anything, and then asks it for addresses (Allocate). It
+// never hands one address to two keys, and never enumerates a segment: free
+// addresses are found from a per-group "lowest possibly free" hint, jumping over
+// excluded ranges, so a /8 or an IPv6 /64 costs no more than a /24.
+//
+// It is not safe for concurrent use; the caller serialises access.
+package allocator
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Family is an address family, spelled as in a Service's spec.ipFamilies.
+type Family string
+
+const (
+	IPv4 Family = "IPv4"
+	IPv6 Family = "IPv6"
+)
+
+// FamilyOf returns the family of addr.
+func FamilyOf(addr netip.Addr) Family {
+	if addr.Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// Sentinel errors: every error Allocate and Assign return wraps exactly one.
+var (
+	ErrNoGroup          = errors.New("no IPGroup")
+	ErrGroupFull        = errors.New("IPGroup full")
+	ErrInUse            = errors.New("requested IP in use")
+	ErrExcluded         = errors.New("requested IP excluded")
+	ErrOutsideGroups    = errors.New("requested IP outside every IPGroup")
+	ErrGroupNotAllowed  = errors.New("IPGroup not allowed")
+	ErrFamilyNotAllowed = errors.New("requested IP of a family the Service does not use")
+)
+
+// Error carries a message a person can act on and the sentinel it stands for.
+type Error struct {
+	Reason error
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Reason }
+
+func fail(reason error, format string, args ...any) error {
+	return &Error{Reason: reason, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Request is what a Service asks for.
+type Request struct {
+	// Families in the Service's order (spec.ipFamilies): one address each.
+	Families []Family
+	// IPs the Service asks for, at most one per family.
+	IPs []netip.Addr
+	// Groups the Service names; empty means any auto-assign group that admits it.
+	Groups []string
+	// Labels of the Service's namespace and of the Service, for group selectors.
+	NamespaceLabels, ServiceLabels map[string]string
+}
+
+// Allocator maps addresses to the keys (namespace/name) that hold them.
+type Allocator struct {
+	groups []*Group // by priority, then name
+	owner  map[netip.Addr]string
+	held   map[string][]netip.Addr
+	hints  map[string]hint // per group name
+}
+
+// hint is the lowest address of a group that may be free; full means none is.
+type hint struct {
+	from netip.Addr
+	full bool
+}
+
+// New returns an empty allocator with no groups.
+func New() *Allocator {
+	return &Allocator{
+		owner: map[netip.Addr]string{},
+		held:  map[string][]netip.Addr{},
+		hints: map[string]hint{},
+	}
+}
+
+// SetGroups replaces the groups. Held addresses stay held, even when no group
+// contains them any more: a Service never loses its address to a group edit.
+func (a *Allocator) SetGroups(groups []*Group) {
+	a.groups = slices.Clone(groups)
+	slices.SortFunc(a.groups, func(x, y *Group) int {
+		return cmp.Or(cmp.Compare(x.Priority, y.Priority), strings.Compare(x.Name, y.Name))
+	})
+	a.hints = map[string]hint{}
+}
+
+// Groups returns the groups, by priority then name.
+func (a *Allocator) Groups() []*Group { return a.groups }
+
+// Group returns the group called name.
+func (a *Allocator) Group(name string) (*Group, bool) {
+	for _, g := range a.groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return nil, false
+}
+
+// Owner returns the key holding addr.
+func (a *Allocator) Owner(addr netip.Addr) (string, bool) {
+	k, ok := a.owner[addr]
+	return k, ok
+}
+
+// Held returns the addresses key holds.
+func (a *Allocator) Held(key string) []netip.Addr { return slices.Clone(a.held[key]) }
+
+// InUse counts the held addresses that group g could hand out.
+func (a *Allocator) InUse(g *Group) int {
+	n := 0
+	for addr := range a.owner {
+		if g.Usable(addr) {
+			n++
+		}
+	}
+	return n
+}
+
+// Assign records that key holds addrs, whatever the groups say: it imports what
+// the cluster already holds. It is idempotent; an address held by another key
+// is refused with ErrInUse and the others are still assigned.
+func (a *Allocator) Assign(key string, addrs ...netip.Addr) error {
+	var errs []error
+	for _, addr := range addrs {
+		if other, ok := a.owner[addr]; ok {
+			if other != key {
+				errs = append(errs, fail(ErrInUse, "%s is already held by %s", addr, other))
+			}
+			continue
+		}
+		a.take(key, addr)
+	}
+	return errors.Join(errs...)
+}
+
+// Release frees every address key holds and returns them.
+func (a *Allocator) Release(key string) []netip.Addr {
+	addrs := a.held[key]
+	for _, addr := range addrs {
+		a.ReleaseAddr(addr)
+	}
+	return addrs
+}
+
+// ReleaseAddr frees one address, whoever holds it.
+func (a *Allocator) ReleaseAddr(addr netip.Addr) {
+	key, ok := a.owner[addr]
+	if !ok {
+		return
+	}
+	delete(a.owner, addr)
+	a.held[key] = slices.DeleteFunc(a.held[key], func(x netip.Addr) bool { return x == addr })
+	if len(a.held[key]) == 0 {
+		delete(a.held, key)
+	}
+	for _, g := range a.groups {
+		if h, ok := a.hints[g.Name]; ok && g.Contains(addr) && (h.full || addr.Less(h.from)) {
+			a.hints[g.Name] = hint{from: addr}
+		}
+	}
+}
+
+// Allocate makes key hold one address per requested family and returns them in
+// family order. It is idempotent: an address key already holds is kept unless
+// the request names another valid one, which then replaces it. On failure key
+// keeps what it held; the error joins one *Error per family that failed.
+func (a *Allocator) Allocate(key string, req Request) ([]netip.Addr, error) {
+	var errs []error
+	for _, addr := range req.IPs {
+		if !slices.Contains(req.Families, FamilyOf(addr)) {
+			errs = append(errs, fail(ErrFamilyNotAllowed,
+				"requested %s is %s but the Service's ipFamilies are %v; request an address of those families or change ipFamilies",
+				addr, FamilyOf(addr), req.Families))
+		}
+	}
+	if len(errs) > 0 {
+		// The request is wrong as a whole: hand out nothing new until it is fixed.
+		return a.heldIn(key, req.Families), errors.Join(errs...)
+	}
+	for _, fam := range req.Families {
+		if err := a.allocateFamily(key, fam, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// A family the Service no longer uses (dual-stack turned single) is released.
+	for _, addr := range a.Held(key) {
+		if !slices.Contains(req.Families, FamilyOf(addr)) {
+			a.ReleaseAddr(addr)
+		}
+	}
+	return a.heldIn(key, req.Families), errors.Join(errs...)
+}
+
+// heldIn returns key's addresses in the order of families.
+func (a *Allocator) heldIn(key string, families []Family) []netip.Addr {
+	var out []netip.Addr
+	for _, fam := range families {
+		if addr, ok := a.heldOf(key, fam); ok {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
+func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
+	held, holds := a.heldOf(key, fam)
+	if want, ok := requested(req, fam); ok {
+		if a.owner[want] != key {
+			if err := a.checkRequested(key, want, req); err != nil {
+				return err
+			}
+			a.take(key, want)
+		}
+		a.keepOnly(key, fam, want)
+		return nil
+	}
+	if holds {
+		a.keepOnly(key, fam, held)
+		return nil
+	}
+	candidates, err := a.candidates(fam, req)
+	if err != nil {
+		return err
+	}
+	for _, g := range candidates {
+		if addr, ok := a.firstFree(g); ok {
+			a.take(key, addr)
+			return nil
+		}
+	}
+	return a.fullError(fam, candidates)
+}
+
+// checkRequested explains why key may not take addr, or returns nil.
+func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) error {
+	var containing, usable []*Group
+	for _, g := range a.groups {
+		if g.Contains(addr) {
+			containing = append(containing, g)
+			if !g.IsExcluded(addr) {
+				usable = append(usable, g)
+			}
+		}
+	}
+	switch {
+	case len(containing) == 0:
+		return fail(ErrOutsideGroups,
+			"requested %s is in no IPGroup; request an address inside an IPGroup's segment or create an IPGroup that holds it", addr)
+	case len(usable) == 0:
+		return fail(ErrExcluded,
+			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
+	}
+	if !slices.ContainsFunc(usable, func(g *Group) bool { return a.admits(g, req) }) {
+		return fail(ErrGroupNotAllowed, "requested %s is in IPGroup %s, %s", addr, names(usable), a.whyNotAdmitted(req))
+	}
+	if other, ok := a.owner[addr]; ok && other != key {
+		return fail(ErrInUse, "requested %s is already held by %s; request a free address or release it there", addr, other)
+	}
+	return nil
+}
+
+// candidates are the groups an unrequested address of fam may come from.
+func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
+	if len(req.Groups) > 0 {
+		var named []*Group
+		var missing []string
+		for _, name := range req.Groups {
+			g, ok := a.Group(name)
+			switch {
+			case !ok:
+				missing = append(missing, name)
+			case g.Family() == fam:
+				named = append(named, g)
+			}
+		}
+		if len(named) == 0 {
+			if len(missing) > 0 {
+				return nil, fail(ErrNoGroup, "IPGroup %s does not exist; create it or name an existing group in vip.paas.org/ipgroup", strings.Join(missing, ", "))
+			}
+			return nil, fail(ErrNoGroup, "none of the named IPGroups %s is %s; name one %s group per family in vip.paas.org/ipgroup", strings.Join(req.Groups, ", "), fam, fam)
+		}
+		admitted := slices.DeleteFunc(named, func(g *Group) bool { return !a.admits(g, req) })
+		if len(admitted) == 0 {
+			return nil, fail(ErrGroupNotAllowed, "IPGroup %s does not admit this Service: its namespaceSelector or serviceSelector does not match", strings.Join(req.Groups, ", "))
+		}
+		return admitted, nil
+	}
+	var auto []*Group
+	for _, g := range a.groups {
+		if g.AutoAssign && g.Family() == fam && a.admits(g, req) {
+			auto = append(auto, g)
+		}
+	}
+	if len(auto) == 0 {
+		return nil, fail(ErrNoGroup, "no auto-assign %s IPGroup admits this Service; create one, or name a group in the vip.paas.org/ipgroup annotation", fam)
+	}
+	return auto, nil
+}
+
+func (a *Allocator) fullError(fam Family, groups []*Group) error {
+	var parts []string
+	for _, g := range groups {
+		parts = append(parts, fmt.Sprintf("%s (%d of %s in use)", g.Name, a.InUse(g), g.Capacity()))
+	}
+	return fail(ErrGroupFull, "no free %s address in IPGroup %s; add addresses to a group, create another group, or free an address",
+		fam, strings.Join(parts, ", "))
+}
+
+func (a *Allocator) admits(g *Group, req Request) bool {
+	if len(req.Groups) > 0 && !slices.Contains(req.Groups, g.Name) {
+		return false
+	}
+	return g.Admits == nil || g.Admits(req.NamespaceLabels, req.ServiceLabels)
+}
+
+func (a *Allocator) whyNotAdmitted(req Request) string {
+	if len(req.Groups) > 0 {
+		return fmt.Sprintf("but the Service names IPGroup %s in vip.paas.org/ipgroup; name the group that holds the address", strings.Join(req.Groups, ", "))
+	}
+	return "whose namespaceSelector or serviceSelector does not match this Service; change the selectors or the Service's labels"
+}
+
+// firstFree returns the lowest free usable address of g, starting at its hint.
+func (a *Allocator) firstFree(g *Group) (netip.Addr, bool) {
+	h, ok := a.hints[g.Name]
+	if !ok {
+		h = hint{from: g.Segment.Addr()}
+	}
+	if h.full {
+		return netip.Addr{}, false
+	}
+	for from := h.from; ; from = from.Next() {
+		addr, ok := g.nextUsable(from)
+		if !ok {
+			a.hints[g.Name] = hint{full: true}
+			return netip.Addr{}, false
+		}
+		if _, taken := a.owner[addr]; !taken {
+			a.hints[g.Name] = hint{from: addr}
+			return addr, true
+		}
+		from = addr
+	}
+}
+
+// keepOnly releases every address of fam that key holds but addr. A key holds
+// one address per family; more can only come from importing an interrupted move.
+func (a *Allocator) keepOnly(key string, fam Family, addr netip.Addr) {
+	for _, other := range a.Held(key) {
+		if other != addr && FamilyOf(other) == fam {
+			a.ReleaseAddr(other)
+		}
+	}
+}
+
+func (a *Allocator) take(key string, addr netip.Addr) {
+	a.owner[addr] = key
+	a.held[key] = append(a.held[key], addr)
+}
+
+func (a *Allocator) heldOf(key string, fam Family) (netip.Addr, bool) {
+	for _, addr := range a.held[key] {
+		if FamilyOf(addr) == fam {
+			return addr, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func requested(req Request, fam Family) (netip.Addr, bool) {
+	for _, addr := range req.IPs {
+		if FamilyOf(addr) == fam {
+			return addr, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func names(groups []*Group) string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g.Name)
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,140 @@
+package allocator
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+	"slices"
+)
+
+// Group is one IPGroup, parsed: a segment minus excluded ranges, and who may use it.
+type Group struct {
+	Name    string
+	Segment netip.Prefix
+	// Excluded may hold single addresses (/32, /128) and ranges; they need not be
+	// sorted, merged or inside the segment: NewGroup normalises them.
+	Excluded []netip.Prefix
+	// AutoAssign lets Services that name no group take addresses from this one.
+	AutoAssign bool
+	// Priority orders auto-assign groups: lower is tried first, then by name.
+	Priority int32
+	// Admits reports whether a Service (by its namespace's labels and its own)
+	// may use the group; nil admits every Service.
+	Admits func(namespaceLabels, serviceLabels map[string]string) bool
+
+	excluded []span // sorted, merged, clipped to Segment
+	last     netip.Addr
+}
+
+// span is an inclusive address range.
+type span struct{ first, last netip.Addr }
+
+// NewGroup validates g and prepares its lookup structures.
+func NewGroup(g Group) (*Group, error) {
+	if !g.Segment.IsValid() {
+		return nil, fmt.Errorf("group %q: segment is not a valid CIDR", g.Name)
+	}
+	g.Segment = g.Segment.Masked()
+	g.last = lastAddr(g.Segment)
+	g.excluded = nil
+	for _, e := range g.Excluded {
+		if !e.IsValid() || e.Addr().Is4() != g.Segment.Addr().Is4() {
+			return nil, fmt.Errorf("group %q: excluded %s is not of the segment's family", g.Name, e)
+		}
+		e = e.Masked()
+		if !g.Segment.Overlaps(e) {
+			return nil, fmt.Errorf("group %q: excluded %s is outside segment %s", g.Name, e, g.Segment)
+		}
+		s := span{e.Addr(), lastAddr(e)}
+		// Clip to the segment: an excluded range may be wider than the segment.
+		if s.first.Less(g.Segment.Addr()) {
+			s.first = g.Segment.Addr()
+		}
+		if g.last.Less(s.last) {
+			s.last = g.last
+		}
+		g.excluded = append(g.excluded, s)
+	}
+	g.excluded = mergeSpans(g.excluded)
+	return &g, nil
+}
+
+// Family is "IPv4" or "IPv6", the spelling Kubernetes uses in spec.ipFamilies.
+func (g *Group) Family() Family { return FamilyOf(g.Segment.Addr()) }
+
+// Contains reports whether addr is in the segment, excluded or not.
+func (g *Group) Contains(addr netip.Addr) bool { return g.Segment.Contains(addr) }
+
+// IsExcluded reports whether addr is in one of the excluded ranges.
+func (g *Group) IsExcluded(addr netip.Addr) bool {
+	_, ok := g.excludedSpanAt(addr)
+	return ok
+}
+
+// Usable reports whether addr may be handed out from this group.
+func (g *Group) Usable(addr netip.Addr) bool { return g.Contains(addr) && !g.IsExcluded(addr) }
+
+// Capacity is the number of usable addresses. It is a big.Int because an IPv6
+// segment holds up to 2^128 addresses.
+func (g *Group) Capacity() *big.Int {
+	total := new(big.Int).Lsh(big.NewInt(1), uint(g.Segment.Addr().BitLen()-g.Segment.Bits()))
+	for _, s := range g.excluded {
+		total.Sub(total, spanSize(s))
+	}
+	return total
+}
+
+// excludedSpanAt finds the excluded span holding addr by binary search.
+func (g *Group) excludedSpanAt(addr netip.Addr) (span, bool) {
+	i, _ := slices.BinarySearchFunc(g.excluded, addr, func(s span, a netip.Addr) int {
+		return s.last.Compare(a)
+	})
+	if i < len(g.excluded) && g.excluded[i].first.Compare(addr) <= 0 {
+		return g.excluded[i], true
+	}
+	return span{}, false
+}
+
+// nextUsable returns the first usable address at or after from, skipping
+// excluded ranges in one step each (a segment is never enumerated).
+func (g *Group) nextUsable(from netip.Addr) (netip.Addr, bool) {
+	for from.IsValid() && g.Segment.Contains(from) {
+		s, ok := g.excludedSpanAt(from)
+		if !ok {
+			return from, true
+		}
+		from = s.last.Next()
+	}
+	return netip.Addr{}, false
+}
+
+func mergeSpans(spans []span) []span {
+	slices.SortFunc(spans, func(a, b span) int { return a.first.Compare(b.first) })
+	var out []span
+	for _, s := range spans {
+		if n := len(out); n > 0 && (s.first.Compare(out[n-1].last) <= 0 || s.first == out[n-1].last.Next()) {
+			if out[n-1].last.Less(s.last) {
+				out[n-1].last = s.last
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func spanSize(s span) *big.Int {
+	first := new(big.Int).SetBytes(s.first.AsSlice())
+	last := new(big.Int).SetBytes(s.last.AsSlice())
+	return last.Sub(last, first).Add(last, big.NewInt(1))
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

@@ -1,0 +1,174 @@
+// Package testenv runs the real kube-apiserver and etcd (built into bin/k8s by
+// 'make controlplane') with this project's CRDs, RBAC and admission policies
+// installed from config/, and hands out clients for two identities: a cluster
+// admin, and the operator's ServiceAccount (so tests run the operator with the
+// exact permissions config/ grants it).
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/paas-org/vip-allocator-operator/cmd"
+)
+
+// OperatorNamespace and OperatorUser are the operator's ServiceAccount, as config/ names it.
+const (
+	OperatorNamespace = "vip-allocator-operator"
+	OperatorUser      = "system:serviceaccount:vip-allocator-operator:vip-allocator-operator"
+)
+
+// Env is a running control plane.
+type Env struct {
+	env *envtest.Environment
+	// Root is the repository root.
+	Root string
+	// Admin is a cluster-admin client (system:masters).
+	Admin       client.Client
+	AdminConfig *rest.Config
+	// OperatorConfig authenticates as the operator's ServiceAccount.
+	OperatorConfig *rest.Config
+	// Operator is a client with the operator's identity.
+	Operator client.Client
+	admin    *envtest.AuthenticatedUser
+}
+
+// RepoRoot finds the repository root from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Start starts etcd and kube-apiserver and installs config/crd, config/rbac and
+// config/admission. The Service ClusterIP range is large and dual-stack, so
+// thousands of Services fit and dual-stack Services can be created.
+func Start() (*Env, error) {
+	root := RepoRoot()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		return nil, fmt.Errorf("no kube-apiserver in %s: run 'make controlplane' (make test does): %w", assets, err)
+	}
+	e := &Env{Root: root, env: &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                cmd.Scheme(),
+	}}
+	api := e.env.ControlPlane.GetAPIServer()
+	api.Configure().
+		Set("service-cluster-ip-range", "10.96.0.0/16,fd00:10:96::/108").
+		// Priority and fairness would throttle the benchmarks' deliberate bursts.
+		Set("max-requests-inflight", "1000").
+		Set("max-mutating-requests-inflight", "500")
+	cfg, err := e.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	if e.admin, err = e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg); err != nil {
+		return nil, e.fail(err)
+	}
+	e.AdminConfig = e.admin.Config()
+	operator, err := e.env.AddUser(envtest.User{Name: OperatorUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace}}, cfg)
+	if err != nil {
+		return nil, e.fail(err)
+	}
+	e.OperatorConfig = operator.Config()
+	e.OperatorConfig.QPS, e.OperatorConfig.Burst = 200, 400
+	e.AdminConfig.QPS, e.AdminConfig.Burst = 200, 400
+	if e.Admin, err = client.New(e.AdminConfig, client.Options{Scheme: cmd.Scheme()}); err != nil {
+		return nil, e.fail(err)
+	}
+	if e.Operator, err = client.New(e.OperatorConfig, client.Options{Scheme: cmd.Scheme()}); err != nil {
+		return nil, e.fail(err)
+	}
+	ctx := context.Background()
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(OperatorNamespace)
+	if err := e.Admin.Create(ctx, ns); err != nil {
+		return nil, e.fail(err)
+	}
+	for _, dir := range []string{"rbac", "admission"} {
+		if err := e.ApplyDir(ctx, filepath.Join(root, "config", dir)); err != nil {
+			return nil, e.fail(err)
+		}
+	}
+	return e, nil
+}
+
+func (e *Env) fail(err error) error {
+	return errors.Join(err, e.env.Stop())
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// KubeconfigFile writes an admin kubeconfig into dir, for kubectl.
+func (e *Env) KubeconfigFile(dir string) (string, error) {
+	data, err := e.admin.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// ApplyDir creates, as admin, every object in the YAML files of dir (but its
+// kustomization.yaml).
+func (e *Env) ApplyDir(ctx context.Context, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := e.ApplyYAML(ctx, data); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// ApplyYAML creates, as admin, every object of a multi-document YAML.
+func (e *Env) ApplyYAML(ctx context.Context, data []byte) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := e.Admin.Create(ctx, obj); err != nil {
+			return fmt.Errorf("create %s %s: %w", strings.ToLower(obj.GetKind()), obj.GetName(), err)
+		}
+	}
+}
