@@ -29,8 +29,11 @@ manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
 
 ## verify: generated code and manifests are current, code is formatted and vetted
-verify: generate manifests
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+verify: $(CONTROLLER_GEN)
+	@before=$$(mktemp -d) && cp -r api config $$before/ && \
+	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
+	  diff -r $$before/api api && diff -r $$before/config config && rm -rf $$before || \
+	  { echo "generated files were stale (now regenerated): review and commit them"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	go vet ./...
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,6 +28,7 @@ type OperatorOptions struct {
 	LeaderNamespace string
 	MetricsAddr     string
 	ProbeAddr       string
+	PprofAddr       string
 	OwnClassOnly    bool
 	Workers         int
 	QPS             float64
@@ -41,6 +43,7 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.LeaderNamespace, "leader-election-namespace", "", "namespace of the leader Lease; empty: the operator's own namespace")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services with spec.loadBalancerClass "+controllers.LoadBalancerClass+" (to coexist with another load-balancer implementation)")
 	fs.IntVar(&o.Workers, "workers", 8, "Services reconciled concurrently")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "API requests per second the operator may make")
@@ -88,10 +91,14 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		Scheme:                        Scheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              "vip-allocator-operator.paas.org",
 		LeaderElectionNamespace:       o.LeaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		// The cache keeps what the reconcilers read; managed fields are most of
+		// an object's size and nobody here reads them.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		// Tests and benchmarks stop and start managers in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -102,7 +109,7 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
 		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
 	}
-	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
 	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator")}).SetupWithManager(mgr); err != nil {

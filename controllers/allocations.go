@@ -29,10 +29,69 @@ type allocations struct {
 	groupsKey string // identity of the IPGroups the allocator holds
 	rebuilt   atomic.Bool
 	pending   map[types.NamespacedName]struct{}
+
+	// Writes the informers have not shown yet. A reconcile that runs on a cache
+	// older than its own last write must not repeat it (a second status patch
+	// and a duplicate Event, or a create that fails with AlreadyExists).
+	inFlight struct {
+		sync.Mutex
+		statusFrom map[types.NamespacedName]string // resourceVersion our last status patch was computed from
+		ledger     map[string]types.UID            // ledger objects created, not yet in the cache
+	}
 }
 
 func newAllocations() *allocations {
-	return &allocations{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
+	a := &allocations{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
+	a.inFlight.statusFrom = map[types.NamespacedName]string{}
+	a.inFlight.ledger = map[string]types.UID{}
+	return a
+}
+
+// statusPatched records that key's status was patched from resourceVersion rv.
+func (a *allocations) statusPatched(key types.NamespacedName, rv string) {
+	a.inFlight.Lock()
+	defer a.inFlight.Unlock()
+	a.inFlight.statusFrom[key] = rv
+}
+
+// staleStatus reports whether the cached Service (at rv) predates our last
+// status patch; it forgets the patch once the cache has moved on.
+func (a *allocations) staleStatus(key types.NamespacedName, rv string) bool {
+	a.inFlight.Lock()
+	defer a.inFlight.Unlock()
+	from, ok := a.inFlight.statusFrom[key]
+	if ok && from != rv {
+		delete(a.inFlight.statusFrom, key)
+	}
+	return ok && from == rv
+}
+
+func (a *allocations) ledgerCreated(name string, owner types.UID) {
+	a.inFlight.Lock()
+	defer a.inFlight.Unlock()
+	a.inFlight.ledger[name] = owner
+}
+
+// ledgerSeen forgets a created ledger object once the cache has shown it.
+func (a *allocations) ledgerSeen(name string) {
+	a.inFlight.Lock()
+	defer a.inFlight.Unlock()
+	delete(a.inFlight.ledger, name)
+}
+
+// ledgerInFlight reports whether we created ledger object name for owner and
+// the cache has not shown it yet.
+func (a *allocations) ledgerInFlight(name string, owner types.UID) bool {
+	a.inFlight.Lock()
+	defer a.inFlight.Unlock()
+	return a.inFlight.ledger[name] == owner
+}
+
+// forget drops what is known about key's writes: the Service is gone.
+func (a *allocations) forget(key types.NamespacedName) {
+	a.inFlight.Lock()
+	defer a.inFlight.Unlock()
+	delete(a.inFlight.statusFrom, key)
 }
 
 // legacyKey is the allocator key of a legacy VirtualIP: never a valid Service key.
@@ -143,12 +202,16 @@ func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly
 }
 
 // ReadyCheck is a readiness check: not ready until the allocator is rebuilt.
-func (a *allocations) ReadyCheck(elected <-chan struct{}) func(*http.Request) error {
+// With leader election, a standby replica is ready (it rebuilds when elected):
+// otherwise a one-replica rolling update would wait forever for the new pod.
+func (a *allocations) ReadyCheck(leaderElection bool, elected <-chan struct{}) func(*http.Request) error {
 	return func(*http.Request) error {
-		select {
-		case <-elected:
-		default:
-			return nil // a standby is ready to take over; it rebuilds when elected
+		if leaderElection {
+			select {
+			case <-elected:
+			default:
+				return nil
+			}
 		}
 		if !a.rebuilt.Load() {
 			return errors.New("allocator not rebuilt yet")

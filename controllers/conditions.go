@@ -28,8 +28,12 @@ const (
 	ReasonInvalidRequest           = "InvalidRequest"
 )
 
-// reasonOf maps an allocation error to its condition reason.
+// reasonOf maps an allocation error to its condition reason; of joined errors
+// (one per family), the first one's.
 func reasonOf(err error) string {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
+		err = joined.Unwrap()[0]
+	}
 	for _, r := range []struct {
 		sentinel error
 		reason   string

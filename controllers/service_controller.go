@@ -51,6 +51,8 @@ type ServiceReconciler struct {
 	OwnClassOnly bool
 	// Workers is the number of Services reconciled at once.
 	Workers int
+	// LeaderElection tells readiness whether a standby replica may exist.
+	LeaderElection bool
 
 	state *allocations
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -176,7 +178,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 		have[ip.Name] = true
 	}
 	for _, addr := range result.held {
-		if have[paasv1.IPObjectName(addr)] {
+		if name := paasv1.IPObjectName(addr); have[name] || r.state.ledgerInFlight(name, svc.UID) {
 			continue
 		}
 		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr])
@@ -207,6 +209,7 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner}
 	err = r.GetClient().Create(ctx, ip, FieldOwner)
 	if err == nil {
+		r.state.ledgerCreated(ip.Name, svc.UID)
 		allocationsTotal.WithLabelValues(group).Inc()
 		return true, nil
 	}
@@ -265,6 +268,10 @@ func (r *ServiceReconciler) ledgerOf(ctx context.Context, key types.NamespacedNa
 // writeStatus patches the Service's ingress and condition when they changed, and
 // tells what happened in Events.
 func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocation) error {
+	key := client.ObjectKeyFromObject(svc)
+	if r.state.staleStatus(key, svc.ResourceVersion) {
+		return nil // our last patch is on its way; its watch event reconciles again
+	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
 	desired := svc.DeepCopy()
 	desired.Status.LoadBalancer.Ingress = ingressFor(result.held)
@@ -275,6 +282,7 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), FieldOwner); err != nil {
 		return fmt.Errorf("patch status of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
+	r.state.statusPatched(key, svc.ResourceVersion)
 	had := ingressAddrs(svc)
 	for _, addr := range result.held {
 		if !slices.Contains(had, addr) {
@@ -300,6 +308,7 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 	freed := r.state.alloc.Release(key.String())
 	r.state.mu.Unlock()
 	r.setPending(key, false)
+	r.state.forget(key)
 	ledger, err := r.ledgerOf(ctx, key)
 	if err != nil {
 		return err
@@ -390,7 +399,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index IPs by owner: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("allocator", healthz.Checker(r.state.ReadyCheck(mgr.Elected()))); err != nil {
+	if err := mgr.AddReadyzCheck("allocator", healthz.Checker(r.state.ReadyCheck(r.LeaderElection, mgr.Elected()))); err != nil {
 		return err
 	}
 	// Rebuild as soon as this replica leads, not at the first Service event.
@@ -404,6 +413,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return r.pendingKeys(func(k types.NamespacedName) bool { return k.Namespace == ns.GetName() })
 	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
+		r.state.ledgerSeen(o.GetName())
 		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}}}
 		}

@@ -306,3 +306,23 @@ func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
 }
 
 var _ client.Object = &paasv1.IP{}
+
+var _ = Describe("legacy VirtualIPs", Ordered, func() {
+	It("count as taken after a restart, so their addresses are never handed out twice", func() {
+		ctx := context.Background()
+		ns := newNamespace(nil)
+		vip := &paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old-vip"}, Spec: paasv1.VirtualIPSpec{Service: "app"}}
+		Expect(k8s.Create(ctx, vip)).To(Succeed())
+		vip.Status = paasv1.VirtualIPStatus{State: "Valid", IP: "203.0.113.200", Service: "app", ClonedService: "old-vip-keepalived-clone", GSM: "gsm-a", KeepalivedGroup: "ns/kg"}
+		Expect(k8s.Status().Update(ctx, vip)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, vip)).To(Succeed()) })
+
+		stopOperator()
+		startOperator()
+		createIPGroup(newIPGroup("legacy-v", "203.0.113.192/28"))
+		svc := createService(lbService(ns, "wants-vip", withLoadBalancerIP("203.0.113.200")))
+		c := eventuallyCondition(svc, metav1.ConditionFalse, controllers.ReasonRequestedIPInUse)
+		Expect(c.Message).To(ContainSubstring("held by VirtualIP " + ns + "/old-vip"))
+		eventuallyIPs(createService(lbService(ns, "auto")), "203.0.113.192")
+	})
+})

@@ -1,0 +1,392 @@
+// Command alloc is 'make bench-alloc': on the local control plane
+// (hack/local-cluster.sh), it measures
+//
+//   - the baseline: a plain client doing exactly the operator's API writes per
+//     Service (ledger create + status patch) with the operator's concurrency;
+//   - the operator (bin/vip-allocator, a real process): time from its start until
+//     N pending Services all hold IPs, Services/s, and the ratio to the baseline;
+//   - restart: SIGKILL, start again, time until ready (rebuild done), and how many
+//     Services changed IP (must be 0) or share one;
+//   - the operator's resident memory at the end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
+)
+
+const (
+	benchNS    = "bench"
+	baselineNS = "baseline"
+	probeAddr  = "127.0.0.1:18181"
+)
+
+func main() {
+	n := flag.Int("n", 3000, "pending LoadBalancer Services")
+	workers := flag.Int("workers", 8, "operator --workers, and the baseline's concurrency")
+	flag.Parse()
+	if err := run(*n, *workers); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-alloc:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, workers int) error {
+	root := testenv.RepoRoot()
+	dir, err := os.MkdirTemp("", "vip-allocator-bench")
+	if err != nil {
+		return err
+	}
+	cluster := func(verb string) error {
+		c := exec.Command(filepath.Join(root, "hack", "local-cluster.sh"), verb, dir)
+		c.Env = append(os.Environ(), "API_PORT=17443", "ETCD_PORT=13379")
+		c.Stdout, c.Stderr = os.Stderr, os.Stderr
+		return c.Run()
+	}
+	if err := cluster("up"); err != nil {
+		return fmt.Errorf("local control plane: %w", err)
+	}
+	defer cluster("down")
+
+	admin, adminCS, err := clients(filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
+	operator, _, err := clients(filepath.Join(dir, "operator.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for _, ns := range []string{benchNS, baselineNS} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	group := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: paasv1.IPGroupSpec{Segment: "10.200.0.0/16"}}
+	if err := admin.Create(ctx, group); err != nil {
+		return err
+	}
+	fmt.Printf("creating %d + %d pending LoadBalancer Services...\n", n, n)
+	if err := parallel(16, n, func(i int) error {
+		return admin.Create(ctx, service(baselineNS, i, ptr.To("bench.example/baseline")))
+	}); err != nil {
+		return err
+	}
+	if err := parallel(16, n, func(i int) error { return admin.Create(ctx, service(benchNS, i, nil)) }); err != nil {
+		return err
+	}
+
+	// Both phases are observed the same way (a watch on their namespace), so
+	// the observer costs the API server the same in each.
+	baseWatch, err := watchIPs(ctx, adminCS, baselineNS, n)
+	if err != nil {
+		return err
+	}
+	watch, err := watchIPs(ctx, adminCS, benchNS, n)
+	if err != nil {
+		return err
+	}
+
+	// Baseline: the operator's two writes per Service, nothing else. The
+	// Services are read beforehand, as the operator reads them from its cache.
+	var pending corev1.ServiceList
+	if err := operator.List(ctx, &pending, client.InNamespace(baselineNS)); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := parallel(workers, n, func(i int) error { return baselineWrites(ctx, operator, &pending.Items[i], i) }); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	<-baseWatch.allServed
+	baseline := time.Since(start)
+
+	// The baseline's objects go before the operator starts, so it sees exactly
+	// N pending Services (it would otherwise garbage-collect the baseline's ledger).
+	var baseLedger paasv1.IPList
+	if err := operator.List(ctx, &baseLedger); err != nil {
+		return err
+	}
+	if err := parallel(workers, len(baseLedger.Items), func(i int) error { return operator.Delete(ctx, &baseLedger.Items[i]) }); err != nil {
+		return fmt.Errorf("delete baseline ledger: %w", err)
+	}
+	if err := parallel(16, n, func(i int) error {
+		return admin.Delete(ctx, service(baselineNS, i, nil))
+	}); err != nil {
+		return fmt.Errorf("delete baseline Services: %w", err)
+	}
+
+	// The operator, from process start until every Service holds an IP.
+	start = time.Now()
+	opStart := start
+	op, err := startOperator(root, dir, workers)
+	if err != nil {
+		return err
+	}
+	if addr := os.Getenv("PPROF"); addr != "" {
+		go func() {
+			time.Sleep(3 * time.Second)
+			_ = exec.Command("curl", "-so", "/tmp/vip-allocator-cpu.pprof", "http://"+addr+"/debug/pprof/profile?seconds=10").Run()
+		}()
+	}
+	<-watch.allServed
+	allocation := time.Since(start)
+	firstIP := watch.firstServed.Sub(opStart)
+	before := watch.snapshot()
+
+	// Restart: SIGKILL, start again, wait for readiness (the allocator rebuilt).
+	_ = op.Process.Signal(syscall.SIGKILL)
+	_ = op.Wait()
+	start = time.Now()
+	if op, err = startOperator(root, dir, workers); err != nil {
+		return err
+	}
+	if err := waitReady(60 * time.Second); err != nil {
+		return err
+	}
+	restart := time.Since(start)
+	time.Sleep(5 * time.Second) // let it reconcile every Service once more
+	after := watch.snapshot()
+	changed, doubled := compare(before, after)
+	rss, hwm := memory(op.Process.Pid)
+	if addr := os.Getenv("PPROF"); addr != "" {
+		_ = exec.Command("curl", "-so", "/tmp/vip-allocator-heap.pprof", "http://"+addr+"/debug/pprof/heap").Run()
+	}
+	_ = op.Process.Signal(syscall.SIGTERM)
+	_ = op.Wait()
+
+	baseRate := float64(n) / baseline.Seconds()
+	opRate := float64(n) / allocation.Seconds()
+	fmt.Printf("\nbench-alloc: N=%d Services, /16 IPGroup, %d workers, local kube-apiserver %s\n", n, workers, "v1.36.3")
+	fmt.Printf("  baseline (ledger create + status patch, plain client): %8.2fs  %7.0f Services/s\n", baseline.Seconds(), baseRate)
+	fmt.Printf("  operator (process start -> all N hold an IP):          %8.2fs  %7.0f Services/s\n", allocation.Seconds(), opRate)
+	fmt.Printf("  operator start -> first Service holds an IP:           %8.2fs\n", firstIP.Seconds())
+	fmt.Printf("  ratio operator/baseline:                               %8.2f   (target >= 0.8)\n", opRate/baseRate)
+	fmt.Printf("  restart after SIGKILL -> ready (rebuilt):              %8.2fs\n", restart.Seconds())
+	fmt.Printf("  IPs changed across the restart:                        %8d   (target 0)\n", changed)
+	fmt.Printf("  IPs held by two Services:                              %8d   (target 0)\n", doubled)
+	fmt.Printf("  operator RSS at the end / peak:                        %5.1f MiB / %.1f MiB (target < 100 MiB)\n", rss, hwm)
+	if changed > 0 || doubled > 0 {
+		return fmt.Errorf("%d IPs changed, %d doubled", changed, doubled)
+	}
+	return nil
+}
+
+func clients(kubeconfig string) (client.Client, *kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The operator's defaults (--kube-api-qps, --kube-api-burst).
+	cfg.QPS, cfg.Burst = 200, 400
+	c, err := client.New(cfg, client.Options{Scheme: cmd.Scheme()})
+	if err != nil {
+		return nil, nil, err
+	}
+	pb := rest.CopyConfig(cfg)
+	pb.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubernetes.NewForConfig(pb)
+	return c, cs, err
+}
+
+func service(ns string, i int, class *string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("svc-%d", i)},
+		Spec: corev1.ServiceSpec{
+			Type:              corev1.ServiceTypeLoadBalancer,
+			LoadBalancerClass: class,
+			// The agent forwards VIP traffic to endpoints itself; no NodePorts are
+			// needed, and 2 x N would not fit the default NodePort range.
+			AllocateLoadBalancerNodePorts: ptr.To(false),
+			Selector:          map[string]string{"app": "bench"},
+			Ports:             []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+}
+
+// baselineWrites makes, for Service i, the two writes the operator makes.
+func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i int) error {
+	addr := netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)})
+	ip := &paasv1.IP{
+		ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(addr),
+			Labels:      map[string]string{paasv1.IPGroupLabel: "bench"},
+			Annotations: map[string]string{paasv1.OwnerAnnotation: baselineNS + "/" + svc.Name}},
+		Spec: paasv1.IPSpec{Address: addr.String(), IPGroup: "bench",
+			Owner: &paasv1.IPOwner{Namespace: baselineNS, Name: svc.Name, UID: svc.UID}},
+	}
+	if err := c.Create(ctx, ip, controllers.FieldOwner); err != nil {
+		return err
+	}
+	patched := svc.DeepCopy()
+	mode := corev1.LoadBalancerIPModeProxy
+	patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}
+	patched.Status.Conditions = []metav1.Condition{{Type: controllers.ConditionIPAllocated, Status: "True",
+		Reason: controllers.ReasonAllocated, Message: "holds " + addr.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
+	return c.Status().Patch(ctx, patched, client.MergeFrom(svc), controllers.FieldOwner)
+}
+
+func startOperator(root, dir string, workers int) (*exec.Cmd, error) {
+	c := exec.Command(filepath.Join(root, "bin", "vip-allocator"), "operator",
+		"--kubeconfig", filepath.Join(dir, "operator.kubeconfig"), "--leader-elect=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probeAddr,
+		"--workers", fmt.Sprint(workers), "--zap-log-level", "info", "--pprof-bind-address", os.Getenv("PPROF"))
+	log, err := os.OpenFile(filepath.Join(dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	c.Stdout, c.Stderr = log, log
+	return c, c.Start()
+}
+
+func waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + probeAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("operator not ready after %s", timeout)
+}
+
+// ipWatch follows the bench namespace's Services with a watch, so measuring
+// costs the API server no repeated lists.
+type ipWatch struct {
+	mu          sync.Mutex
+	ips         map[string]string
+	firstServed time.Time
+	allServed   chan struct{}
+}
+
+func watchIPs(ctx context.Context, cs *kubernetes.Clientset, ns string, n int) (*ipWatch, error) {
+	w := &ipWatch{ips: map[string]string{}, allServed: make(chan struct{})}
+	list, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	events, err := cs.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		closed := false
+		for ev := range events.ResultChan() {
+			svc, ok := ev.Object.(*corev1.Service)
+			if !ok {
+				continue
+			}
+			var ips []string
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				ips = append(ips, in.IP)
+			}
+			w.mu.Lock()
+			if len(ips) > 0 {
+				if len(w.ips) == 0 {
+					w.firstServed = time.Now()
+				}
+				w.ips[svc.Name] = strings.Join(ips, ",")
+			}
+			if !closed && len(w.ips) == n {
+				close(w.allServed)
+				closed = true
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w, nil
+}
+
+func (w *ipWatch) snapshot() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]string, len(w.ips))
+	for k, v := range w.ips {
+		out[k] = v
+	}
+	return out
+}
+
+func compare(before, after map[string]string) (changed, doubled int) {
+	for name, ip := range before {
+		if after[name] != ip {
+			changed++
+		}
+	}
+	seen := map[string]bool{}
+	for _, ip := range after {
+		if seen[ip] {
+			doubled++
+		}
+		seen[ip] = true
+	}
+	return changed, doubled
+}
+
+// memory reads the process's resident and peak resident memory in MiB.
+func memory(pid int) (rss, hwm float64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var kb float64
+		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
+			rss = kb / 1024
+		}
+		if _, err := fmt.Sscanf(line, "VmHWM: %f kB", &kb); err == nil {
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm
+}
+
+// parallel runs f(0..n-1) on w goroutines and returns the first error.
+func parallel(w, n int, f func(int) error) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	next := make(chan int)
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
