@@ -221,8 +221,8 @@ func service(ns string, i int, class *string) *corev1.Service {
 			// The agent forwards VIP traffic to endpoints itself; no NodePorts are
 			// needed, and 2 x N would not fit the default NodePort range.
 			AllocateLoadBalancerNodePorts: ptr.To(false),
-			Selector:          map[string]string{"app": "bench"},
-			Ports:             []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			Selector:                      map[string]string{"app": "bench"},
+			Ports:                         []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}
 }
