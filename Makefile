@@ -11,7 +11,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test unit integration demo bench-alloc controlplane clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane controlplane packages clean
 
 all: build
 
@@ -27,6 +27,8 @@ generate: $(CONTROLLER_GEN)
 manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths=./nodeagent/... output:rbac:artifacts:config=config/rbac/agent
+	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
 ## verify: generated code and manifests are current, code is formatted and vetted
 verify: $(CONTROLLER_GEN)
@@ -37,8 +39,8 @@ verify: $(CONTROLLER_GEN)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	go vet ./...
 
-## test: the whole suite (what CI runs)
-test: verify controlplane
+## test: the whole suite (what CI runs); the data-path tests need root
+test: verify controlplane build packages
 	go test ./... -count=1 -timeout 20m
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
@@ -48,6 +50,12 @@ demo: build controlplane
 ## bench-alloc: allocation throughput against raw API writes, restart safety, RSS
 bench-alloc: build controlplane
 	go run ./bench/alloc -n $${N:-3000}
+
+## packages: Debian packages the agent and the data-path tests use, installed when missing
+packages:
+	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl; do \
+	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
+	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
 ## controlplane: kube-apiserver, etcd and kubectl from the Go module proxy, into bin/k8s
 controlplane: $(K8S)/kube-apiserver $(K8S)/etcd $(K8S)/kubectl
@@ -64,3 +72,8 @@ $(CONTROLLER_GEN):
 
 clean:
 	rm -rf $(BIN)
+
+## bench-dataplane: the iptables data plane at 1,000 and 10,000 Services against one call per rule
+## (root; it works only inside network namespaces it creates and deletes)
+bench-dataplane:
+	go run ./bench/dataplane

@@ -1,8 +1,10 @@
 // Command vip-allocator is the whole product in one binary:
 //
-//	vip-allocator operator   the manager: allocates IPs to LoadBalancer Services
+//	vip-allocator operator        the manager: allocates IPs to LoadBalancer Services
+//	vip-allocator agent           the node agent: iptables from VIP:port to endpoints
+//	vip-allocator agent cleanup   removes every rule the agent wrote
 //
-// Later subcommands (agent, agent cleanup) share the same image.
+// One image holds it; the operator deploys the agent as a DaemonSet of that image.
 package main
 
 import (

@@ -1,10 +1,18 @@
 package cmd
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -12,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -33,6 +42,10 @@ type OperatorOptions struct {
 	Workers         int
 	QPS             float64
 	Burst           int
+	// IPMode is written to every ingress: Proxy (the agent forwards) or VIP.
+	IPMode string
+	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
+	Agent controllers.AgentOptions
 }
 
 func runOperator(args []string) error {
@@ -48,12 +61,32 @@ func runOperator(args []string) error {
 	fs.IntVar(&o.Workers, "workers", 8, "Services reconciled concurrently")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "API requests per second the operator may make")
 	fs.IntVar(&o.Burst, "kube-api-burst", 400, "API request burst")
+	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
+	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
+	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
+	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")
+	tolerations := fs.String("agent-tolerations", "", `tolerations of the agent DaemonSet as JSON, e.g. [{"key":"role","operator":"Equal","value":"edge","effect":"NoSchedule"}]; empty tolerates every taint`)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.IPMode != string(corev1.LoadBalancerIPModeProxy) && o.IPMode != string(corev1.LoadBalancerIPModeVIP) {
+		return fmt.Errorf("--ip-mode must be Proxy or VIP, not %q", o.IPMode)
+	}
+	if *nodeSelector != "" {
+		sel, err := labels.ConvertSelectorToLabelsMap(*nodeSelector)
+		if err != nil {
+			return fmt.Errorf("--agent-node-selector: %w", err)
+		}
+		o.Agent.NodeSelector = sel
+	}
+	if *tolerations != "" {
+		if err := json.Unmarshal([]byte(*tolerations), &o.Agent.Tolerations); err != nil {
+			return fmt.Errorf("--agent-tolerations: %w", err)
+		}
+	}
 
 	loading := clientcmd.NewDefaultClientConfigLoadingRules()
 	loading.ExplicitPath = o.Kubeconfig
@@ -62,6 +95,11 @@ func runOperator(args []string) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
+	if o.Agent.Namespace != "" && o.Agent.Image == "" {
+		if o.Agent.Image, err = ownImage(cfg, o.Agent.Namespace, os.Getenv("POD_NAME")); err != nil {
+			return fmt.Errorf("find the agent image (or pass --agent-image): %w", err)
+		}
+	}
 
 	mgr, err := NewManager(cfg, o)
 	if err != nil {
@@ -94,11 +132,9 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              "vip-allocator-operator.paas.org",
-		LeaderElectionNamespace:       o.LeaderNamespace,
+		LeaderElectionNamespace:       cmp.Or(o.LeaderNamespace, o.Agent.Namespace),
 		LeaderElectionReleaseOnCancel: true,
-		// The cache keeps what the reconcilers read; managed fields are most of
-		// an object's size and nobody here reads them.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                         cache.Options{DefaultTransform: slimObject},
 		// Tests and benchmarks stop and start managers in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -109,14 +145,55 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
 		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
 	}
-	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode)}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
 	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator")}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
 	}
+	if o.Agent.Namespace != "" {
+		if err := (&controllers.AgentReconciler{ReconcilerBase: base("vip-allocator"), Options: o.Agent}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("set up agent controller: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// ownImage reads the operator's image from its own pod: the agent runs the same
+// image, so a mirrored image needs no second setting.
+func ownImage(cfg *rest.Config, namespace, pod string) (string, error) {
+	if pod == "" {
+		return "", errors.New("$POD_NAME is not set")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return "", err
+	}
+	var p corev1.Pod
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: pod}, &p); err != nil {
+		return "", err
+	}
+	for _, c := range p.Spec.Containers {
+		if c.Name == "operator" {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container named operator", namespace, pod)
+}
+
+// slimObject drops from cached objects what no reconciler reads and what makes
+// up most of their size: managed fields and kubectl's last-applied copy.
+func slimObject(in any) (any, error) {
+	if o, ok := in.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[corev1.LastAppliedConfigAnnotation] != "" {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			o.SetAnnotations(a)
+		}
+	}
+	return in, nil
 }

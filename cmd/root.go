@@ -9,7 +9,9 @@ import (
 const usage = `usage: vip-allocator <command> [flags]
 
 commands:
-  operator   run the operator (IP allocation for LoadBalancer Services)
+  operator        run the operator (IP allocation for LoadBalancer Services)
+  agent           run the node agent (iptables from VIP:port to ready endpoints)
+  agent cleanup   remove every rule and chain the agent ever wrote on this node
 
 Run "vip-allocator <command> -h" for the flags of a command.`
 
@@ -21,6 +23,8 @@ func Run(args []string) error {
 	switch args[0] {
 	case "operator":
 		return runOperator(args[1:])
+	case "agent":
+		return runAgent(args[1:])
 	case "-h", "--help", "help":
 		fmt.Println(usage)
 		return nil

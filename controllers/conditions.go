@@ -95,12 +95,12 @@ func hasRequestError(err error) bool {
 // oneLine joins the per-family messages of a joined error.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
-// ingressFor is the status.loadBalancer.ingress for held: ipMode Proxy, so that
-// kube-proxy leaves the VIP to the node agent.
-func ingressFor(held []netip.Addr) []corev1.LoadBalancerIngress {
+// ingressFor is the status.loadBalancer.ingress for held. With ipMode Proxy
+// kube-proxy leaves the VIP to the node agent; with VIP, kube-proxy (or the CNI)
+// handles it and the agent programs nothing for it.
+func ingressFor(held []netip.Addr, mode corev1.LoadBalancerIPMode) []corev1.LoadBalancerIngress {
 	var out []corev1.LoadBalancerIngress
 	for _, addr := range held {
-		mode := corev1.LoadBalancerIPModeProxy
 		out = append(out, corev1.LoadBalancerIngress{IP: addr.String(), IPMode: &mode})
 	}
 	return out

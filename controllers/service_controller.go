@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -53,6 +54,9 @@ type ServiceReconciler struct {
 	Workers int
 	// LeaderElection tells readiness whether a standby replica may exist.
 	LeaderElection bool
+	// IPMode written to the ingress: Proxy (the agent forwards VIP traffic) or
+	// VIP (kube-proxy or the CNI does). Empty means Proxy.
+	IPMode corev1.LoadBalancerIPMode
 
 	state *allocations
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -274,7 +278,7 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
 	desired := svc.DeepCopy()
-	desired.Status.LoadBalancer.Ingress = ingressFor(result.held)
+	desired.Status.LoadBalancer.Ingress = ingressFor(result.held, cmp.Or(r.IPMode, corev1.LoadBalancerIPModeProxy))
 	meta.SetStatusCondition(&desired.Status.Conditions, cond)
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
 		return nil

@@ -63,9 +63,13 @@ var _ = AfterSuite(func() {
 	os.RemoveAll(tempDir)
 })
 
+// operatorOptions are the flags the suite's operator runs with.
+var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 8, IPMode: "Proxy",
+	Agent: controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}}
+
 // startOperator runs the operator's manager in-process as the operator's ServiceAccount.
 func startOperator() {
-	mgr, err := cmd.NewManager(env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 8})
+	mgr, err := cmd.NewManager(env.OperatorConfig, operatorOptions)
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	stopOp, opDone = cancel, make(chan struct{})

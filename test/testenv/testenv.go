@@ -118,6 +118,11 @@ func (e *Env) fail(err error) error {
 	return errors.Join(err, e.env.Stop())
 }
 
+// AddUser gives the API server another identity (e.g. the agent's ServiceAccount).
+func (e *Env) AddUser(u envtest.User, base *rest.Config) (*envtest.AuthenticatedUser, error) {
+	return e.env.AddUser(u, base)
+}
+
 // Stop stops the control plane.
 func (e *Env) Stop() error { return e.env.Stop() }
 

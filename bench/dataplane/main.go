@@ -1,0 +1,216 @@
+// Command dataplane is 'make bench-dataplane': inside throwaway network namespaces it measures
+// the node agent's iptables data plane (nodeagent/dataplane):
+//
+//   - a full Sync of 1,000 and 10,000 Services x 2 ports x 5 endpoints (IPv4, policy Cluster),
+//     from empty (agent start) and again over itself (periodic resync);
+//   - a one-Service change at that size (partial Sync) and a Sync with no change;
+//   - the baseline: the same rules written one go-iptables call per rule, for a few hundred
+//     Services, extrapolated linearly to 10,000;
+//   - the Go process's resident memory after the 10,000-Service syncs.
+//
+// Addresses come from the documentation ranges only. IPv4 has 512 usable VIPs there, so
+// Services share VIPs on distinct ports; the rule count and shape per Service port are the same
+// as with unique VIPs, but the filter chain (2 rules per VIP) is smaller. -ipv6 adds a run with
+// every VIP and endpoint unique (2001:db8::/32), which has the full-size filter chain.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
+)
+
+// Targets from the design, reported against.
+const (
+	targetFull    = 2 * time.Second
+	targetPartial = 150 * time.Millisecond
+	targetRSSMiB  = 60
+)
+
+func main() {
+	sizes := flag.String("sizes", "1000,10000", "Service counts")
+	backends := flag.String("backends", "nft,legacy", "iptables backends to measure, first one is the primary")
+	baseline := flag.Int("baseline", 200, "Services written one go-iptables call per rule (0 = skip)")
+	ipv6 := flag.Bool("ipv6", true, "also measure IPv6 with unique VIPs at the largest size")
+	flag.Parse()
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-dataplane: -sizes:", err)
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	ok := true
+	for _, b := range strings.Split(*backends, ",") {
+		fams := []dataplane.Family{dataplane.IPv4}
+		if *ipv6 {
+			fams = append(fams, dataplane.IPv6)
+		}
+		for _, fam := range fams {
+			sz := ns
+			if fam == dataplane.IPv6 {
+				sz = ns[len(ns)-1:]
+			}
+			for _, n := range sz { // each size from an empty namespace: an agent's cold start
+				if err := inNetns(func() error { return benchSyncs(b, fam, n) }); err != nil {
+					fmt.Fprintln(os.Stderr, "bench-dataplane:", err)
+					ok = false
+				}
+			}
+		}
+		if *baseline > 0 {
+			if err := inNetns(func() error { return benchBaseline(b, *baseline, ns[len(ns)-1]) }); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-dataplane:", err)
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// current is the namespace in use, deleted on SIGINT/SIGTERM so an interrupted run leaves
+// nothing behind.
+var current atomic.Value
+
+func init() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		if name, _ := current.Load().(string); name != "" {
+			exec.Command("ip", "netns", "del", name).Run()
+		}
+		os.Exit(130)
+	}()
+}
+
+// inNetns runs f in a fresh network namespace and deletes the namespace afterwards, whatever
+// f returns. f runs on this goroutine, which netnstest pins to the namespace's thread.
+func inNetns(f func() error) (err error) {
+	name, leave, err := netnstest.Enter("vipa-bench")
+	if err != nil {
+		return err
+	}
+	current.Store(name)
+	defer func() {
+		current.Store("")
+		if lerr := leave(); lerr != nil && err == nil {
+			err = lerr
+		}
+	}()
+	return f()
+}
+
+// benchSyncs measures one size from an empty namespace: a cold-start full Sync, a full resync,
+// a partial Sync with one Service changed and one with nothing changed, Healthy, and memory.
+func benchSyncs(backend string, fam dataplane.Family, n int) error {
+	dp, err := dataplane.New(dataplane.Config{Family: fam, Backend: backend})
+	if err != nil {
+		return err
+	}
+	svcs := services(fam, n)
+	sync := func(what string, full bool, target time.Duration) error {
+		st, err := dp.Sync(svcs, full)
+		if err != nil {
+			return fmt.Errorf("%s %s %s n=%d: %w", backend, fam, what, n, err)
+		}
+		verdict := ""
+		if target > 0 && n >= 10000 {
+			verdict = fmt.Sprintf("  target < %v: %s", target, pass(st.Duration < target))
+		}
+		fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  %7d rules %6d chains  %9.0f rules/s%s\n",
+			backend, fam, n, what, ms(st.Duration), st.Rules, st.Chains,
+			float64(st.Rules)/st.Duration.Seconds(), verdict)
+		if what == "full (cold start)" && fam == dataplane.IPv4 {
+			fullSync10k[backend] = st.Duration // the largest size comes last and wins
+		}
+		return nil
+	}
+	if err := sync("full (cold start)", true, targetFull); err != nil {
+		return err
+	}
+	if err := sync("full (resync)", true, targetFull); err != nil {
+		return err
+	}
+	// One Service's endpoint moves: its chains change, nothing else does.
+	k := n / 2
+	svcs[k].Endpoints[0].Addr = svcs[k].Endpoints[0].Addr.Next()
+	if err := sync("partial (1 changed)", false, targetPartial); err != nil {
+		return err
+	}
+	if err := sync("partial (no change)", false, 0); err != nil {
+		return err
+	}
+	floor, err := restoreFloor(backend, fam)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  (one iptables-restore adding one rule: the least any partial Sync that writes pays)\n",
+		backend, fam, n, "restore floor", ms(floor))
+	start := time.Now()
+	healthy := dp.Healthy()
+	fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  (%v)\n", backend, fam, n, "Healthy()", ms(time.Since(start)), healthy)
+	if n >= 10000 {
+		rss, hwm := memory()
+		var mem runtime.MemStats
+		runtime.ReadMemStats(&mem)
+		fmt.Printf("%-6s %-4s n=%-6d memory after syncs: VmRSS %.1f MiB, VmHWM %.1f MiB (whole process so far), Go heap in use %.1f MiB  target RSS < %d MiB: %s\n",
+			backend, fam, n, rss, hwm, float64(mem.HeapInuse)/(1<<20), targetRSSMiB, pass(hwm < targetRSSMiB))
+	}
+	return nil
+}
+
+// restoreFloor times one iptables-restore that rewrites our canary chain: the fixed cost of
+// any commit that adds a rule, paid by iptables and the kernel whatever the payload.
+func restoreFloor(backend string, fam dataplane.Family) (time.Duration, error) {
+	bin := "iptables-" + backend + "-restore"
+	if fam == dataplane.IPv6 {
+		bin = "ip6tables-" + backend + "-restore"
+	}
+	cmd := exec.Command(bin, "--noflush")
+	cmd.Stdin = strings.NewReader("*nat\n:VIPA-CANARY - [0:0]\n-A VIPA-CANARY -j RETURN\nCOMMIT\n")
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%s: %w: %s", bin, err, out)
+	}
+	return time.Since(start), nil
+}
+
+func pass(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// memory reads VmRSS and VmHWM of this process, in MiB.
+func memory() (rss, hwm float64) {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb float64
+		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
+			rss = kb / 1024
+		}
+		if _, err := fmt.Sscanf(line, "VmHWM: %f kB", &kb); err == nil {
+			hwm = kb / 1024
+		}
+	}
+	return rss, hwm
+}

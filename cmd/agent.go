@@ -1,0 +1,96 @@
+package cmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+)
+
+func runAgent(args []string) error {
+	if len(args) > 0 && args[0] == "cleanup" {
+		return runAgentCleanup(args[1:])
+	}
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
+	o := nodeagent.Options{Class: controllers.LoadBalancerClass}
+	fs.StringVar(&o.NodeName, "node-name", "", "the node this agent runs on (required)")
+	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services of class "+controllers.LoadBalancerClass+" (as the operator's flag)")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")
+	fs.DurationVar(&o.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
+	masqBit := fs.Int("masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
+	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
+	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.NodeName == "" {
+		return errors.New("agent: --node-name is required")
+	}
+	agent := &nodeagent.Agent{Options: o}
+	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		p, err := dataplane.New(dataplane.Config{Family: fam, MasqueradeBit: *masqBit})
+		if err != nil {
+			if fam == dataplane.IPv6 {
+				ctrl.Log.Info("no IPv6 data plane on this node", "reason", err.Error())
+				continue
+			}
+			return fmt.Errorf("agent: %w", err)
+		}
+		ctrl.Log.Info("data plane", "family", fam, "backend", p.Backend())
+		agent.Planes = append(agent.Planes, p)
+	}
+
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress: *probeAddr,
+		Cache:                  cache.Options{DefaultTransform: slimObject},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	agent.Client = mgr.GetClient()
+	if err := agent.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// runAgentCleanup removes every rule and chain any agent wrote on this node.
+func runAgentCleanup(args []string) error {
+	fs := flag.NewFlagSet("agent cleanup", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var errs []error
+	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		if err := dataplane.Cleanup(dataplane.Config{Family: fam}); err != nil {
+			errs = append(errs, fmt.Errorf("clean up %s rules: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redhat-cop/operator-utils/pkg/util"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// Names of what the operator deploys for the node agent.
+const (
+	AgentName           = "vip-allocator-agent"
+	AgentServiceAccount = "vip-allocator-agent"
+	managedByLabel      = "app.kubernetes.io/managed-by"
+	managedBy           = "vip-allocator-operator"
+)
+
+// AgentOptions configure the agent DaemonSet.
+type AgentOptions struct {
+	Namespace    string
+	Image        string
+	NodeSelector map[string]string
+	// Tolerations; nil tolerates every taint (the agent must run wherever a VIP may land).
+	Tolerations []corev1.Toleration
+	// ExtraArgs are appended to "agent --node-name=$(NODE_NAME)".
+	ExtraArgs []string
+}
+
+// AgentReconciler keeps the agent DaemonSet as the operator wants it: it
+// creates it, puts back what was changed and recreates it when deleted. OLM's
+// CSV cannot ship a DaemonSet, so the operator owns it.
+type AgentReconciler struct {
+	util.ReconcilerBase
+	Options AgentOptions
+}
+
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
+
+func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	ds := r.desired()
+	// Server-side apply: only the fields we set are ours; defaults the API
+	// server adds do not look like drift, and an unchanged apply writes nothing.
+	if err := r.GetClient().Patch(ctx, ds, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply agent DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// desired is the agent DaemonSet: host network, NET_ADMIN and NET_RAW only.
+func (r *AgentReconciler) desired() *appsv1.DaemonSet {
+	o := r.Options
+	labels := map[string]string{"app.kubernetes.io/name": AgentName, managedByLabel: managedBy}
+	tolerations := o.Tolerations
+	if tolerations == nil {
+		tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	}
+	hostPathFile := corev1.HostPathFileOrCreate
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: AgentName, Namespace: o.Namespace, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": AgentName}},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: AgentServiceAccount,
+					HostNetwork:        true,
+					DNSPolicy:          corev1.DNSClusterFirstWithHostNet,
+					PriorityClassName:  "system-node-critical",
+					NodeSelector:       o.NodeSelector,
+					Tolerations:        tolerations,
+					Containers: []corev1.Container{{
+						Name:  "agent",
+						Image: o.Image,
+						Args:  append([]string{"agent", "--node-name=$(NODE_NAME)"}, o.ExtraArgs...),
+						Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
+							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+						SecurityContext: &corev1.SecurityContext{
+							Privileged:               ptr.To(false),
+							AllowPrivilegeEscalation: ptr.To(false),
+							Capabilities: &corev1.Capabilities{
+								Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
+								Drop: []corev1.Capability{"ALL"},
+							},
+						},
+						// iptables serialises writers on the host's lock file.
+						VolumeMounts: []corev1.VolumeMount{{Name: "xtables-lock", MountPath: "/run/xtables.lock"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "xtables-lock", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: "/run/xtables.lock", Type: &hostPathFile}}}},
+				},
+			},
+		},
+	}
+}
+
+// SetupWithManager reconciles at start and whenever the DaemonSet changes or
+// disappears.
+func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	key := types.NamespacedName{Namespace: r.Options.Namespace, Name: AgentName}
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == key.Namespace && o.GetName() == key.Name
+	})
+	start := make(chan event.GenericEvent, 1)
+	start <- event.GenericEvent{Object: &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("agent").
+		For(&appsv1.DaemonSet{}, builder.WithPredicates(ours)).
+		WatchesRawSource(source.Channel(start, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}

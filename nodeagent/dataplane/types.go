@@ -1,0 +1,73 @@
+package dataplane
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Family is an IP family; one Dataplane programs one family (iptables or ip6tables).
+type Family string
+
+const (
+	IPv4 Family = "IPv4"
+	IPv6 Family = "IPv6"
+)
+
+// Protocol is a Service port protocol: "TCP", "UDP" or "SCTP". Empty means TCP, as in Kubernetes.
+type Protocol string
+
+const (
+	TCP  Protocol = "TCP"
+	UDP  Protocol = "UDP"
+	SCTP Protocol = "SCTP"
+)
+
+// Port is one Service port exposed on the VIPs.
+type Port struct {
+	Name     string
+	Protocol Protocol
+	Port     uint16
+}
+
+// EndpointPort is a port of an endpoint, from its EndpointSlice (matched to a Service port by
+// Name and Protocol).
+type EndpointPort struct {
+	Name     string
+	Protocol Protocol
+	Port     uint16
+}
+
+// Endpoint is one ready endpoint.
+type Endpoint struct {
+	Addr  netip.Addr
+	Local bool // runs on this node
+	Ports []EndpointPort
+}
+
+// Service is one LoadBalancer Service as the data plane needs it.
+type Service struct {
+	Namespace, Name string
+	VIPs            []netip.Addr // both families may appear; a Dataplane uses only its own family
+	Ports           []Port
+	Local           bool           // externalTrafficPolicy: Local
+	SourceRanges    []netip.Prefix // loadBalancerSourceRanges; empty = everyone
+	Endpoints       []Endpoint     // ready endpoints (both families may appear)
+}
+
+// Config selects the family, the masquerade mark and, for tests, the iptables backend.
+type Config struct {
+	Family Family
+	// MasqueradeBit is the bit of the packet mark that asks for masquerade; 0 means 21
+	// (mark 0x200000). kube-proxy uses bits 14 and 15, which are refused.
+	MasqueradeBit int
+	// Backend overrides detection for tests: "", "nft" or "legacy"; empty = detect.
+	Backend string
+}
+
+// SyncStats describes one Sync.
+type SyncStats struct {
+	Rules    int           // rules written in the iptables-restore payload
+	Chains   int           // chains declared (written or deleted) in the payload
+	Full     bool          // everything was rewritten and stale chains looked up
+	Duration time.Duration // listing (full only), planning, writing and iptables-restore
+}

@@ -1,0 +1,406 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
+)
+
+const agentUser = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
+
+// dataLab is the topology: a client and two nodes on a LAN (203.0.113.0/24),
+// the nodes and two backends on a pod network (198.51.100.0/24); backend1 runs
+// on node1 and routes through it, backend2 on node2. VIPs come from 192.0.2.0/24.
+type dataLab struct {
+	*lab
+	env     *testenv.Env
+	root    string
+	agentKC string
+	agents  map[string]*exec.Cmd
+}
+
+func setup(t *testing.T) *dataLab {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	if os.Geteuid() != 0 {
+		t.Fatal("the data-path tests build network namespaces and need root")
+	}
+	root := testenv.RepoRoot()
+	if _, err := os.Stat(filepath.Join(root, "bin", "vip-allocator")); err != nil {
+		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does)")
+	}
+	d := &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}}
+	d.addNS("sw", "client", "node1", "node2", "backend1", "backend2")
+	d.addBridge("lan")
+	d.addBridge("pods")
+	d.plug("client", "eth0", "lan", "203.0.113.10/24")
+	d.plug("node1", "eth0", "lan", "203.0.113.11/24")
+	d.plug("node2", "eth0", "lan", "203.0.113.12/24")
+	d.plug("node1", "pods", "pods", "198.51.100.1/24")
+	d.plug("node2", "pods", "pods", "198.51.100.2/24")
+	d.plug("backend1", "eth0", "pods", "198.51.100.11/24")
+	d.plug("backend2", "eth0", "pods", "198.51.100.12/24")
+	// Nodes route everything else to a LAN gateway, as real nodes do: so VIP
+	// traffic that is not forwarded reaches the filter table and is rejected.
+	d.in("node1", "ip", "route", "add", "default", "via", "203.0.113.1")
+	d.in("node2", "ip", "route", "add", "default", "via", "203.0.113.1")
+	d.in("backend1", "ip", "route", "add", "default", "via", "198.51.100.1")
+	d.in("backend2", "ip", "route", "add", "default", "via", "198.51.100.2")
+	for _, b := range []string{"backend1", "backend2"} {
+		serveWhoAmI(t, d.listen(b, ":8080"), b)
+	}
+
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Stop() })
+	d.env = env
+	d.startOperator(t)
+
+	// Agents authenticate as their ServiceAccount and reach the API server
+	// through a forwarder inside their node namespace.
+	agentUserEnv, err := env.AddUser(envtest.User{Name: agentUser, Groups: []string{"system:serviceaccounts"}}, env.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := url.Parse(env.AdminConfig.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiHost := api.Host
+	for _, n := range []string{"node1", "node2"} {
+		d.forward(n, "127.0.0.1:6443", apiHost)
+	}
+	d.agentKC = writeKubeconfig(t, agentUserEnv.Config(), "https://127.0.0.1:6443")
+	return d
+}
+
+func (d *dataLab) startOperator(t *testing.T) {
+	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// startAgent runs a real agent process in node's namespace.
+func (d *dataLab) startAgent(t *testing.T, node string) {
+	c := exec.Command("ip", "netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
+		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	log, err := os.Create(filepath.Join(t.TempDir(), node+"-agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdout, c.Stderr = log, log
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.agents[node] = c
+	t.Cleanup(func() {
+		d.stopAgent(node)
+		if t.Failed() {
+			out, _ := os.ReadFile(log.Name())
+			t.Logf("%s agent log:\n%s", node, out)
+		}
+	})
+}
+
+func (d *dataLab) stopAgent(node string) {
+	if c := d.agents[node]; c != nil {
+		_ = c.Process.Signal(os.Interrupt)
+		_ = c.Wait()
+		delete(d.agents, node)
+	}
+}
+
+// curl asks url from the client namespace; it returns the body, or "" and the error.
+func (d *dataLab) curl(target string) (string, error) {
+	out, err := exec.Command("ip", "netns", "exec", d.ns("client"), "curl", "-sS", "--max-time", "2", target).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("curl %s: %v: %s", target, err, out)
+	}
+	return string(out), nil
+}
+
+// refused checks that a connection to target is refused at once (curl's exit
+// code 7 within a few hundred milliseconds: not a timeout, not an unreachable gateway).
+func (d *dataLab) refused(target string) error {
+	start := time.Now()
+	_, err := d.curl(target)
+	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "exit status 7") || took > 300*time.Millisecond {
+		return fmt.Errorf("want a prompt refusal of %s, got %v after %s", target, err, took)
+	}
+	return nil
+}
+
+// via routes the VIP range from the client through node.
+func (d *dataLab) via(node string) {
+	gw := map[string]string{"node1": "203.0.113.11", "node2": "203.0.113.12"}[node]
+	d.in("client", "ip", "route", "replace", "192.0.2.0/24", "via", gw)
+}
+
+// eventually retries f until it succeeds or 20 s pass.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// backendsSeen curls url n times and returns which backends answered.
+func (d *dataLab) backendsSeen(target string, n int) (map[string]bool, error) {
+	seen := map[string]bool{}
+	for range n {
+		body, err := d.curl(target)
+		if err != nil {
+			return seen, err
+		}
+		seen[strings.Fields(body)[0]] = true
+	}
+	return seen, nil
+}
+
+func serveWhoAmI(t *testing.T, ln net.Listener, name string) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		fmt.Fprintf(w, "%s %s\n", name, host)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+func writeKubeconfig(t *testing.T, cfg *rest.Config, server string) string {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "agent.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func endpointSlice(ns, svc string, backends map[string]string) *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		// One port per Service port name, as the EndpointSlice controller writes them.
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)},
+			{Name: ptr.To("alt"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)},
+		},
+	}
+	for addr, node := range backends {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr.To(node),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return es
+}
+
+// iptablesSave dumps node's rules without comments and counters, for comparison.
+func (d *dataLab) iptablesSave(node string) string {
+	var out []string
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		for _, line := range strings.Split(d.in(node, tool), "\n") {
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			out = append(out, regexp.MustCompile(`\[\d+:\d+\]`).ReplaceAllString(line, "[0:0]"))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestDataPath(t *testing.T) {
+	d := setup(t)
+	ctx := context.Background()
+	k8s := d.env.Admin
+
+	// The node's own rules, which the agent must leave byte for byte.
+	d.in("node1", "iptables", "-t", "nat", "-N", "NODE-OWN")
+	d.in("node1", "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "198.51.100.0/24", "-j", "NODE-OWN")
+	d.in("node1", "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+	before := d.iptablesSave("node1")
+
+	d.startAgent(t, "node1")
+	d.startAgent(t, "node2")
+
+	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0", "192.0.2.255"}}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromString("http")},
+				{Name: "alt", Port: 8000, TargetPort: intstr.FromString("http")},
+			},
+			AllocateLoadBalancerNodePorts: ptr.To(false),
+		},
+	}
+	if err := k8s.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	es := endpointSlice("default", "web", map[string]string{"198.51.100.11": "node1", "198.51.100.12": "node2"})
+	if err := k8s.Create(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	var vip string
+	eventually(t, "the Service gets a VIP", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err
+		}
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet")
+		}
+		vip = svc.Status.LoadBalancer.Ingress[0].IP
+		return nil
+	})
+	vipURL := "http://" + vip
+
+	t.Run("Cluster policy spreads over every ready endpoint, through each node, on every port", func(t *testing.T) {
+		for _, node := range []string{"node1", "node2"} {
+			d.via(node)
+			eventually(t, "both backends answer through "+node, func() error {
+				seen, err := d.backendsSeen(vipURL, 12)
+				if err != nil || len(seen) < 2 {
+					return fmt.Errorf("saw %v: %v", seen, err)
+				}
+				_, err = d.curl(vipURL + ":8000")
+				return err
+			})
+		}
+	})
+
+	t.Run("a port the Service does not expose is refused at once", func(t *testing.T) {
+		if err := d.refused(vipURL + ":9999"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("Local policy keeps the client address and uses only the node's endpoints", func(t *testing.T) {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		if err := k8s.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		for node, backend := range map[string]string{"node1": "backend1", "node2": "backend2"} {
+			d.via(node)
+			eventually(t, "only "+backend+" through "+node+", seeing the client", func() error {
+				for range 6 {
+					body, err := d.curl(vipURL)
+					if err != nil {
+						return err
+					}
+					if body != backend+" 203.0.113.10\n" {
+						return fmt.Errorf("got %q", body)
+					}
+				}
+				return nil
+			})
+		}
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+		if err := k8s.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a removed endpoint stops getting traffic; no endpoint at all is refused", func(t *testing.T) {
+		d.via("node1")
+		es.Endpoints = es.Endpoints[:0]
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"198.51.100.12"}, NodeName: ptr.To("node2"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		if err := k8s.Update(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "only backend2", func() error {
+			seen, err := d.backendsSeen(vipURL, 8)
+			if err != nil || len(seen) != 1 || !seen["backend2"] {
+				return fmt.Errorf("saw %v: %v", seen, err)
+			}
+			return nil
+		})
+		es.Endpoints[0].Conditions.Ready = ptr.To(false)
+		if err := k8s.Update(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "refused with no ready endpoint", func() error { return d.refused(vipURL) })
+		es.Endpoints[0].Conditions.Ready = ptr.To(true)
+		if err := k8s.Update(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "served again", func() error { _, err := d.curl(vipURL); return err })
+	})
+
+	t.Run("drift is repaired: flushed chains and a deleted jump rule", func(t *testing.T) {
+		d.via("node1")
+		for _, line := range strings.Split(d.in("node1", "iptables-save", "-t", "nat"), "\n") {
+			if strings.HasPrefix(line, ":VIPA-") {
+				d.in("node1", "iptables", "-t", "nat", "-F", strings.Fields(line)[0][1:])
+			}
+		}
+		eventually(t, "rules rewritten after a flush", func() error { _, err := d.curl(vipURL); return err })
+		d.in("node1", "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "vip-allocator service VIPs", "-j", "VIPA-SERVICES")
+		if _, err := d.curl(vipURL); err == nil {
+			t.Fatal("traffic still flows without the jump rule: the test proves nothing")
+		}
+		eventually(t, "jump rule restored", func() error { _, err := d.curl(vipURL); return err })
+	})
+
+	t.Run("an agent restart keeps traffic flowing; cleanup removes exactly what the agent wrote", func(t *testing.T) {
+		d.via("node1")
+		d.stopAgent("node1")
+		if _, err := d.curl(vipURL); err != nil {
+			t.Fatalf("rules must survive the agent: %v", err)
+		}
+		out, err := exec.Command("ip", "netns", "exec", d.ns("node1"), filepath.Join(d.root, "bin", "vip-allocator"), "agent", "cleanup").CombinedOutput()
+		if err != nil {
+			t.Fatalf("agent cleanup: %v\n%s", err, out)
+		}
+		if after := d.iptablesSave("node1"); after != before {
+			t.Fatalf("cleanup left a difference:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+}

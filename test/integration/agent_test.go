@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
+)
+
+var _ = Describe("the agent DaemonSet", Ordered, func() {
+	key := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: controllers.AgentName}
+	getDS := func(g Gomega) *appsv1.DaemonSet {
+		ds := &appsv1.DaemonSet{}
+		g.Expect(k8s.Get(context.Background(), key, ds)).To(Succeed())
+		return ds
+	}
+
+	It("is deployed: host network, NET_ADMIN and NET_RAW only, every taint tolerated, the operator's image", func() {
+		Eventually(func(g Gomega) {
+			ds := getDS(g)
+			pod := ds.Spec.Template.Spec
+			g.Expect(pod.HostNetwork).To(BeTrue())
+			g.Expect(pod.ServiceAccountName).To(Equal(controllers.AgentServiceAccount))
+			g.Expect(pod.Tolerations).To(Equal([]corev1.Toleration{{Operator: corev1.TolerationOpExists}}))
+			c := pod.Containers[0]
+			g.Expect(c.Image).To(Equal("registry.example/vip-allocator:test"))
+			g.Expect(c.Args).To(Equal([]string{"agent", "--node-name=$(NODE_NAME)"}))
+			g.Expect(*c.SecurityContext.Privileged).To(BeFalse())
+			g.Expect(c.SecurityContext.Capabilities.Add).To(ConsistOf(corev1.Capability("NET_ADMIN"), corev1.Capability("NET_RAW")))
+			g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		}).Should(Succeed())
+	})
+
+	It("is recreated when deleted by hand, and repaired when edited", func() {
+		ctx := context.Background()
+		ds := getDS(Default)
+		Expect(k8s.Delete(ctx, ds)).To(Succeed())
+		Eventually(func(g Gomega) { g.Expect(getDS(g).UID).NotTo(Equal(ds.UID)) }).Should(Succeed())
+
+		ds = getDS(Default)
+		ds.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+		ds.Spec.Template.Spec.HostNetwork = false
+		Expect(k8s.Update(ctx, ds)).To(Succeed())
+		Eventually(func(g Gomega) {
+			pod := getDS(g).Spec.Template.Spec
+			g.Expect(pod.Containers[0].Image).To(Equal("registry.example/vip-allocator:test"))
+			g.Expect(pod.HostNetwork).To(BeTrue())
+		}).Should(Succeed())
+	})
+
+	It("follows --agent-node-selector and --agent-tolerations", func() {
+		stopOperator()
+		saved := operatorOptions
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		operatorOptions.Agent.NodeSelector = map[string]string{"vip.paas.org/edge": "true"}
+		operatorOptions.Agent.Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+		startOperator()
+		Eventually(func(g Gomega) {
+			pod := getDS(g).Spec.Template.Spec
+			g.Expect(pod.NodeSelector).To(Equal(map[string]string{"vip.paas.org/edge": "true"}))
+			g.Expect(pod.Tolerations).To(HaveLen(1))
+			g.Expect(pod.Tolerations[0].Key).To(Equal("edge"))
+		}).Should(Succeed())
+	})
+})
+
+var _ = Describe("--ip-mode=VIP", Ordered, func() {
+	It("writes ipMode VIP, so kube-proxy or the CNI keeps the VIP and the agent programs nothing", func() {
+		stopOperator()
+		saved := operatorOptions
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		operatorOptions.IPMode = "VIP"
+		startOperator()
+		createIPGroup(newIPGroup("ipmode", "198.51.100.0/29"))
+		svc := eventuallyIPs(createService(lbService(newNamespace(nil), "vip-mode")), "198.51.100.0")
+		Expect(svc.Status.LoadBalancer.Ingress[0].IPMode).To(HaveValue(Equal(corev1.LoadBalancerIPModeVIP)))
+	})
+})
