@@ -208,6 +208,41 @@ func serveWhoAmI(t *testing.T, ln net.Listener, name string) {
 	t.Cleanup(func() { srv.Close() })
 }
 
+// serveUDPName answers every UDP datagram on addr in namespace ns with the namespace's name.
+func serveUDPName(t *testing.T, l *lab, ns, addr string) {
+	var pc net.PacketConn
+	if err := l.inNetns(ns, func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(ns), from)
+		}
+	}()
+}
+
+// udpAsk sends a datagram from the client namespace and returns the answer.
+func (d *dataLab) udpAsk(target string) (string, error) {
+	var conn net.Conn
+	if err := d.inNetns("client", func() (err error) { conn, err = net.Dial("udp", target); return err }); err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("who?")); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	return string(buf[:n]), err
+}
+
 func writeKubeconfig(t *testing.T, cfg *rest.Config, server string) string {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
@@ -387,6 +422,54 @@ func TestDataPath(t *testing.T) {
 			t.Fatal("traffic still flows without the jump rule: the test proves nothing")
 		}
 		eventually(t, "jump rule restored", func() error { _, err := d.curl(vipURL); return err })
+	})
+
+	t.Run("the node itself and a backend behind it (hairpin) reach the VIP", func(t *testing.T) {
+		for _, from := range []string{"node1", "backend1"} {
+			eventually(t, from+" reaches the VIP", func() error {
+				out, err := exec.Command("ip", "netns", "exec", d.ns(from), "curl", "-sS", "--max-time", "2", vipURL).CombinedOutput()
+				if err != nil || !strings.HasPrefix(string(out), "backend") {
+					return fmt.Errorf("%v: %s", err, out)
+				}
+				return nil
+			})
+		}
+	})
+
+	t.Run("UDP ports are forwarded", func(t *testing.T) {
+		for _, b := range []string{"backend1", "backend2"} {
+			serveUDPName(t, d.lab, b, ":5353")
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(5353)})
+		if err := k8s.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		es.Ports = append(es.Ports, discoveryv1.EndpointPort{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To[int32](5353)})
+		if err := k8s.Update(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		d.via("node1")
+		eventually(t, "a UDP answer through the VIP", func() error {
+			name, err := d.udpAsk(vip + ":53")
+			if err != nil || !strings.HasPrefix(name, "backend") {
+				return fmt.Errorf("got %q: %v", name, err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("loadBalancerSourceRanges admits only the listed sources", func(t *testing.T) {
+		d.via("node1")
+		svc.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
+		if err := k8s.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the client (203.0.113.10) is refused", func() error { return d.refused(vipURL) })
+		svc.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/28"}
+		if err := k8s.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the client is admitted", func() error { _, err := d.curl(vipURL); return err })
 	})
 
 	t.Run("an agent restart keeps traffic flowing; cleanup removes exactly what the agent wrote", func(t *testing.T) {
