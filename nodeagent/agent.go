@@ -46,7 +46,7 @@ type Agent struct {
 	Options Options
 	Planes  []*dataplane.Dataplane
 
-	lastFull time.Time
+	lastFull, lastCheck time.Time
 	// active planes have written rules; a family with no VIP yet is left
 	// untouched, so a node without IPv6 VIPs keeps its ip6tables as they are.
 	active map[dataplane.Family]bool
@@ -72,22 +72,27 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 		}
 	}
 	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
-	for _, p := range planes {
-		if !p.Healthy() {
-			ctrl.LoggerFrom(ctx).Info("rules changed behind our back: rewriting all", "family", p.Family())
-			full = true
+	// Checking costs a listing (about 1 s with legacy iptables at 10,000
+	// Services), so it runs on its own period, not on every event.
+	if !full && time.Since(a.lastCheck) >= a.Options.CheckPeriod {
+		a.lastCheck = time.Now()
+		for _, p := range planes {
+			if !p.Healthy() {
+				ctrl.LoggerFrom(ctx).Info("rules changed behind our back: rewriting all", "family", p.Family())
+				full = true
+			}
 		}
 	}
 	for _, p := range planes {
 		stats, err := p.Sync(desired, full)
-		mode := "partial"
-		if full {
-			mode = "full"
-		}
 		if err != nil {
 			restoreFailures.WithLabelValues(string(p.Family())).Inc()
 			a.lastFull = time.Time{} // the next sync rewrites everything
 			return reconcile.Result{}, fmt.Errorf("sync %s rules: %w", p.Family(), err)
+		}
+		mode := "partial"
+		if stats.Full { // a sync after a failure is full whatever was asked
+			mode = "full"
 		}
 		syncDuration.WithLabelValues(string(p.Family()), mode).Observe(stats.Duration.Seconds())
 		rulesWritten.WithLabelValues(string(p.Family())).Set(float64(stats.Rules))
