@@ -44,7 +44,7 @@ test: verify controlplane build packages
 	go test ./... -count=1 -timeout 20m
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
-demo: build controlplane
+demo: build controlplane packages
 	hack/demo.sh
 
 ## bench-alloc: allocation throughput against raw API writes, restart safety, RSS
@@ -53,7 +53,7 @@ bench-alloc: build controlplane
 
 ## packages: Debian packages the agent and the data-path tests use, installed when missing
 packages:
-	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl; do \
+	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat; do \
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
