@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -171,7 +172,7 @@ func run(n, workers int) error {
 	time.Sleep(5 * time.Second) // let it reconcile every Service once more
 	after := watch.snapshot()
 	changed, doubled := compare(before, after)
-	rss, hwm := memory(op.Process.Pid)
+	rss, hwm := procmem.Read(fmt.Sprint(op.Process.Pid))
 	if addr := os.Getenv("PPROF"); addr != "" {
 		_ = exec.Command("curl", "-so", "/tmp/vip-allocator-heap.pprof", "http://"+addr+"/debug/pprof/heap").Run()
 	}
@@ -346,24 +347,6 @@ func compare(before, after map[string]string) (changed, doubled int) {
 		seen[ip] = true
 	}
 	return changed, doubled
-}
-
-// memory reads the process's resident and peak resident memory in MiB.
-func memory(pid int) (rss, hwm float64) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		var kb float64
-		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
-			rss = kb / 1024
-		}
-		if _, err := fmt.Sscanf(line, "VmHWM: %f kB", &kb); err == nil {
-			hwm = kb / 1024
-		}
-	}
-	return rss, hwm
 }
 
 // parallel runs f(0..n-1) on w goroutines and returns the first error.

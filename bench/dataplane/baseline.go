@@ -61,7 +61,7 @@ func benchBaseline(backend string, n, extrapolateTo int) error {
 			}
 			calls++
 		case strings.HasPrefix(line, "-A "):
-			args := splitQuoted(line)
+			args := dataplane.SplitRule(line)
 			chain := args[1]
 			switch {
 			case strings.HasPrefix(chain, "VIPA-"):
@@ -89,34 +89,4 @@ func benchBaseline(backend string, n, extrapolateTo int) error {
 	}
 	fmt.Println(line + " (linear is generous to the baseline: per-call cost grows with the ruleset)")
 	return nil
-}
-
-// splitQuoted splits an iptables-save line into arguments, honouring double quotes.
-func splitQuoted(s string) []string {
-	var out []string
-	var cur strings.Builder
-	inQuote, have := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' && inQuote && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-		case c == '"':
-			inQuote, have = !inQuote, true
-		case c == ' ' && !inQuote:
-			if have {
-				out = append(out, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if have {
-		out = append(out, cur.String())
-	}
-	return out
 }

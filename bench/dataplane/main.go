@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
 )
@@ -166,7 +167,7 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 	healthy := dp.Healthy()
 	fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  (%v)\n", backend, fam, n, "Healthy()", ms(time.Since(start)), healthy)
 	if n >= 10000 {
-		rss, hwm := memory()
+		rss, hwm := procmem.Read("self")
 		var mem runtime.MemStats
 		runtime.ReadMemStats(&mem)
 		fmt.Printf("%-6s %-4s n=%-6d memory after syncs: VmRSS %.1f MiB, VmHWM %.1f MiB (whole process so far), Go heap in use %.1f MiB  target RSS < %d MiB: %s\n",
@@ -199,18 +200,3 @@ func pass(ok bool) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// memory reads VmRSS and VmHWM of this process, in MiB.
-func memory() (rss, hwm float64) {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb float64
-		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
-			rss = kb / 1024
-		}
-		if _, err := fmt.Sscanf(line, "VmHWM: %f kB", &kb); err == nil {
-			hwm = kb / 1024
-		}
-	}
-	return rss, hwm
-}

@@ -257,7 +257,7 @@ func Cleanup(cfg Config) error {
 	// Jumps first: a chain still referenced cannot be deleted. Each is deleted by its own
 	// spelling, so a jump someone else wrote to our chain goes too.
 	_, err = d.listJumps(func(j jump, rule string) error {
-		if err := d.ipt.Delete(j.table, j.from, splitRule(rule)[2:]...); err != nil {
+		if err := d.ipt.Delete(j.table, j.from, SplitRule(rule)[2:]...); err != nil {
 			return fmt.Errorf("delete jump %s/%s: %w", j.table, j.from, err)
 		}
 		return nil
@@ -279,9 +279,9 @@ func Cleanup(cfg Config) error {
 	return nil
 }
 
-// splitRule splits a rule as iptables -S spells it into arguments, honouring double quotes
-// (comments) and backslash escapes inside them.
-func splitRule(s string) []string {
+// SplitRule splits a rule as iptables -S or iptables-save spells it into arguments,
+// honouring double quotes (comments) and backslash escapes inside them.
+func SplitRule(s string) []string {
 	var out []string
 	var cur strings.Builder
 	inQuote, have := false, false

@@ -491,11 +491,11 @@ func TestChainNames(t *testing.T) {
 func TestSplitRuleAndJumps(t *testing.T) {
 	rule := `-A PREROUTING -m comment --comment "vip-allocator service VIPs" -j VIPA-SERVICES`
 	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", "vip-allocator service VIPs", "-j", "VIPA-SERVICES"}
-	if got := splitRule(rule); !slices.Equal(got, want) {
-		t.Errorf("splitRule = %q", got)
+	if got := SplitRule(rule); !slices.Equal(got, want) {
+		t.Errorf("SplitRule = %q", got)
 	}
-	if got := splitRule(`-A X --comment "a \"quoted\" word" -j Y`); got[3] != `a "quoted" word` {
-		t.Errorf("splitRule escapes = %q", got)
+	if got := SplitRule(`-A X --comment "a \"quoted\" word" -j Y`); got[3] != `a "quoted" word` {
+		t.Errorf("SplitRule escapes = %q", got)
 	}
 	for _, tc := range []struct {
 		j    jump
