@@ -24,7 +24,7 @@ func runAgent(args []string) error {
 	}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
-	o := nodeagent.Options{Class: controllers.LoadBalancerClass}
+	var o nodeagent.Options
 	fs.StringVar(&o.NodeName, "node-name", "", "the node this agent runs on (required)")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services of class "+controllers.LoadBalancerClass+" (as the operator's flag)")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")

@@ -18,6 +18,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
 // allocations is the operator's in-memory allocation state: the pure allocator
@@ -167,7 +168,7 @@ func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly
 	imported := 0
 	for i := range services.Items {
 		svc := &services.Items[i]
-		if !handles(svc, ownClassOnly) {
+		if !lbclass.Handles(svc, ownClassOnly) {
 			continue
 		}
 		if err := a.alloc.Assign(client.ObjectKeyFromObject(svc).String(), ingressAddrs(svc)...); err != nil {

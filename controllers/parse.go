@@ -11,11 +11,12 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
 // The Service interface: the class we serve and the annotations we read.
 const (
-	LoadBalancerClass = "paas.org/vip-allocator"
+	LoadBalancerClass = lbclass.Name
 	IPsAnnotation     = "vip.paas.org/ips"
 	IPGroupAnnotation = "vip.paas.org/ipgroup"
 )
@@ -72,18 +73,6 @@ func parseIPOrCIDR(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	return netip.PrefixFrom(addr, addr.BitLen()), nil
-}
-
-// handles reports whether svc is ours to serve: a LoadBalancer with our class,
-// or with no class unless ownClassOnly.
-func handles(svc *corev1.Service, ownClassOnly bool) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	if svc.Spec.LoadBalancerClass == nil {
-		return !ownClassOnly
-	}
-	return *svc.Spec.LoadBalancerClass == LoadBalancerClass
 }
 
 // requestFor reads what svc asks for: families, requested IPs, named groups.

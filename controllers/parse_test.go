@@ -12,6 +12,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
 func TestRequestFor(t *testing.T) {
@@ -81,7 +82,7 @@ func TestHandles(t *testing.T) {
 		{"own class only: our class", corev1.ServiceTypeLoadBalancer, &ours, true, true},
 	} {
 		svc := &corev1.Service{Spec: corev1.ServiceSpec{Type: tc.typ, LoadBalancerClass: tc.class}}
-		if got := handles(svc, tc.ownClassOnly); got != tc.want {
+		if got := lbclass.Handles(svc, tc.ownClassOnly); got != tc.want {
 			t.Errorf("%s: handles = %v, want %v", tc.desc, got, tc.want)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
 // FieldOwner is the field manager of every write the operator makes.
@@ -81,7 +82,7 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, r.release(ctx, req.NamespacedName, nil)
 	}
-	if !handles(svc, r.OwnClassOnly) {
+	if !lbclass.Handles(svc, r.OwnClassOnly) {
 		return ctrl.Result{}, r.release(ctx, req.NamespacedName, svc)
 	}
 	return ctrl.Result{}, r.serve(ctx, svc)

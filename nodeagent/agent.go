@@ -25,9 +25,8 @@ import (
 // Options configure the agent.
 type Options struct {
 	NodeName string
-	// OwnClassOnly and Class mirror the operator's --own-class-only.
+	// OwnClassOnly mirrors the operator's --own-class-only.
 	OwnClassOnly bool
-	Class        string
 	// ResyncPeriod is how often every rule is rewritten (drift repair).
 	ResyncPeriod time.Duration
 	// CheckPeriod is how often the canary and jump rules are checked.
@@ -113,7 +112,7 @@ func (a *Agent) desired(ctx context.Context) ([]dataplane.Service, error) {
 	var out []dataplane.Service
 	for i := range services.Items {
 		svc := &services.Items[i]
-		if !Served(svc, a.Options.OwnClassOnly, a.Options.Class) {
+		if !Served(svc, a.Options.OwnClassOnly) {
 			continue
 		}
 		var slices discoveryv1.EndpointSliceList

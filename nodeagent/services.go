@@ -6,20 +6,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
 // Served reports whether the agent forwards traffic for svc: a LoadBalancer of
 // our class (or of none, unless ownClassOnly) holding at least one ingress IP
 // with ipMode Proxy. With ipMode VIP, kube-proxy or the CNI forwards instead.
-func Served(svc *corev1.Service, ownClassOnly bool, class string) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	if c := svc.Spec.LoadBalancerClass; (c == nil && ownClassOnly) || (c != nil && *c != class) {
-		return false
-	}
-	return len(proxyVIPs(svc)) > 0
+func Served(svc *corev1.Service, ownClassOnly bool) bool {
+	return lbclass.Handles(svc, ownClassOnly) && len(proxyVIPs(svc)) > 0
 }
 
 func proxyVIPs(svc *corev1.Service) []netip.Addr {

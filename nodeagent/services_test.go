@@ -39,7 +39,7 @@ func TestServed(t *testing.T) {
 		{"ipMode VIP: kube-proxy's job (--ip-mode=VIP)", lb(corev1.LoadBalancerIPModeVIP, nil, "192.0.2.1"), false, false},
 		{"no IP yet", lb(corev1.LoadBalancerIPModeProxy, nil), false, false},
 	} {
-		if got := Served(tc.svc, tc.ownClassOnly, ourClass); got != tc.want {
+		if got := Served(tc.svc, tc.ownClassOnly); got != tc.want {
 			t.Errorf("%s: Served = %v, want %v", tc.desc, got, tc.want)
 		}
 	}
