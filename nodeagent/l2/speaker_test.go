@@ -1,0 +1,179 @@
+package l2
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
+)
+
+// segment is a speaker namespace (this goroutine's) and a client namespace on
+// one veth link: spk0 192.0.2.11/24 ↔ cli0 192.0.2.50/24.
+type segment struct {
+	t      *testing.T
+	client string
+	mac    string // spk0's MAC
+}
+
+func newSegment(t *testing.T) *segment {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	_, leave, err := netnstest.Enter("vipa-l2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = leave() })
+	s := &segment{t: t, client: "vipa-l2c-" + strings.TrimPrefix(t.Name(), "Test")}
+	s.run("ip", "netns", "add", s.client)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", s.client).Run() })
+	s.run("ip", "link", "add", "spk0", "type", "veth", "peer", "name", "cli0", "netns", s.client)
+	s.run("ip", "addr", "add", "192.0.2.11/24", "dev", "spk0")
+	s.run("ip", "link", "set", "spk0", "up")
+	s.inClient("ip", "addr", "add", "192.0.2.50/24", "dev", "cli0")
+	s.inClient("ip", "link", "set", "cli0", "up")
+	ifi, err := net.InterfaceByName("spk0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mac = ifi.HardwareAddr.String()
+	return s
+}
+
+func (s *segment) run(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (s *segment) inClient(args ...string) string {
+	s.t.Helper()
+	return s.run(append([]string{"ip", "netns", "exec", s.client}, args...)...)
+}
+
+// arping asks for vip from the client and returns the MACs that answered.
+func (s *segment) arping(vip string) string {
+	out, _ := exec.Command("ip", "netns", "exec", s.client, "arping", "-c", "2", "-w", "3", "-I", "cli0", vip).CombinedOutput()
+	return strings.ToLower(string(out))
+}
+
+func (s *segment) neigh(vip string) string {
+	return strings.ToLower(s.inClient("ip", "neigh", "show", vip, "dev", "cli0"))
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting: %s", what)
+}
+
+func TestSpeakerAnswersOnlyOwnedVIPs(t *testing.T) {
+	s := newSegment(t)
+	sp := NewSpeaker(testr.New(t), nil, 0)
+	defer sp.Close()
+	vip := netip.MustParseAddr("192.0.2.100")
+
+	if out := s.arping("192.0.2.100"); strings.Contains(out, s.mac) {
+		t.Fatalf("answered before owning the VIP:\n%s", out)
+	}
+	if err := sp.SetOwned(map[netip.Addr]string{vip: "spk0"}); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.arping("192.0.2.100"); !strings.Contains(out, "["+s.mac+"]") {
+		t.Fatalf("owner did not answer ARP for the VIP:\n%s", out)
+	}
+	if out := s.arping("192.0.2.101"); strings.Contains(out, s.mac) {
+		t.Fatalf("answered for a VIP it does not own:\n%s", out)
+	}
+	// The VIP is never put on an interface (no kernel answers, no DAD).
+	if addrs := s.run("ip", "-o", "addr"); strings.Contains(addrs, "192.0.2.100") {
+		t.Fatalf("VIP added to an interface:\n%s", addrs)
+	}
+	if err := sp.SetOwned(nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.arping("192.0.2.100"); strings.Contains(out, s.mac) {
+		t.Fatalf("still answering after giving the VIP up:\n%s", out)
+	}
+}
+
+func TestSpeakerGratuitousARPOnTakeover(t *testing.T) {
+	s := newSegment(t)
+	sp := NewSpeaker(testr.New(t), nil, 0)
+	defer sp.Close()
+	// The client still points the VIP at the previous owner.
+	s.inClient("ip", "neigh", "replace", "192.0.2.100", "lladdr", "02:00:00:00:00:99", "dev", "cli0", "nud", "stale")
+	if err := sp.SetOwned(map[netip.Addr]string{netip.MustParseAddr("192.0.2.100"): "spk0"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "client's neighbour entry moves to the new owner", func() bool {
+		return strings.Contains(s.neigh("192.0.2.100"), s.mac)
+	})
+	// Repeated for a while: a host that missed the first still gets one.
+	s.inClient("ip", "neigh", "replace", "192.0.2.100", "lladdr", "02:00:00:00:00:99", "dev", "cli0", "nud", "stale")
+	eventually(t, "a later gratuitous ARP moves it again", func() bool {
+		return strings.Contains(s.neigh("192.0.2.100"), s.mac)
+	})
+}
+
+func TestSpeakerReportsForeignClaims(t *testing.T) {
+	s := newSegment(t)
+	vip := netip.MustParseAddr("192.0.2.100")
+	owned := map[netip.Addr]string{vip: "spk0"}
+	known := func(mac net.HardwareAddr) bool { return mac.String() == "02:00:00:00:00:aa" }
+	expect := func(sp *Speaker, mac, what string) {
+		t.Helper()
+		select {
+		case c := <-sp.Conflicts():
+			if c.VIP != vip || c.MAC.String() != mac || c.Interface != "spk0" {
+				t.Fatalf("%s: conflict = %+v, want %s from %s on spk0", what, c, vip, mac)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: not reported", what)
+		}
+	}
+
+	// A second announcer sends gratuitous ARP for our VIP (no probing here,
+	// so only the gratuitous ARP can be what is heard).
+	heard := NewSpeaker(testr.New(t), known, 0)
+	if err := heard.SetOwned(owned); err != nil {
+		t.Fatal(err)
+	}
+	s.inClient("ip", "link", "set", "cli0", "address", "02:00:00:00:00:bb")
+	s.inClient("ip", "addr", "add", "192.0.2.100/32", "dev", "cli0")
+	s.inClient("arping", "-U", "-c", "1", "-I", "cli0", "192.0.2.100")
+	expect(heard, "02:00:00:00:00:bb", "gratuitous ARP from a foreign MAC")
+
+	// A MAC of our own nodes (a hand-over in progress) is no conflict.
+	s.inClient("ip", "link", "set", "cli0", "address", "02:00:00:00:00:aa")
+	s.inClient("arping", "-U", "-c", "1", "-I", "cli0", "192.0.2.100")
+	select {
+	case c := <-heard.Conflicts():
+		t.Fatalf("own node's MAC reported as a conflict: %+v", c)
+	case <-time.After(time.Second):
+	}
+	heard.Close()
+
+	// A quiet host configured with the address answers the owner's probe.
+	s.inClient("ip", "link", "set", "cli0", "address", "02:00:00:00:00:cc")
+	probing := NewSpeaker(testr.New(t), known, 200*time.Millisecond)
+	defer probing.Close()
+	if err := probing.SetOwned(owned); err != nil {
+		t.Fatal(err)
+	}
+	expect(probing, "02:00:00:00:00:cc", "a host holding the VIP, found by probing")
+}
