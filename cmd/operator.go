@@ -195,5 +195,10 @@ func slimObject(in any) (any, error) {
 			o.SetAnnotations(a)
 		}
 	}
+	// Nodes are read for labels, cordon and interfaces; their image lists
+	// (often tens of KiB each) would only fill memory.
+	if n, ok := in.(*corev1.Node); ok {
+		n.Status.Images = nil
+	}
 	return in, nil
 }

@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -24,6 +26,12 @@ import (
 const (
 	AgentName           = "vip-allocator-agent"
 	AgentServiceAccount = "vip-allocator-agent"
+	// MemberlistSecret holds the key that authenticates (and encrypts) the
+	// agents' liveness gossip; the operator creates it once, never rotates it
+	// by itself.
+	MemberlistSecret = "vip-allocator-memberlist"
+	// MemberlistKey is the Secret's data key: 32 random bytes (AES-256).
+	MemberlistKey = "key"
 	managedByLabel      = "app.kubernetes.io/managed-by"
 	managedBy           = "vip-allocator-operator"
 )
@@ -50,6 +58,9 @@ type AgentReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
 
 func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	if err := r.ensureMemberlistSecret(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	ds := r.desired()
 	// Server-side apply: only the fields we set are ours; defaults the API
 	// server adds do not look like drift, and an unchanged apply writes nothing.
@@ -57,6 +68,24 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("apply agent DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// ensureMemberlistSecret creates the agents' gossip key unless it exists. A
+// create that finds one changes nothing, so no Secret is ever read or cached.
+func (r *AgentReconciler) ensureMemberlistSecret(ctx context.Context) error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("generate memberlist key: %w", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: MemberlistSecret, Namespace: r.Options.Namespace,
+			Labels: map[string]string{managedByLabel: managedBy}},
+		Data: map[string][]byte{MemberlistKey: key},
+	}
+	if err := r.GetClient().Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	return nil
 }
 
 // desired is the agent DaemonSet: host network, NET_ADMIN and NET_RAW only.
@@ -90,8 +119,10 @@ func (r *AgentReconciler) desired() *appsv1.DaemonSet {
 						Name:  "agent",
 						Image: o.Image,
 						Args:  append([]string{"agent", "--node-name=$(NODE_NAME)"}, o.ExtraArgs...),
-						Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
-							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+						Env: []corev1.EnvVar{
+							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+						},
 						SecurityContext: &corev1.SecurityContext{
 							Privileged:               ptr.To(false),
 							AllowPrivilegeEscalation: ptr.To(false),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,7 @@ type IPGroupReconciler struct {
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	group := &paasv1.IPGroup{}
@@ -62,11 +64,17 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	}
 
+	var nodes corev1.NodeList
+	if err := r.GetClient().List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list Nodes: %w", err)
+	}
+
 	desired := group.DeepCopy()
 	parsed, err := parseIPGroup(group)
 	setCapacity(&desired.Status, parsed, held)
 	setReadyCondition(&desired.Status, group.Generation, parsed, err)
 	setOverlappingCondition(&desired.Status, group, groups.Items)
+	setAnnounceableCondition(&desired.Status, group, nodes.Items)
 	desired.Status.ObservedGeneration = group.Generation
 	if parsed != nil {
 		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()
@@ -146,6 +154,11 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return out
 	}
+	allGroupsAfter := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range allGroups(ctx, nil) {
+			q.AddAfter(req, statusDelay)
+		}
+	}
 	groupsHolding := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		addr, ok := o.(*paasv1.IP).Addr()
 		if !ok {
@@ -165,6 +178,20 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("ipgroup").
 		For(&paasv1.IPGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(allGroups), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Nodes: which can announce (labels, cordon, interfaces), batched.
+		Watches(&corev1.Node{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				allGroupsAfter(ctx, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if nodeAnnouncingChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) {
+					allGroupsAfter(ctx, q)
+				}
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				allGroupsAfter(ctx, q)
+			},
+		}).
 		Watches(&paasv1.IP{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				groupsHolding(ctx, e.Object, q)
@@ -174,4 +201,12 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		}).
 		Complete(r)
+}
+
+// nodeAnnouncingChanged reports a change of what decides whether a node can
+// announce: labels, cordon, published interfaces. Status heartbeats are not.
+func nodeAnnouncingChanged(old, cur *corev1.Node) bool {
+	return !equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		old.Annotations[paasv1.NodeInterfacesAnnotation] != cur.Annotations[paasv1.NodeInterfacesAnnotation]
 }

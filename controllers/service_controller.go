@@ -281,6 +281,16 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	desired := svc.DeepCopy()
 	desired.Status.LoadBalancer.Ingress = ingressFor(result.held, cmp.Or(r.IPMode, corev1.LoadBalancerIPModeProxy))
 	meta.SetStatusCondition(&desired.Status.Conditions, cond)
+	anns, err := r.announcements(ctx, result.held, result.groupOf)
+	if err != nil {
+		return err
+	}
+	announced, ok := announcedCondition(svc.Generation, anns)
+	if ok {
+		meta.SetStatusCondition(&desired.Status.Conditions, announced)
+	} else {
+		meta.RemoveStatusCondition(&desired.Status.Conditions, ConditionAnnounced)
+	}
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
 		return nil
 	}
@@ -298,6 +308,9 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 		if !slices.Contains(result.held, addr) {
 			r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s", addr)
 		}
+	}
+	if ok {
+		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced), announced)
 	}
 	if old := meta.FindStatusCondition(svc.Status.Conditions, ConditionIPAllocated); cond.Status == "False" && (old == nil || old.Message != cond.Message) {
 		allocationFailures.WithLabelValues(cond.Reason).Inc()

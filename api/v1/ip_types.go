@@ -55,11 +55,30 @@ type IPStatus struct {
 	// Owner is the Service holding the address, as last confirmed by the operator.
 	// +optional
 	Owner *IPOwner `json:"owner,omitempty"`
+	// AnnouncedBy names the node(s) announcing the address: the one owner in
+	// L2 mode. Written by the announcing agent when it takes the address over.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5000
+	AnnouncedBy []string `json:"announcedBy,omitempty"`
+	// Conditions: Conflict (another MAC answers for the address).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// IP condition types and reasons.
+const (
+	// IPConditionConflict is True while another host claims the address on
+	// its layer-2 segment: two machines answer ARP for it.
+	IPConditionConflict = "Conflict"
+	// ReasonForeignMAC: an ARP packet for the address came from a MAC that is
+	// none of the cluster's nodes.
+	ReasonForeignMAC = "ForeignMAC"
+	// ReasonNoForeignClaim: no foreign claim heard lately.
+	ReasonNoForeignClaim = "NoForeignClaim"
+)
 
 // IP is one entry of the allocation ledger: one object per allocated address,
 // named by the address (IPv6 with '-' for ':'). Creating it is the lock that
@@ -71,6 +90,7 @@ type IPStatus struct {
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
 // +kubebuilder:printcolumn:name="IPGroup",type=string,JSONPath=`.metadata.labels.ipgroup`
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.metadata.annotations.virtualips\.paas\.il/owner`
+// +kubebuilder:printcolumn:name="Announced By",type=string,JSONPath=`.status.announcedBy[*]`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IP struct {
 	metav1.TypeMeta   `json:",inline"`

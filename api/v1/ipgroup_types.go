@@ -118,6 +118,11 @@ const (
 	IPGroupReady = "Ready"
 	// IPGroupOverlapping is True when the segment overlaps another group's.
 	IPGroupOverlapping = "Overlapping"
+	// IPGroupAnnounceable is True when at least one node can announce the
+	// group's VIPs in L2 mode (it matches announce.nodeSelector and has an
+	// interface on the segment). False means its Services get IPs nobody
+	// outside the nodes can reach.
+	IPGroupAnnounceable = "Announceable"
 )
 
 // IPGroupStatus reports how full the group is and whether it is usable.
@@ -139,7 +144,7 @@ type IPGroupStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Overlapping.
+	// Conditions: Ready, Overlapping, Announceable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -370,6 +370,11 @@ func (in *IPStatus) DeepCopyInto(out *IPStatus) {
 		*out = new(IPOwner)
 		**out = **in
 	}
+	if in.AnnouncedBy != nil {
+		in, out := &in.AnnouncedBy, &out.AnnouncedBy
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

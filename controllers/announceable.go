@@ -1,0 +1,98 @@
+package controllers
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// setAnnounceableCondition says whether any node can announce the group's VIPs
+// in L2 mode: one that matches announce.nodeSelector, is not cordoned, and has
+// an interface (of announce.interfaces, if set) on the segment, as its agent
+// published in the Node's interfaces annotation. Groups announced otherwise
+// carry no such condition.
+func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node) {
+	an := group.Spec.Announce
+	if an != nil && an.Mode != "" && an.Mode != paasv1.AnnounceL2 {
+		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupAnnounceable)
+		return
+	}
+	segment, err := netip.ParsePrefix(group.Spec.Segment)
+	if err != nil {
+		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupAnnounceable)
+		return // Ready says what is wrong
+	}
+	selector := labels.Everything()
+	var allowed []string
+	if an != nil {
+		allowed = an.Interfaces
+		if an.NodeSelector != nil {
+			if selector, err = metav1.LabelSelectorAsSelector(an.NodeSelector); err != nil {
+				selector = labels.Nothing()
+			}
+		}
+	}
+	var selected, able []string
+	for _, n := range nodes {
+		if !selector.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		selected = append(selected, n.Name)
+		if !n.Spec.Unschedulable && onSegment(n, segment, allowed) {
+			able = append(able, n.Name)
+		}
+	}
+	c := metav1.Condition{Type: paasv1.IPGroupAnnounceable, ObservedGeneration: group.Generation}
+	switch {
+	case len(able) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, "NodesAvailable"
+		c.Message = fmt.Sprintf("%d node(s) can announce the group's VIPs: %s", len(able), firstNames(able))
+	case len(selected) == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, "NoNodeSelected"
+		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes on the segment's network"
+	default:
+		c.Status, c.Reason = metav1.ConditionFalse, "NoInterfaceOnSegment"
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable with an interface on %s%s: the VIPs would be unreachable; put the segment on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
+			len(selected), firstNames(selected), segment, interfacesNote(allowed))
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
+}
+
+// onSegment reports whether n has an interface (among allowed, if any) on segment.
+func onSegment(n corev1.Node, segment netip.Prefix, allowed []string) bool {
+	for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
+		if len(allowed) > 0 && !slices.Contains(allowed, ifc.Name) {
+			continue
+		}
+		for _, p := range ifc.Addrs {
+			if p.Masked().Overlaps(segment) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func interfacesNote(allowed []string) string {
+	if len(allowed) == 0 {
+		return ""
+	}
+	return " (announce.interfaces: " + strings.Join(allowed, ", ") + ")"
+}
+
+// firstNames lists up to five names, and how many more there are.
+func firstNames(names []string) string {
+	slices.Sort(names)
+	if len(names) <= 5 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:5], ", "), len(names)-5)
+}

@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+func TestAnnouncedCondition(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	tests := []struct {
+		desc       string
+		anns       []announcement
+		wantOK     bool
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantText   []string
+	}{
+		{desc: "no address, no condition", wantOK: false},
+		{"announced", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceL2, by: []string{"node1"}}}, true,
+			metav1.ConditionTrue, ReasonAnnounced, []string{"192.0.2.10 announced by node1 (L2)"}},
+		{"no node yet", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceL2}}, true,
+			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"no node announces 192.0.2.10", "IPGroup g", "Announceable"}},
+		{"one family announced, the other not", []announcement{
+			{addr: v4, group: "g", mode: paasv1.AnnounceL2, by: []string{"node1"}},
+			{addr: v6, group: "g6", mode: paasv1.AnnounceL2}}, true,
+			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"192.0.2.10 announced by node1", "no node announces 2001:db8::10"}},
+		{"static routing", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceNone}}, true,
+			metav1.ConditionTrue, ReasonStaticRouting, []string{"announce.mode None"}},
+		{"BGP asked", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceBGP}}, true,
+			metav1.ConditionFalse, ReasonBGPNotEnabled, []string{"BGP"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			c, ok := announcedCondition(3, tt.anns)
+			if ok != tt.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
+			}
+			if !ok {
+				return
+			}
+			if c.Type != ConditionAnnounced || c.Status != tt.wantStatus || c.Reason != tt.wantReason || c.ObservedGeneration != 3 {
+				t.Errorf("condition = %+v, want %s %s", c, tt.wantStatus, tt.wantReason)
+			}
+			for _, s := range tt.wantText {
+				if !strings.Contains(c.Message, s) {
+					t.Errorf("message %q lacks %q", c.Message, s)
+				}
+			}
+		})
+	}
+}
+
+func TestAnnounceableCondition(t *testing.T) {
+	node := func(name, iface, addr string, cordoned bool, lbls map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls, Annotations: map[string]string{
+			paasv1.NodeInterfacesAnnotation: `[{"name":"` + iface + `","mac":"02:00:00:00:00:01","addrs":["` + addr + `"]}]`}}}
+		n.Spec.Unschedulable = cordoned
+		return n
+	}
+	group := func(announce *paasv1.Announce) *paasv1.IPGroup {
+		return &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Generation: 2},
+			Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", Announce: announce}}
+	}
+	rackA := &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "a"}}
+	tests := []struct {
+		desc       string
+		group      *paasv1.IPGroup
+		nodes      []corev1.Node
+		wantReason string // "" = no condition
+		wantText   string
+	}{
+		{"a node on the segment", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NodesAvailable", "n1"},
+		{"nodes elsewhere", group(nil), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)}, "NoInterfaceOnSegment", "192.0.2.0/24"},
+		{"only node cordoned", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", true, nil)}, "NoInterfaceOnSegment", "n1"},
+		{"selector picks no node", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoNodeSelected", "nodeSelector"},
+		{"selector picks the node on the segment", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{
+			node("n1", "eth0", "198.51.100.11/24", false, map[string]string{"rack": "b"}),
+			node("n2", "eth0", "192.0.2.12/24", false, map[string]string{"rack": "a"})}, "NodesAvailable", "n2"},
+		{"wrong interface named", group(&paasv1.Announce{Interfaces: []string{"eth1"}}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoInterfaceOnSegment", "eth1"},
+		{"no annotation yet", group(nil), []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, "NoInterfaceOnSegment", "n1"},
+		{"BGP group: not applicable", group(&paasv1.Announce{Mode: paasv1.AnnounceBGP}), nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			var st paasv1.IPGroupStatus
+			setAnnounceableCondition(&st, tt.group, tt.nodes)
+			c := meta.FindStatusCondition(st.Conditions, paasv1.IPGroupAnnounceable)
+			if tt.wantReason == "" {
+				if c != nil {
+					t.Fatalf("unexpected condition %+v", c)
+				}
+				return
+			}
+			if c == nil || c.Reason != tt.wantReason || !strings.Contains(c.Message, tt.wantText) {
+				t.Fatalf("condition = %+v, want reason %s mentioning %q", c, tt.wantReason, tt.wantText)
+			}
+			if want := tt.wantReason == "NodesAvailable"; (c.Status == metav1.ConditionTrue) != want {
+				t.Fatalf("status %s for reason %s", c.Status, c.Reason)
+			}
+		})
+	}
+}

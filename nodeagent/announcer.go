@@ -1,0 +1,376 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
+)
+
+// Liveness is the agents' view of each other (package membership): which
+// agents are alive, and which of those are handing their VIPs over.
+type Liveness interface {
+	// Alive maps the node name of every alive agent, this one included, to
+	// whether it is draining.
+	Alive() map[string]bool
+	// Changed signals (coalesced) that Alive may return something new.
+	Changed() <-chan struct{}
+}
+
+// Announcer makes this node answer ARP for the L2 VIPs it owns. Every agent
+// computes the same owner for every VIP (package election) from the same
+// inputs: the alive agents, the Node objects, the IPGroups and the Services'
+// endpoints.
+type Announcer struct {
+	Client       client.Client
+	Recorder     record.EventRecorder
+	NodeName     string
+	OwnClassOnly bool
+	Liveness     Liveness
+	Speaker      *l2.Speaker
+	// HandoverDelay is how long a VIP is still answered for after this node
+	// lost it while alive: the new owner's gratuitous ARP comes first, then we
+	// go quiet, so a planned move drops nothing.
+	HandoverDelay time.Duration
+
+	mu        sync.Mutex
+	owned     map[netip.Addr]string   // VIP → interface, as last computed
+	releasing map[netip.Addr]handover // VIPs lost, still answered for a while
+}
+
+type handover struct {
+	iface string
+	until time.Time
+}
+
+// EventARPConflict is the reason of the Warning Event raised when another MAC
+// claims a VIP this node announces.
+const EventARPConflict = "ARPConflict"
+
+// announceRequest is the Announcer's only work item, like the data plane's.
+var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "announce"}}
+
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups;ips,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=ips/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+
+func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	vips, err := a.candidacies(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	nodes, err := a.aliveNodes(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	owned := map[netip.Addr]string{}
+	for vip, c := range vips {
+		if node, iface, ok := election.Owner(vip, c, nodes); ok && node == a.NodeName {
+			owned[vip] = iface
+		}
+	}
+	answer, next := a.withHandovers(owned, time.Now())
+	if err := a.Speaker.SetOwned(answer); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "answering ARP on some interfaces failed")
+	}
+	for vip := range owned {
+		if err := a.claim(ctx, vip); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: next}, nil
+}
+
+// withHandovers adds to owned the VIPs this node lost less than HandoverDelay
+// ago, and says when to look again to drop them.
+func (a *Announcer) withHandovers(owned map[netip.Addr]string, now time.Time) (map[netip.Addr]string, time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.releasing == nil {
+		a.releasing = map[netip.Addr]handover{}
+	}
+	for vip, iface := range a.owned {
+		if _, still := owned[vip]; !still {
+			if _, already := a.releasing[vip]; !already {
+				a.releasing[vip] = handover{iface: iface, until: now.Add(a.HandoverDelay)}
+			}
+		}
+	}
+	a.owned = owned
+	answer := make(map[netip.Addr]string, len(owned))
+	var next time.Duration
+	for vip, h := range a.releasing {
+		_, ownedAgain := owned[vip]
+		if ownedAgain || !now.Before(h.until) {
+			delete(a.releasing, vip)
+			continue
+		}
+		answer[vip] = h.iface
+		if left := h.until.Sub(now); next == 0 || left < next {
+			next = left
+		}
+	}
+	for vip, iface := range owned {
+		answer[vip] = iface
+	}
+	return answer, next
+}
+
+// candidacies maps every VIP this agent's cluster announces in L2 mode to what
+// it asks of its owner.
+func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]election.Candidacy, error) {
+	var services corev1.ServiceList
+	if err := a.Client.List(ctx, &services); err != nil {
+		return nil, fmt.Errorf("list Services: %w", err)
+	}
+	var groups paasv1.IPGroupList
+	if err := a.Client.List(ctx, &groups); err != nil {
+		return nil, fmt.Errorf("list IPGroups: %w", err)
+	}
+	byName := map[string]*paasv1.IPGroup{}
+	for i := range groups.Items {
+		byName[groups.Items[i].Name] = &groups.Items[i]
+	}
+	out := map[netip.Addr]election.Candidacy{}
+	for i := range services.Items {
+		svc := &services.Items[i]
+		if !lbclass.Handles(svc, a.OwnClassOnly) {
+			continue
+		}
+		var local map[string]bool
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			vip, err := netip.ParseAddr(in.IP)
+			if err != nil {
+				continue
+			}
+			vip = vip.Unmap()
+			group, err := a.groupOf(ctx, vip, svc, byName)
+			if err != nil || group == nil {
+				continue // not (yet) in the ledger: not ours to announce
+			}
+			c, ok := l2Candidacy(group)
+			if !ok {
+				continue
+			}
+			if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+				if local == nil {
+					if local, err = a.endpointNodes(ctx, svc); err != nil {
+						return nil, err
+					}
+				}
+				c.LocalNodes = local
+			}
+			out[vip] = c
+		}
+	}
+	return out, nil
+}
+
+// groupOf is the IPGroup vip was allocated from, per the ledger, if the ledger
+// gives it to svc.
+func (a *Announcer) groupOf(ctx context.Context, vip netip.Addr, svc *corev1.Service, groups map[string]*paasv1.IPGroup) (*paasv1.IPGroup, error) {
+	var ip paasv1.IP
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if ip.Spec.Owner != nil && ip.Spec.Owner.UID != svc.UID {
+		return nil, nil
+	}
+	return groups[ip.Labels[paasv1.IPGroupLabel]], nil
+}
+
+// l2Candidacy is what a group in L2 mode asks of a node; ok is false for a
+// group announced otherwise.
+func l2Candidacy(g *paasv1.IPGroup) (election.Candidacy, bool) {
+	an := g.Spec.Announce
+	if an != nil && an.Mode != "" && an.Mode != paasv1.AnnounceL2 {
+		return election.Candidacy{}, false
+	}
+	var c election.Candidacy
+	if an == nil {
+		return c, true
+	}
+	c.Interfaces = an.Interfaces
+	if an.NodeSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(an.NodeSelector)
+		if err != nil {
+			return c, false // the operator reports the bad selector on the group
+		}
+		c.Selector = sel
+	}
+	return c, true
+}
+
+// endpointNodes are the nodes with a ready endpoint of svc.
+func (a *Announcer) endpointNodes(ctx context.Context, svc *corev1.Service) (map[string]bool, error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{serviceNameIndex: svc.Name}); err != nil {
+		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	out := map[string]bool{}
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if (e.Conditions.Ready == nil || *e.Conditions.Ready) && e.NodeName != nil {
+				out[*e.NodeName] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// aliveNodes are the Nodes whose agents are alive, as the election sees them.
+func (a *Announcer) aliveNodes(ctx context.Context) ([]election.Node, error) {
+	var list corev1.NodeList
+	if err := a.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	alive := a.Liveness.Alive()
+	var out []election.Node
+	for i := range list.Items {
+		n := &list.Items[i]
+		draining, ok := alive[n.Name]
+		if !ok || !n.DeletionTimestamp.IsZero() {
+			continue
+		}
+		en := election.Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable, Draining: draining}
+		for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
+			for _, p := range ifc.Addrs {
+				en.Interfaces = append(en.Interfaces, election.Interface{Name: ifc.Name, Prefix: p})
+			}
+		}
+		out = append(out, en)
+	}
+	return out, nil
+}
+
+// claim records on the ledger that this node announces vip, unless it says so already.
+func (a *Announcer) claim(ctx context.Context, vip netip.Addr) error {
+	var ip paasv1.IP
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if slices.Equal(ip.Status.AnnouncedBy, []string{a.NodeName}) {
+		return nil
+	}
+	patch := client.MergeFrom(ip.DeepCopy())
+	ip.Status.AnnouncedBy = []string{a.NodeName}
+	if err := a.Client.Status().Patch(ctx, &ip, patch); err != nil {
+		return fmt.Errorf("record %s as announced by %s: %w", vip, a.NodeName, err)
+	}
+	return nil
+}
+
+// ReportConflicts turns the speaker's conflicts into a condition on the ledger
+// object and a Warning Event, until ctx ends.
+func (a *Announcer) ReportConflicts(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-a.Speaker.Conflicts():
+			if err := a.reportConflict(ctx, c); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "report ARP conflict", "vip", c.VIP, "mac", c.MAC.String())
+			}
+		}
+	}
+}
+
+func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
+	var ip paasv1.IP
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(c.VIP)}, &ip); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s answers ARP for %s on the segment of %s/%s, which announces it: another host uses the address or a second load balancer announces it; remove it there, or exclude %s from the IPGroup",
+		c.MAC, c.VIP, a.NodeName, c.Interface, c.VIP)
+	a.Recorder.Event(&ip, corev1.EventTypeWarning, EventARPConflict, msg)
+	if o := ip.Spec.Owner; o != nil {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID}}
+		a.Recorder.Event(svc, corev1.EventTypeWarning, EventARPConflict, msg)
+	}
+	patch := client.MergeFrom(ip.DeepCopy())
+	meta := metav1.Condition{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC, Message: msg}
+	setCondition(&ip.Status.Conditions, meta)
+	return a.Client.Status().Patch(ctx, &ip, patch)
+}
+
+func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
+	for i := range *conds {
+		if (*conds)[i].Type == c.Type {
+			if (*conds)[i].Status != c.Status {
+				c.LastTransitionTime = metav1.Now()
+			} else {
+				c.LastTransitionTime = (*conds)[i].LastTransitionTime
+			}
+			(*conds)[i] = c
+			return
+		}
+	}
+	c.LastTransitionTime = metav1.Now()
+	*conds = append(*conds, c)
+}
+
+// OurMACs reports whether mac belongs to an interface of one of the cluster's
+// nodes, from the Nodes' interface annotations in the cache.
+func (a *Announcer) OurMACs(ctx context.Context) func(net.HardwareAddr) bool {
+	return func(mac net.HardwareAddr) bool {
+		var list corev1.NodeList
+		if err := a.Client.List(ctx, &list); err != nil {
+			return false
+		}
+		for _, n := range list.Items {
+			for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
+				if ifc.MAC == mac.String() {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+// SetupWithManager funnels every relevant change, and every change of the
+// agents' liveness, into the single announce request.
+func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
+	toAnnounce := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{announceRequest}
+	})
+	changed := make(chan event.GenericEvent, 1)
+	go func() {
+		for range a.Liveness.Changed() {
+			select {
+			case changed <- event.GenericEvent{Object: &corev1.Node{}}:
+			default:
+			}
+		}
+	}()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("announce").
+		Watches(&corev1.Service{}, toAnnounce).
+		Watches(&discoveryv1.EndpointSlice{}, toAnnounce).
+		Watches(&corev1.Node{}, toAnnounce).
+		Watches(&paasv1.IPGroup{}, toAnnounce).
+		Watches(&paasv1.IP{}, toAnnounce).
+		WatchesRawSource(source.Channel(changed, toAnnounce)).
+		Complete(a)
+}

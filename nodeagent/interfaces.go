@@ -1,0 +1,100 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// LocalInterfaces lists this node's interfaces that can announce a VIP: up,
+// not loopback, with their global unicast addresses.
+func LocalInterfaces() ([]paasv1.NodeInterface, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	var out []paasv1.NodeInterface
+	for _, ifi := range ifaces {
+		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagLoopback != 0 || len(ifi.HardwareAddr) == 0 {
+			continue
+		}
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
+		}
+		entry := paasv1.NodeInterface{Name: ifi.Name, MAC: ifi.HardwareAddr.String()}
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil || !p.Addr().IsGlobalUnicast() {
+				continue
+			}
+			entry.Addrs = append(entry.Addrs, p)
+		}
+		if len(entry.Addrs) > 0 {
+			out = append(out, entry)
+		}
+	}
+	return out, nil
+}
+
+// InterfacePublisher keeps this node's NodeInterfacesAnnotation current, so the
+// other agents (and the operator) know which subnets this node can announce.
+type InterfacePublisher struct {
+	Client   client.Client
+	NodeName string
+	Period   time.Duration
+}
+
+// Start publishes now and every Period until ctx ends (a manager Runnable).
+func (p *InterfacePublisher) Start(ctx context.Context) error {
+	tick := time.NewTicker(p.Period)
+	defer tick.Stop()
+	for {
+		if err := p.Publish(ctx); err != nil {
+			// Not fatal: the previous annotation stays; retried next period.
+			ctrl.LoggerFrom(ctx).Error(err, "publish interfaces")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Publish patches the annotation when the interfaces changed.
+func (p *InterfacePublisher) Publish(ctx context.Context) error {
+	ifaces, err := LocalInterfaces()
+	if err != nil {
+		return err
+	}
+	value, err := json.Marshal(ifaces)
+	if err != nil {
+		return err
+	}
+	var node corev1.Node
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.NodeName}, &node); err != nil {
+		return fmt.Errorf("get Node %s: %w", p.NodeName, err)
+	}
+	if node.Annotations[paasv1.NodeInterfacesAnnotation] == string(value) {
+		return nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[paasv1.NodeInterfacesAnnotation] = string(value)
+	if err := p.Client.Patch(ctx, &node, patch); err != nil {
+		return fmt.Errorf("annotate Node %s with its interfaces: %w", p.NodeName, err)
+	}
+	return nil
+}
