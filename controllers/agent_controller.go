@@ -31,9 +31,9 @@ const (
 	// by itself.
 	MemberlistSecret = "vip-allocator-memberlist"
 	// MemberlistKey is the Secret's data key: 32 random bytes (AES-256).
-	MemberlistKey = "key"
-	managedByLabel      = "app.kubernetes.io/managed-by"
-	managedBy           = "vip-allocator-operator"
+	MemberlistKey  = "key"
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "vip-allocator-operator"
 )
 
 // AgentOptions configure the agent DaemonSet.
