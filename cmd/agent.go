@@ -1,9 +1,11 @@
 package cmd
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -16,6 +18,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
 
 func runAgent(args []string) error {
@@ -30,6 +33,13 @@ func runAgent(args []string) error {
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")
 	fs.DurationVar(&o.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
 	masqBit := fs.Int("masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
+	var l2 l2Options
+	fs.StringVar(&l2.namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "vip-allocator-operator"), "namespace of the operator, which holds the agents' gossip key Secret")
+	fs.IntVar(&l2.port, "memberlist-port", membership.DefaultPort, "UDP and TCP port of the agents' liveness gossip")
+	fs.StringVar(&l2.bindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
+	fs.DurationVar(&l2.handoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")
+	fs.StringVar(&l2.onStop, "on-stop", "auto", "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
+	fs.DurationVar(&l2.probePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
 	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
 	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
 	zapOpts := zap.Options{}
@@ -77,7 +87,14 @@ func runAgent(args []string) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	ctx := ctrl.SetupSignalHandler()
+	announcer, err := startAnnouncer(ctx, cfg, mgr, o, l2)
+	if err != nil {
+		return err
+	}
+	err = mgr.Start(ctx)
+	announcer.stop()
+	return err
 }
 
 // runAgentCleanup removes every rule and chain any agent wrote on this node.

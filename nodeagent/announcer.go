@@ -80,16 +80,23 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	nodes, err := a.aliveNodes(ctx)
+	nodes, known, err := a.aliveNodes(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	owned := map[netip.Addr]string{}
+	if !a.inMajority(nodes, known) {
+		// Cut off from most agents (our link is down, or a partition): the
+		// others elect owners without us, so we must go quiet rather than
+		// answer for every VIP at once.
+		vips = nil
+	}
 	for vip, c := range vips {
 		if node, iface, ok := election.Owner(vip, c, nodes); ok && node == a.NodeName {
 			owned[vip] = iface
 		}
 	}
+	a.logChanges(ctx, owned, nodes, known)
 	answer, next := a.withHandovers(owned, time.Now())
 	if err := a.Speaker.SetOwned(answer); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "answering ARP on some interfaces failed")
@@ -100,6 +107,33 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		}
 	}
 	return reconcile.Result{RequeueAfter: next}, nil
+}
+
+// logChanges logs the VIPs this node takes and gives up, with the view it
+// decided from.
+func (a *Announcer) logChanges(ctx context.Context, owned map[netip.Addr]string, alive []election.Node, known int) {
+	a.mu.Lock()
+	prev := a.owned
+	a.mu.Unlock()
+	var gained, lost []string
+	for vip := range owned {
+		if _, had := prev[vip]; !had {
+			gained = append(gained, vip.String())
+		}
+	}
+	for vip := range prev {
+		if _, has := owned[vip]; !has {
+			lost = append(lost, vip.String())
+		}
+	}
+	if len(gained) == 0 && len(lost) == 0 {
+		return
+	}
+	names := make([]string, 0, len(alive))
+	for _, n := range alive {
+		names = append(names, n.Name)
+	}
+	ctrl.LoggerFrom(ctx).Info("ownership changed", "taken", gained, "handed over", lost, "alive", names, "agents", known)
 }
 
 // withHandovers adds to owned the VIPs this node lost less than HandoverDelay
@@ -239,18 +273,32 @@ func (a *Announcer) endpointNodes(ctx context.Context, svc *corev1.Service) (map
 	return out, nil
 }
 
-// aliveNodes are the Nodes whose agents are alive, as the election sees them.
-func (a *Announcer) aliveNodes(ctx context.Context) ([]election.Node, error) {
+// inMajority reports whether this agent sees at least half of the agents the
+// cluster knows (Nodes whose agent published its interfaces) alive. Half, not
+// more: in a two-node cluster a lone survivor must still answer.
+func (a *Announcer) inMajority(alive []election.Node, known int) bool {
+	return 2*len(alive) >= known
+}
+
+// aliveNodes are the Nodes whose agents are alive, as the election sees them,
+// and how many Nodes run an agent at all.
+func (a *Announcer) aliveNodes(ctx context.Context) (alive []election.Node, known int, err error) {
 	var list corev1.NodeList
 	if err := a.Client.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
+		return nil, 0, fmt.Errorf("list Nodes: %w", err)
 	}
-	alive := a.Liveness.Alive()
+	members := a.Liveness.Alive()
 	var out []election.Node
 	for i := range list.Items {
 		n := &list.Items[i]
-		draining, ok := alive[n.Name]
-		if !ok || !n.DeletionTimestamp.IsZero() {
+		if !n.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if _, runsAgent := n.Annotations[paasv1.NodeInterfacesAnnotation]; runsAgent {
+			known++
+		}
+		draining, ok := members[n.Name]
+		if !ok {
 			continue
 		}
 		en := election.Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable, Draining: draining}
@@ -261,7 +309,7 @@ func (a *Announcer) aliveNodes(ctx context.Context) ([]election.Node, error) {
 		}
 		out = append(out, en)
 	}
-	return out, nil
+	return out, known, nil
 }
 
 // claim records on the ledger that this node announces vip, unless it says so already.

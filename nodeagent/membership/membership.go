@@ -1,10 +1,13 @@
 package membership
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +23,15 @@ const (
 	Active State = "Active"
 	// Draining members are handing their VIPs over before they stop.
 	Draining State = "Draining"
+	// Restarting members stop and come back soon (an agent restart or
+	// upgrade): the others keep counting their node alive for RestartGrace
+	// after they go, so a restart moves no VIP.
+	Restarting State = "Restarting"
 )
+
+// DefaultRestartGrace is how long a node whose agent left Restarting still
+// counts as alive, waiting for its next agent.
+const DefaultRestartGrace = 20 * time.Second
 
 // Config describes this member.
 type Config struct {
@@ -36,6 +47,8 @@ type Config struct {
 	Key []byte
 	// Timers default field by field to TunedTimers.
 	Timers Timers
+	// RestartGrace defaults to DefaultRestartGrace.
+	RestartGrace time.Duration
 	// Log receives memberlist's own log (errors at V(0), warnings at V(1),
 	// info at V(2), debug at V(4)).
 	Log logr.Logger
@@ -48,11 +61,19 @@ type Cluster struct {
 	timers  Timers
 	log     logr.Logger
 	changed chan struct{}
+	// name is this member's name: the node name and an instance id, so a
+	// restarted agent is a new member and never inherits the state (say
+	// Draining) its predecessor left behind under a higher incarnation.
+	name string
 
 	mu      sync.Mutex
 	self    State
-	members map[string]State // alive members, self included
+	members map[string]State // alive members by member name, self included
 	stopped bool
+	// restarting maps the nodes whose agent left Restarting to when their
+	// grace ends.
+	restarting map[string]time.Time
+	grace      time.Duration
 }
 
 // maxJoinsInFlight bounds concurrent joins: a join to a powered-off node
@@ -73,16 +94,26 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start membership: keyring: %w", err)
 	}
+	var instance [4]byte
+	if _, err := rand.Read(instance[:]); err != nil {
+		return nil, fmt.Errorf("start membership: instance id: %w", err)
+	}
 	c := &Cluster{
-		port:    port,
-		timers:  cfg.Timers.withDefaults(),
-		log:     cfg.Log,
-		changed: make(chan struct{}, 1),
-		self:    Active,
-		members: map[string]State{},
+		name:       cfg.NodeName + "/" + hex.EncodeToString(instance[:]),
+		port:       port,
+		timers:     cfg.Timers.withDefaults(),
+		log:        cfg.Log,
+		changed:    make(chan struct{}, 1),
+		self:       Active,
+		members:    map[string]State{},
+		restarting: map[string]time.Time{},
+		grace:      cfg.RestartGrace,
+	}
+	if c.grace <= 0 {
+		c.grace = DefaultRestartGrace
 	}
 	mc := memberlist.DefaultLANConfig()
-	mc.Name = cfg.NodeName
+	mc.Name = c.name
 	mc.BindAddr = cfg.BindAddr.String()
 	mc.BindPort = port
 	mc.AdvertiseAddr = cfg.BindAddr.String()
@@ -161,17 +192,41 @@ func (c *Cluster) Join(addrs []string) (int, error) {
 	return joined, nil
 }
 
-// Members returns the alive members, self included, and their states. A
-// member under suspicion is still alive: it has a few probe rounds to
-// refute before the others declare it dead.
+// Members returns the nodes with an alive member, self included, and their
+// states. A member under suspicion is still alive: it has a few probe rounds
+// to refute before the others declare it dead. While an agent restarts, its
+// node has two members for a moment: the node is Active if either is.
 func (c *Cluster) Members() map[string]State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]State, len(c.members))
-	for name, s := range c.members {
-		out[name] = s
+	for member, s := range c.members {
+		node := nodeOf(member)
+		if s == Restarting {
+			s = Active // still carrying its VIPs until it goes
+		}
+		if s == Active || out[node] == "" {
+			out[node] = s
+		}
+	}
+	now := time.Now()
+	for node, until := range c.restarting {
+		if _, back := out[node]; back || !now.Before(until) {
+			delete(c.restarting, node)
+			continue
+		}
+		out[node] = Active
 	}
 	return out
+}
+
+// nodeOf is the node name of a member name ("<node>/<instance>"); node names
+// never hold a '/'.
+func nodeOf(member string) string {
+	if i := strings.LastIndexByte(member, '/'); i >= 0 {
+		return member[:i]
+	}
+	return member
 }
 
 // Changed is signalled (coalesced: one pending signal at most) whenever a
@@ -182,8 +237,8 @@ func (c *Cluster) Changed() <-chan struct{} { return c.changed }
 // has been gossiped at least once (or with an error after about a second:
 // the update stays queued and goes out anyway).
 func (c *Cluster) SetState(s State) error {
-	if s != Active && s != Draining {
-		return fmt.Errorf("set state %q: want %q or %q", s, Active, Draining)
+	if s != Active && s != Draining && s != Restarting {
+		return fmt.Errorf("set state %q: want %q, %q or %q", s, Active, Draining, Restarting)
 	}
 	c.mu.Lock()
 	if c.stopped {
@@ -191,7 +246,11 @@ func (c *Cluster) SetState(s State) error {
 		return fmt.Errorf("set state %s: membership stopped", s)
 	}
 	c.self = s
+	if _, in := c.members[c.name]; in {
+		c.members[c.name] = s
+	}
 	c.mu.Unlock()
+	c.notify()
 	if err := c.list.UpdateNode(c.broadcastTimeout()); err != nil {
 		return fmt.Errorf("set state %s: %w", s, err)
 	}
@@ -284,10 +343,18 @@ func (d delegate) NotifyLeave(n *memberlist.Node)  { d.c.setMember(n, false) }
 func (c *Cluster) setMember(n *memberlist.Node, alive bool) {
 	c.mu.Lock()
 	old, had := c.members[n.Name]
-	if alive {
+	switch {
+	case n.Name == c.name:
+		// Our own state is ours: never what someone gossips about us.
+		c.members[n.Name] = c.self
+	case alive:
 		c.members[n.Name] = stateFromMeta(n.Meta)
-	} else {
+	default:
 		delete(c.members, n.Name)
+		if had && old == Restarting {
+			c.restarting[nodeOf(n.Name)] = time.Now().Add(c.grace)
+			time.AfterFunc(c.grace, c.notify) // the grace ending changes Members
+		}
 	}
 	now, has := c.members[n.Name]
 	c.mu.Unlock()

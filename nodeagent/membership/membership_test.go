@@ -145,7 +145,7 @@ func TestStateIsBroadcast(t *testing.T) {
 	for _, m := range []*Cluster{a, c} {
 		g.Eventually(membersOf(m), waitLimit).Should(HaveKeyWithValue("node-b", Active))
 	}
-	g.Expect(b.SetState("Gone")).To(MatchError(ContainSubstring(`want "Active" or "Draining"`)))
+	g.Expect(b.SetState("Gone")).To(MatchError(ContainSubstring(`set state "Gone": want`)))
 }
 
 func TestRestartedMemberIsAliveAgain(t *testing.T) {
@@ -169,6 +169,38 @@ func TestRestartedMemberIsAliveAgain(t *testing.T) {
 	g.Eventually(membersOf(b2), waitLimit).Should(Equal(map[string]State{"node-a": Active, "node-b": Active}))
 	g.Eventually(membersOf(a), waitLimit).Should(Equal(map[string]State{"node-a": Active, "node-b": Active}),
 		"the new incarnation's state replaces the old one's")
+}
+
+func TestRestartingMemberKeepsItsNodeAlive(t *testing.T) {
+	// An agent that stops Restarting keeps its node counted alive for the
+	// grace (no VIP moves during an agent restart), and no longer after it.
+	g := NewWithT(t)
+	grace := func(cfg *Config) { cfg.RestartGrace = 3 * time.Second }
+	a, addrA := startMember(t, "node-a", grace)
+	b, _ := startMember(t, "node-b", grace)
+	_, err := b.Join([]string{addrA})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(membersOf(a), waitLimit).Should(HaveKey("node-b"))
+
+	g.Expect(b.SetState(Restarting)).To(Succeed())
+	g.Expect(b.Shutdown()).To(Succeed())
+	// Gone from memberlist (the failure detector sees it dead), yet counted.
+	g.Eventually(func() int { return a.list.NumMembers() }, waitLimit).Should(Equal(1))
+	g.Expect(a.Members()).To(HaveKeyWithValue("node-b", Active))
+	g.Eventually(membersOf(a), waitLimit).Should(Equal(map[string]State{"node-a": Active}), "the grace ends")
+
+	// A new agent on the node ends the grace early.
+	b2, _ := startMember(t, "node-b", grace)
+	_, err = b2.Join([]string{addrA})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(membersOf(a), waitLimit).Should(HaveKeyWithValue("node-b", Active))
+	g.Expect(b2.SetState(Restarting)).To(Succeed())
+	g.Expect(b2.Shutdown()).To(Succeed())
+	b3, _ := startMember(t, "node-b", grace)
+	_, err = b3.Join([]string{addrA})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() int { return a.list.NumMembers() }, waitLimit).Should(Equal(2))
+	g.Expect(a.Members()).To(Equal(map[string]State{"node-a": Active, "node-b": Active}))
 }
 
 func TestMemberWithoutTheKeyCannotJoin(t *testing.T) {

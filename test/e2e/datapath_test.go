@@ -30,6 +30,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -47,15 +48,7 @@ type dataLab struct {
 }
 
 func setup(t *testing.T) *dataLab {
-	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	if os.Geteuid() != 0 {
-		t.Fatal("the data-path tests build network namespaces and need root")
-	}
-	root := testenv.RepoRoot()
-	if _, err := os.Stat(filepath.Join(root, "bin", "vip-allocator")); err != nil {
-		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does)")
-	}
-	d := &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}}
+	d := newDataLab(t)
 	d.addNS("sw", "client", "node1", "node2", "backend1", "backend2")
 	d.addBridge("lan")
 	d.addBridge("pods")
@@ -75,7 +68,27 @@ func setup(t *testing.T) *dataLab {
 	for _, b := range []string{"backend1", "backend2"} {
 		serveWhoAmI(t, d.listen(b, ":8080"), b)
 	}
+	d.startControlPlane(t, map[string]string{"node1": "203.0.113.11", "node2": "203.0.113.12"})
+	return d
+}
 
+// newDataLab checks the prerequisites and returns an empty lab.
+func newDataLab(t *testing.T) *dataLab {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	if os.Geteuid() != 0 {
+		t.Fatal("the data-path tests build network namespaces and need root")
+	}
+	root := testenv.RepoRoot()
+	if _, err := os.Stat(filepath.Join(root, "bin", "vip-allocator")); err != nil {
+		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does)")
+	}
+	return &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}}
+}
+
+// startControlPlane starts the API server and the operator, and makes each
+// node (name → InternalIP) a Node object whose namespace reaches the API
+// server at 127.0.0.1:6443 with the agent's identity.
+func (d *dataLab) startControlPlane(t *testing.T, nodes map[string]string) {
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -94,16 +107,18 @@ func setup(t *testing.T) *dataLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiHost := api.Host
-	for _, n := range []string{"node1", "node2"} {
-		d.forward(n, "127.0.0.1:6443", apiHost)
+	for n, ip := range nodes {
+		d.forward(n, "127.0.0.1:6443", api.Host)
+		d.addNode(t, n, ip, nil)
 	}
 	d.agentKC = writeKubeconfig(t, agentUserEnv.Config(), "https://127.0.0.1:6443")
-	return d
 }
 
 func (d *dataLab) startOperator(t *testing.T) {
-	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
+	// With a namespace the operator also creates the agents' gossip key (and a
+	// DaemonSet, which stays podless here: there is no kubelet).
+	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
+		Agent: controllers.AgentOptions{Namespace: "vip-allocator-operator", Image: "vip-allocator:e2e"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +128,24 @@ func (d *dataLab) startOperator(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// addNode creates the Node object of a lab node (what the kubelet would).
+func (d *dataLab) addNode(t *testing.T, name, internalIP string, labels map[string]string) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := d.env.Admin.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: internalIP}}
+	if err := d.env.Admin.Status().Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startAgent runs a real agent process in node's namespace.
-func (d *dataLab) startAgent(t *testing.T, node string) {
-	c := exec.Command("ip", "netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
+func (d *dataLab) startAgent(t *testing.T, node string, extra ...string) {
+	args := append([]string{"netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
 		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
+	c := exec.Command("ip", args...)
 	log, err := os.Create(filepath.Join(t.TempDir(), node+"-agent.log"))
 	if err != nil {
 		t.Fatal(err)

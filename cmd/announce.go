@@ -1,0 +1,254 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
+)
+
+// l2Options are the agent's flags for layer-2 announcement.
+type l2Options struct {
+	namespace     string
+	port          int
+	bindAddress   string
+	handoverDelay time.Duration
+	probePeriod   time.Duration
+	onStop        string // auto, handover or restart
+}
+
+// runningAnnouncer is the layer-2 side of a running agent.
+type runningAnnouncer struct {
+	cluster *membership.Cluster
+	speaker *l2.Speaker
+	delay   time.Duration
+	// leaving decides, when the agent stops, whether the node is going away
+	// (hand the VIPs over) or only the agent restarts (keep them).
+	leaving  func() bool
+	once     sync.Once
+	handover bool
+}
+
+// startAnnouncer joins the other agents and registers the announcer with mgr.
+// When ctx ends (SIGTERM), the agent tells the others it is draining at once,
+// so they take its VIPs over while it still answers; stop finishes that.
+func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, o nodeagent.Options, opts l2Options) (*runningAnnouncer, error) {
+	log := ctrl.Log.WithName("announce")
+	direct, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	key, err := gossipKey(ctx, direct, opts.namespace)
+	if err != nil {
+		return nil, err
+	}
+	bind, err := bindAddress(ctx, direct, o.NodeName, opts.bindAddress)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := membership.Start(membership.Config{NodeName: o.NodeName, BindAddr: bind, Port: opts.port, Key: key, Log: log.WithName("memberlist")})
+	if err != nil {
+		return nil, fmt.Errorf("start liveness gossip on %s: %w", bind, err)
+	}
+	r := &runningAnnouncer{cluster: cluster, delay: opts.handoverDelay, leaving: func() bool {
+		switch opts.onStop {
+		case "handover":
+			return true
+		case "restart":
+			return false
+		}
+		return nodeLeaving(direct, o.NodeName)
+	}}
+	joinOthers(ctx, direct, cluster, o.NodeName)
+
+	a := &nodeagent.Announcer{
+		Client:        mgr.GetClient(),
+		Recorder:      mgr.GetEventRecorderFor("vip-allocator-agent"),
+		NodeName:      o.NodeName,
+		OwnClassOnly:  o.OwnClassOnly,
+		Liveness:      liveness{cluster},
+		HandoverDelay: opts.handoverDelay,
+	}
+	r.speaker = l2.NewSpeaker(log.WithName("arp"), a.OurMACs(ctx), opts.probePeriod)
+	a.Speaker = r.speaker
+	if err := a.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	runnables := []manager.RunnableFunc{
+		(&nodeagent.InterfacePublisher{Client: mgr.GetClient(), NodeName: o.NodeName, Period: 30 * time.Second}).Start,
+		func(ctx context.Context) error { a.ReportConflicts(ctx); return nil },
+		// Heal partitions and pick up nodes that joined: join every Node
+		// not in the membership now and then.
+		func(ctx context.Context) error {
+			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, mgr.GetClient(), cluster, o.NodeName) }, 5*time.Second)
+			return nil
+		},
+	}
+	for _, run := range runnables {
+		if err := mgr.Add(run); err != nil {
+			return nil, err
+		}
+	}
+	go func() {
+		<-ctx.Done()
+		r.announceStop()
+	}()
+	return r, nil
+}
+
+// announceStop tells the other agents this one stops, once: Draining when the
+// node goes away (they take its VIPs and send gratuitous ARP while it still
+// answers), Restarting when only the agent restarts (they keep counting the
+// node alive, so no VIP moves; its rules keep forwarding meanwhile).
+func (r *runningAnnouncer) announceStop() {
+	r.once.Do(func() {
+		r.handover = r.leaving()
+		state := membership.Restarting
+		if r.handover {
+			state = membership.Draining
+		}
+		ctrl.Log.Info("agent stopping", "announcing", state)
+		if err := r.cluster.SetState(state); err != nil {
+			ctrl.Log.Error(err, "announce stop", "state", state)
+		}
+	})
+}
+
+// stop finishes: after a hand-over, waits until the new owners have taken
+// over, then goes quiet and leaves.
+func (r *runningAnnouncer) stop() {
+	r.announceStop()
+	if !r.handover {
+		r.speaker.Close()
+		_ = r.cluster.Shutdown()
+		return
+	}
+	time.Sleep(r.delay)
+	r.speaker.Close()
+	if err := r.cluster.Leave(time.Second); err != nil {
+		ctrl.Log.Error(err, "leave the liveness gossip")
+	}
+	_ = r.cluster.Shutdown()
+}
+
+// nodeLeaving reports whether this node is going away rather than only its
+// agent restarting: cordoned (drain), being deleted, or not Ready (a node
+// shutting down gracefully reports so). When the API server cannot tell, it
+// says yes: moving VIPs is safe, holding them for a node that is gone is not.
+func nodeLeaving(c client.Client, name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var n corev1.Node
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		return true
+	}
+	if n.Spec.Unschedulable || !n.DeletionTimestamp.IsZero() {
+		return true
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// liveness adapts membership to what the announcer needs.
+type liveness struct{ c *membership.Cluster }
+
+func (l liveness) Alive() map[string]bool {
+	out := map[string]bool{}
+	for name, st := range l.c.Members() {
+		out[name] = st == membership.Draining
+	}
+	return out
+}
+
+func (l liveness) Changed() <-chan struct{} { return l.c.Changed() }
+
+// gossipKey reads the agents' shared key from the Secret the operator
+// creates, waiting a minute for it on a fresh install.
+func gossipKey(ctx context.Context, c client.Client, namespace string) ([]byte, error) {
+	var secret corev1.Secret
+	name := client.ObjectKey{Namespace: namespace, Name: controllers.MemberlistSecret}
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, name, &secret)
+		if err != nil {
+			ctrl.Log.Info("waiting for the gossip key Secret (the operator creates it)", "secret", name, "error", err.Error())
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s (created by the operator; is it running?): %w", name, err)
+	}
+	key := secret.Data[controllers.MemberlistKey]
+	if n := len(key); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("Secret %s: key %q holds %d bytes, want 16, 24 or 32", name, controllers.MemberlistKey, n)
+	}
+	return key, nil
+}
+
+// bindAddress is the flag's address or else the Node's first InternalIP.
+func bindAddress(ctx context.Context, c client.Client, node, flag string) (netip.Addr, error) {
+	if flag != "" {
+		return netip.ParseAddr(flag)
+	}
+	var n corev1.Node
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return netip.Addr{}, fmt.Errorf("get Node %s for its address: %w", node, err)
+	}
+	if addr, ok := internalIP(&n); ok {
+		return addr, nil
+	}
+	return netip.Addr{}, fmt.Errorf("Node %s has no InternalIP: set --bind-address", node)
+}
+
+func internalIP(n *corev1.Node) (netip.Addr, bool) {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if addr, err := netip.ParseAddr(a.Address); err == nil {
+				return addr, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// joinOthers joins the agents of the Nodes not in the membership yet.
+func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluster, self string) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		ctrl.Log.Error(err, "list Nodes to join their agents")
+		return
+	}
+	members := cluster.Members()
+	var addrs []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if _, in := members[n.Name]; in || n.Name == self {
+			continue
+		}
+		if addr, ok := internalIP(n); ok {
+			addrs = append(addrs, addr.String())
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	if joined, err := cluster.Join(addrs); err != nil && joined == 0 {
+		ctrl.Log.V(1).Info("no other agent reachable yet", "tried", len(addrs), "error", err.Error())
+	}
+}

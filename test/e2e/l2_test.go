@@ -1,0 +1,436 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
+)
+
+// l2Lab: a client and three nodes on one LAN, 192.0.2.0/24, where the VIPs
+// live too (the client finds them by ARP, with no route); the nodes and one
+// backend on a pod network, 198.51.100.0/24, the backend running on node1.
+type l2Lab struct {
+	*dataLab
+	macs map[string]string // node → MAC of its LAN interface
+}
+
+var lanIP = map[string]string{"node1": "192.0.2.11", "node2": "192.0.2.12", "node3": "192.0.2.13"}
+
+func setupL2(t *testing.T) *l2Lab {
+	d := &l2Lab{dataLab: newDataLab(t), macs: map[string]string{}}
+	d.addNS("sw", "client", "node1", "node2", "node3", "backend1")
+	d.addBridge("lan")
+	d.addBridge("pods")
+	d.plug("client", "eth0", "lan", "192.0.2.2/24")
+	for i, n := range []string{"node1", "node2", "node3"} {
+		d.plug(n, "eth0", "lan", lanIP[n]+"/24")
+		d.plug(n, "pods", "pods", fmt.Sprintf("198.51.100.%d/24", i+1))
+		d.macs[n] = strings.TrimSpace(d.in(n, "cat", "/sys/class/net/eth0/address"))
+	}
+	d.plug("backend1", "eth0", "pods", "198.51.100.11/24")
+	d.in("backend1", "ip", "route", "add", "default", "via", "198.51.100.1")
+	serveWhoAmI(t, d.listen("backend1", ":8080"), "backend1")
+	d.startControlPlane(t, lanIP)
+	return d
+}
+
+// lanService is a LoadBalancer Service for the backend, in Cluster or Local mode.
+func (d *l2Lab) lanService(t *testing.T, name string, local bool, annotations ...string) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{}},
+		Spec: corev1.ServiceSpec{
+			Type:                          corev1.ServiceTypeLoadBalancer,
+			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+			AllocateLoadBalancerNodePorts: ptr.To(false),
+		},
+	}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		svc.Annotations[annotations[i]] = annotations[i+1]
+	}
+	if local {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	ctx := context.Background()
+	if err := d.env.Admin.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.env.Admin.Create(ctx, endpointSlice("default", name, map[string]string{"198.51.100.11": "node1"})); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// vipOf waits for svc's VIP.
+func (d *l2Lab) vipOf(t *testing.T, svc *corev1.Service) string {
+	var vip string
+	eventually(t, "the Service gets a VIP", func() error {
+		if err := d.env.Admin.Get(context.Background(), client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err
+		}
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet")
+		}
+		vip = svc.Status.LoadBalancer.Ingress[0].IP
+		return nil
+	})
+	return vip
+}
+
+// announcer is the node the ledger says announces vip ("" for none).
+func (d *l2Lab) announcer(vip string) string {
+	var ip paasv1.IP
+	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: vip}, &ip); err != nil || len(ip.Status.AnnouncedBy) != 1 {
+		return ""
+	}
+	return ip.Status.AnnouncedBy[0]
+}
+
+var arpReply = regexp.MustCompile(`(?i)reply from \S+ \[([0-9a-f:]+)\]`)
+
+// arpAnswers asks for vip from the client and returns the distinct MACs that answered.
+func (d *l2Lab) arpAnswers(vip string) []string {
+	out, _ := exec.Command("ip", "netns", "exec", d.ns("client"), "arping", "-c", "3", "-w", "2", "-I", "eth0", vip).CombinedOutput()
+	var macs []string
+	for _, m := range arpReply.FindAllStringSubmatch(string(out), -1) {
+		if mac := strings.ToLower(m[1]); !slices.Contains(macs, mac) {
+			macs = append(macs, mac)
+		}
+	}
+	return macs
+}
+
+// owner waits until exactly one node, other than not, answers ARP for vip and
+// the ledger names it; it returns that node.
+func (d *l2Lab) owner(t *testing.T, vip, not string) string {
+	t.Helper()
+	var node string
+	eventually(t, "one node answers ARP for "+vip, func() error {
+		node = d.announcer(vip)
+		if node == "" || node == not {
+			return fmt.Errorf("ledger says %q announces %s", node, vip)
+		}
+		if macs := d.arpAnswers(vip); len(macs) != 1 || macs[0] != d.macs[node] {
+			return fmt.Errorf("ARP answers for %s: %v, want only %s's %s", vip, macs, node, d.macs[node])
+		}
+		return nil
+	})
+	return node
+}
+
+// loop curls target at 20 Hz from the client until stop; it counts failures.
+type loop struct {
+	ok, failed atomic.Int64
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	firstErr   atomic.Value
+}
+
+func (d *l2Lab) curlLoop(target string) *loop {
+	l := &loop{stop: make(chan struct{})}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := d.curl(target); err != nil {
+				l.failed.Add(1)
+				l.firstErr.CompareAndSwap(nil, err.Error())
+			} else {
+				l.ok.Add(1)
+			}
+		}
+	}()
+	return l
+}
+
+func (l *loop) end() (ok, failed int64, firstErr any) {
+	close(l.stop)
+	l.wg.Wait()
+	return l.ok.Load(), l.failed.Load(), l.firstErr.Load()
+}
+
+func TestL2Announcement(t *testing.T) {
+	d := setupL2(t)
+	ctx := context.Background()
+	k8s := d.env.Admin
+	top := t // agents (re)started in subtests live as long as the whole test
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
+		t.Fatal(err)
+	}
+	web := d.lanService(t, "web", false)
+	vip := d.vipOf(t, web)
+	owner := d.owner(t, vip, "")
+	t.Logf("%s is announced by %s", vip, owner)
+	if body, err := d.curl("http://" + vip + "/"); err != nil || !strings.HasPrefix(body, "backend1 ") {
+		t.Fatalf("curl through the VIP: %q, %v", body, err)
+	}
+	// The VIP is on no interface of any node.
+	for n := range lanIP {
+		if addrs := d.in(n, "ip", "-o", "addr"); strings.Contains(addrs, vip+"/") {
+			t.Fatalf("%s has the VIP on an interface:\n%s", n, addrs)
+		}
+	}
+	eventually(t, "the Service says who announces it", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), web); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(web.Status.Conditions, controllers.ConditionAnnounced)
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "announced by "+owner) {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+
+	t.Run("VIPs spread over the nodes", func(t *testing.T) {
+		carriers := map[string]bool{}
+		for i := range 8 {
+			svc := d.lanService(t, fmt.Sprintf("spread-%d", i), false)
+			carriers[d.owner(t, d.vipOf(t, svc), "")] = true
+		}
+		if len(carriers) < 2 {
+			t.Fatalf("nine VIPs, all on %v", carriers)
+		}
+	})
+
+	t.Run("Local policy: only a node with a local endpoint", func(t *testing.T) {
+		svc := d.lanService(t, "local", true)
+		if got := d.owner(t, d.vipOf(t, svc), ""); got != "node1" {
+			t.Fatalf("Local Service announced by %s, its only endpoint is on node1", got)
+		}
+	})
+
+	t.Run("a planned move (cordon) loses no request", func(t *testing.T) {
+		from := d.owner(t, vip, "")
+		l := d.curlLoop("http://" + vip + "/")
+		time.Sleep(time.Second)
+		d.cordon(t, from, true)
+		to := d.owner(t, vip, from)
+		time.Sleep(3 * time.Second) // past the hand-over: the old owner is quiet now
+		ok, failed, first := l.end()
+		t.Logf("cordoned %s: %s took %s over; %d requests, %d failed", from, to, vip, ok+failed, failed)
+		if failed > 0 || ok < 40 {
+			t.Fatalf("%d of %d requests failed during the move (first: %v)", failed, ok+failed, first)
+		}
+		d.cordon(t, from, false)
+		d.waitAnnouncer(t, vip, from) // rendezvous hashing gives it back
+	})
+
+	t.Run("SIGTERM restart of the owner's agent loses no request", func(t *testing.T) {
+		from := d.owner(t, vip, "")
+		l := d.curlLoop("http://" + vip + "/")
+		time.Sleep(time.Second)
+		d.stopAgent(from) // SIGINT: the same graceful path as SIGTERM
+		during := d.announcer(vip)
+		d.startAgent(top, from)
+		if during != from {
+			t.Fatalf("the restart moved %s from %s to %s", vip, from, during)
+		}
+		time.Sleep(3 * time.Second)
+		if got := d.owner(t, vip, ""); got != from {
+			t.Fatalf("the restart moved %s from %s to %s", vip, from, got)
+		}
+		ok, failed, first := l.end()
+		t.Logf("restarted %s's agent: %d requests, %d failed", from, ok+failed, failed)
+		if failed > 0 || ok < 40 {
+			t.Fatalf("%d of %d requests failed during the restart (first: %v)", failed, ok+failed, first)
+		}
+	})
+
+	t.Run("SIGKILL of the owner's agent moves the VIP", func(t *testing.T) {
+		from := d.owner(t, vip, "")
+		start := time.Now()
+		_ = d.agents[from].Process.Kill()
+		_ = d.agents[from].Wait()
+		delete(d.agents, from)
+		took := d.untilAnnouncedElsewhere(t, vip, from, start)
+		to := d.owner(t, vip, from)
+		t.Logf("killed %s's agent: %s taken over by %s after %s", from, vip, to, took)
+		if _, err := d.curl("http://" + vip + "/"); err != nil {
+			t.Fatal(err)
+		}
+		d.startAgent(top, from)
+		d.waitAnnouncer(t, vip, from) // rendezvous hashing gives it back
+	})
+
+	t.Run("link down on the owner moves the VIP", func(t *testing.T) {
+		from := d.owner(t, vip, "")
+		start := time.Now()
+		d.in(from, "ip", "link", "set", "eth0", "down")
+		took := d.untilAnnouncedElsewhere(t, vip, from, start)
+		to := d.owner(t, vip, from)
+		t.Logf("%s's link down: %s taken over by %s after %s", from, vip, to, took)
+		if _, err := d.curl("http://" + vip + "/"); err != nil {
+			t.Fatal(err)
+		}
+		d.in(from, "ip", "link", "set", "eth0", "up")
+	})
+
+	t.Run("nodeSelector picks the carriers", func(t *testing.T) {
+		d.label(t, "node3", map[string]string{"rack": "b"})
+		if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "rack-b"},
+			Spec: paasv1.IPGroupSpec{Segment: "192.0.2.240/28", AutoAssign: ptr.To(false), Announce: &paasv1.Announce{
+				NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "b"}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The lan group must not hand out rack-b's addresses.
+		var lan paasv1.IPGroup
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "lan"}, &lan); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(lan.DeepCopy())
+		lan.Spec.ExcludedIPs = append(lan.Spec.ExcludedIPs, "192.0.2.240/28")
+		if err := k8s.Patch(ctx, &lan, patch); err != nil {
+			t.Fatal(err)
+		}
+		svc := d.lanService(t, "rack-b", false, "vip.paas.org/ipgroup", "rack-b")
+		v := d.vipOf(t, svc)
+		if !strings.HasPrefix(v, "192.0.2.24") && !strings.HasPrefix(v, "192.0.2.25") {
+			t.Fatalf("VIP %s is not from rack-b", v)
+		}
+		if got := d.owner(t, v, ""); got != "node3" {
+			t.Fatalf("rack-b VIP announced by %s, only node3 is selected", got)
+		}
+	})
+
+	t.Run("a group on no node's subnet says so", func(t *testing.T) {
+		if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"},
+			Spec: paasv1.IPGroupSpec{Segment: "203.0.113.0/24", AutoAssign: ptr.To(false)}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "IPGroup elsewhere is not announceable", func() error {
+			var g paasv1.IPGroup
+			if err := k8s.Get(ctx, client.ObjectKey{Name: "elsewhere"}, &g); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(g.Status.Conditions, paasv1.IPGroupAnnounceable)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "NoInterfaceOnSegment" {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
+		svc := d.lanService(t, "elsewhere", false, "vip.paas.org/ipgroup", "elsewhere")
+		eventually(t, "the Service says nobody announces it", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionAnnounced)
+			if c == nil || c.Reason != controllers.ReasonNoAnnouncer {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a foreign ARP claim raises a condition", func(t *testing.T) {
+		owner := d.owner(t, vip, "")
+		d.in("client", "ip", "addr", "add", vip+"/32", "dev", "eth0")
+		defer d.in("client", "ip", "addr", "del", vip+"/32", "dev", "eth0")
+		d.in("client", "arping", "-U", "-c", "2", "-I", "eth0", vip)
+		eventually(t, "Conflict on the ledger", func() error {
+			var ip paasv1.IP
+			if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(ip.Status.Conditions, paasv1.IPConditionConflict)
+			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, owner) {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
+		eventuallyEvent(t, k8s, web, nodeagent.EventARPConflict)
+	})
+}
+
+// untilAnnouncedElsewhere polls the ledger until a node other than from
+// announces vip, and returns the time since start. (The failover figures with
+// ARP-level precision come from make bench-failover.)
+func (d *l2Lab) untilAnnouncedElsewhere(t *testing.T, vip, from string, start time.Time) time.Duration {
+	t.Helper()
+	for time.Since(start) < 20*time.Second {
+		if n := d.announcer(vip); n != "" && n != from {
+			return time.Since(start).Round(10 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s still announced by %s after 20 s", vip, from)
+	return 0
+}
+
+// waitAnnouncer waits until the ledger says node announces vip.
+func (d *l2Lab) waitAnnouncer(t *testing.T, vip, node string) {
+	t.Helper()
+	eventually(t, vip+" announced by "+node, func() error {
+		if n := d.announcer(vip); n != node {
+			return fmt.Errorf("announced by %q", n)
+		}
+		return nil
+	})
+}
+
+func (d *l2Lab) cordon(t *testing.T, node string, on bool) {
+	var n corev1.Node
+	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Unschedulable = on
+	if err := d.env.Admin.Patch(context.Background(), &n, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *l2Lab) label(t *testing.T, node string, labels map[string]string) {
+	var n corev1.Node
+	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Labels = labels
+	if err := d.env.Admin.Patch(context.Background(), &n, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventuallyEvent(t *testing.T, c client.Client, about client.Object, reason string) {
+	t.Helper()
+	eventually(t, "Event "+reason, func() error {
+		var list corev1.EventList
+		if err := c.List(context.Background(), &list, client.InNamespace(about.GetNamespace())); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason && e.InvolvedObject.Name == about.GetName() {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s Event for %s", reason, about.GetName())
+	})
+}
