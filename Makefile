@@ -11,7 +11,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane bench-failover controlplane packages clean
 
 all: build
 
@@ -77,3 +77,8 @@ clean:
 ## (root; it works only inside network namespaces it creates and deletes)
 bench-dataplane:
 	go run ./bench/dataplane
+
+## bench-failover: layer-2 failover in three node namespaces (SIGKILL, link down, planned moves),
+## tuned liveness timers against memberlist's LAN defaults (root)
+bench-failover: build controlplane packages
+	go test ./test/e2e -run '^$$' -bench BenchmarkFailover -benchtime 1x -timeout 30m -count 1

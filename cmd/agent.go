@@ -39,6 +39,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&l2.bindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&l2.handoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")
 	fs.StringVar(&l2.onStop, "on-stop", "auto", "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
+	fs.StringVar(&l2.timers, "liveness-timers", "tuned", "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
 	fs.DurationVar(&l2.probePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
 	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
 	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")

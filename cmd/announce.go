@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -28,6 +29,7 @@ type l2Options struct {
 	handoverDelay time.Duration
 	probePeriod   time.Duration
 	onStop        string // auto, handover or restart
+	timers        string // liveness timer preset: tuned or lan
 }
 
 // runningAnnouncer is the layer-2 side of a running agent.
@@ -59,7 +61,11 @@ func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, 
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := membership.Start(membership.Config{NodeName: o.NodeName, BindAddr: bind, Port: opts.port, Key: key, Log: log.WithName("memberlist")})
+	timers, err := livenessTimers(opts.timers)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := membership.Start(membership.Config{NodeName: o.NodeName, BindAddr: bind, Port: opts.port, Key: key, Timers: timers, Log: log.WithName("memberlist")})
 	if err != nil {
 		return nil, fmt.Errorf("start liveness gossip on %s: %w", bind, err)
 	}
@@ -164,6 +170,19 @@ func nodeLeaving(c client.Client, name string) bool {
 		}
 	}
 	return false
+}
+
+// livenessTimers is a named preset of failure-detection timers: tuned (about
+// a second to declare a dead node dead) or lan (memberlist's defaults, about
+// five: the baseline of make bench-failover).
+func livenessTimers(preset string) (membership.Timers, error) {
+	switch preset {
+	case "", "tuned":
+		return membership.TunedTimers(), nil
+	case "lan":
+		return membership.TimersOf(memberlist.DefaultLANConfig()), nil
+	}
+	return membership.Timers{}, fmt.Errorf("--liveness-timers %q: want tuned or lan", preset)
 }
 
 // liveness adapts membership to what the announcer needs.

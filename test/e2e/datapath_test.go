@@ -47,7 +47,7 @@ type dataLab struct {
 	agents  map[string]*exec.Cmd
 }
 
-func setup(t *testing.T) *dataLab {
+func setup(t testing.TB) *dataLab {
 	d := newDataLab(t)
 	d.addNS("sw", "client", "node1", "node2", "backend1", "backend2")
 	d.addBridge("lan")
@@ -73,7 +73,7 @@ func setup(t *testing.T) *dataLab {
 }
 
 // newDataLab checks the prerequisites and returns an empty lab.
-func newDataLab(t *testing.T) *dataLab {
+func newDataLab(t testing.TB) *dataLab {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	if os.Geteuid() != 0 {
 		t.Fatal("the data-path tests build network namespaces and need root")
@@ -88,7 +88,7 @@ func newDataLab(t *testing.T) *dataLab {
 // startControlPlane starts the API server and the operator, and makes each
 // node (name → InternalIP) a Node object whose namespace reaches the API
 // server at 127.0.0.1:6443 with the agent's identity.
-func (d *dataLab) startControlPlane(t *testing.T, nodes map[string]string) {
+func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func (d *dataLab) startControlPlane(t *testing.T, nodes map[string]string) {
 	d.agentKC = writeKubeconfig(t, agentUserEnv.Config(), "https://127.0.0.1:6443")
 }
 
-func (d *dataLab) startOperator(t *testing.T) {
+func (d *dataLab) startOperator(t testing.TB) {
 	// With a namespace the operator also creates the agents' gossip key (and a
 	// DaemonSet, which stays podless here: there is no kubelet).
 	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
@@ -129,7 +129,7 @@ func (d *dataLab) startOperator(t *testing.T) {
 }
 
 // addNode creates the Node object of a lab node (what the kubelet would).
-func (d *dataLab) addNode(t *testing.T, name, internalIP string, labels map[string]string) {
+func (d *dataLab) addNode(t testing.TB, name, internalIP string, labels map[string]string) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := d.env.Admin.Create(context.Background(), n); err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func (d *dataLab) addNode(t *testing.T, name, internalIP string, labels map[stri
 }
 
 // startAgent runs a real agent process in node's namespace.
-func (d *dataLab) startAgent(t *testing.T, node string, extra ...string) {
+func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
 	args := append([]string{"netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
 		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
@@ -199,7 +199,7 @@ func (d *dataLab) via(node string) {
 }
 
 // eventually retries f until it succeeds or 20 s pass.
-func eventually(t *testing.T, what string, f func() error) {
+func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -227,7 +227,7 @@ func (d *dataLab) backendsSeen(target string, n int) (map[string]bool, error) {
 	return seen, nil
 }
 
-func serveWhoAmI(t *testing.T, ln net.Listener, name string) {
+func serveWhoAmI(t testing.TB, ln net.Listener, name string) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		fmt.Fprintf(w, "%s %s\n", name, host)
@@ -237,7 +237,7 @@ func serveWhoAmI(t *testing.T, ln net.Listener, name string) {
 }
 
 // serveUDPName answers every UDP datagram on addr in namespace ns with the namespace's name.
-func serveUDPName(t *testing.T, l *lab, ns, addr string) {
+func serveUDPName(t testing.TB, l *lab, ns, addr string) {
 	var pc net.PacketConn
 	if err := l.inNetns(ns, func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func (d *dataLab) udpAsk(target string) (string, error) {
 	return string(buf[:n]), err
 }
 
-func writeKubeconfig(t *testing.T, cfg *rest.Config, server string) string {
+func writeKubeconfig(t testing.TB, cfg *rest.Config, server string) string {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}

@@ -29,12 +29,13 @@ import (
 // backend on a pod network, 198.51.100.0/24, the backend running on node1.
 type l2Lab struct {
 	*dataLab
-	macs map[string]string // node → MAC of its LAN interface
+	macs   map[string]string // node → MAC of its LAN interface
+	timers string            // the agents' --liveness-timers, for restarts
 }
 
 var lanIP = map[string]string{"node1": "192.0.2.11", "node2": "192.0.2.12", "node3": "192.0.2.13"}
 
-func setupL2(t *testing.T) *l2Lab {
+func setupL2(t testing.TB) *l2Lab {
 	d := &l2Lab{dataLab: newDataLab(t), macs: map[string]string{}}
 	d.addNS("sw", "client", "node1", "node2", "node3", "backend1")
 	d.addBridge("lan")
@@ -53,7 +54,7 @@ func setupL2(t *testing.T) *l2Lab {
 }
 
 // lanService is a LoadBalancer Service for the backend, in Cluster or Local mode.
-func (d *l2Lab) lanService(t *testing.T, name string, local bool, annotations ...string) *corev1.Service {
+func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ...string) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{}},
 		Spec: corev1.ServiceSpec{
@@ -79,7 +80,7 @@ func (d *l2Lab) lanService(t *testing.T, name string, local bool, annotations ..
 }
 
 // vipOf waits for svc's VIP.
-func (d *l2Lab) vipOf(t *testing.T, svc *corev1.Service) string {
+func (d *l2Lab) vipOf(t testing.TB, svc *corev1.Service) string {
 	var vip string
 	eventually(t, "the Service gets a VIP", func() error {
 		if err := d.env.Admin.Get(context.Background(), client.ObjectKeyFromObject(svc), svc); err != nil {
@@ -119,7 +120,7 @@ func (d *l2Lab) arpAnswers(vip string) []string {
 
 // owner waits until exactly one node, other than not, answers ARP for vip and
 // the ledger names it; it returns that node.
-func (d *l2Lab) owner(t *testing.T, vip, not string) string {
+func (d *l2Lab) owner(t testing.TB, vip, not string) string {
 	t.Helper()
 	var node string
 	eventually(t, "one node answers ARP for "+vip, func() error {
@@ -372,7 +373,7 @@ func TestL2Announcement(t *testing.T) {
 // untilAnnouncedElsewhere polls the ledger until a node other than from
 // announces vip, and returns the time since start. (The failover figures with
 // ARP-level precision come from make bench-failover.)
-func (d *l2Lab) untilAnnouncedElsewhere(t *testing.T, vip, from string, start time.Time) time.Duration {
+func (d *l2Lab) untilAnnouncedElsewhere(t testing.TB, vip, from string, start time.Time) time.Duration {
 	t.Helper()
 	for time.Since(start) < 20*time.Second {
 		if n := d.announcer(vip); n != "" && n != from {
@@ -385,7 +386,7 @@ func (d *l2Lab) untilAnnouncedElsewhere(t *testing.T, vip, from string, start ti
 }
 
 // waitAnnouncer waits until the ledger says node announces vip.
-func (d *l2Lab) waitAnnouncer(t *testing.T, vip, node string) {
+func (d *l2Lab) waitAnnouncer(t testing.TB, vip, node string) {
 	t.Helper()
 	eventually(t, vip+" announced by "+node, func() error {
 		if n := d.announcer(vip); n != node {
@@ -395,7 +396,7 @@ func (d *l2Lab) waitAnnouncer(t *testing.T, vip, node string) {
 	})
 }
 
-func (d *l2Lab) cordon(t *testing.T, node string, on bool) {
+func (d *l2Lab) cordon(t testing.TB, node string, on bool) {
 	var n corev1.Node
 	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
 		t.Fatal(err)
@@ -407,7 +408,7 @@ func (d *l2Lab) cordon(t *testing.T, node string, on bool) {
 	}
 }
 
-func (d *l2Lab) label(t *testing.T, node string, labels map[string]string) {
+func (d *l2Lab) label(t testing.TB, node string, labels map[string]string) {
 	var n corev1.Node
 	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
 		t.Fatal(err)
@@ -419,7 +420,7 @@ func (d *l2Lab) label(t *testing.T, node string, labels map[string]string) {
 	}
 }
 
-func eventuallyEvent(t *testing.T, c client.Client, about client.Object, reason string) {
+func eventuallyEvent(t testing.TB, c client.Client, about client.Object, reason string) {
 	t.Helper()
 	eventually(t, "Event "+reason, func() error {
 		var list corev1.EventList

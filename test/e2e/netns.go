@@ -19,11 +19,11 @@ import (
 
 // lab is a set of network namespaces owned by one test.
 type lab struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	l := &lab{t: t, prefix: fmt.Sprintf("vipa%d-", unix.Getpid()%100000)}
 	t.Cleanup(l.destroy)
 	return l

@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// BenchmarkFailover measures layer-2 failover in the three-node lab: how long
+// after an unplanned failure (the owner's agent SIGKILLed, or the owner's link
+// down) the client's neighbour entry for the VIP points at another node, and
+// how many requests a 20 Hz curl loop loses through planned moves (cordon and
+// uncordon, agent SIGTERM restarts). It runs once with the agents' tuned
+// liveness timers and once with memberlist's LAN defaults, the baseline.
+// Run with make bench-failover.
+func BenchmarkFailover(b *testing.B) {
+	const rounds = 10
+	var median = map[string]time.Duration{}
+	for _, timers := range []string{"tuned", "lan"} {
+		b.Run(timers, func(b *testing.B) {
+			d, vip := failoverLab(b, timers)
+			var kills, links []time.Duration
+			for i := range rounds {
+				if i%2 == 0 {
+					kills = append(kills, d.unplanned(b, vip, "kill"))
+				} else {
+					links = append(links, d.unplanned(b, vip, "link"))
+				}
+			}
+			all := append(append([]time.Duration{}, kills...), links...)
+			median[timers] = quantile(all, 0.5)
+			fmt.Printf("\nunplanned failover, %s timers (client's neighbour entry moved to the new owner):\n", timers)
+			fmt.Printf("  agent SIGKILL  median %6s  worst %6s  %v\n", quantile(kills, 0.5), quantile(kills, 1), kills)
+			fmt.Printf("  link down      median %6s  worst %6s  %v\n", quantile(links, 0.5), quantile(links, 1), links)
+			fmt.Printf("  all %d         median %6s  worst %6s  (targets: median < 1.5s, worst < 2.5s)\n", len(all), quantile(all, 0.5), quantile(all, 1))
+			if timers != "tuned" {
+				return
+			}
+			var total, failed int64
+			for i := range rounds {
+				ok, bad := d.planned(b, vip, i%2 == 0)
+				total, failed = total+ok+bad, failed+bad
+			}
+			fmt.Printf("planned moves (%d: cordon+uncordon and agent SIGTERM restarts) under 20 Hz curl: %d requests, %d failed (target 0)\n", rounds, total, failed)
+		})
+	}
+	if median["tuned"] > 0 {
+		fmt.Printf("\nratio, median unplanned failover, LAN defaults / tuned: %.1fx\n", float64(median["lan"])/float64(median["tuned"]))
+	}
+}
+
+func failoverLab(b *testing.B, timers string) (*l2Lab, string) {
+	d := setupL2(b)
+	d.timers = timers
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(b, n, "--liveness-timers", timers)
+	}
+	if err := d.env.Admin.Create(context.Background(), &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
+		b.Fatal(err)
+	}
+	vip := d.vipOf(b, d.lanService(b, "web", false))
+	d.owner(b, vip, "")
+	return d, vip
+}
+
+// unplanned fails the VIP's owner (kill: SIGKILL its agent; link: its LAN
+// link down) and returns how long until the client's neighbour entry for the
+// VIP names another node's MAC; then it brings the node back.
+func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
+	from := d.owner(b, vip, "")
+	l := d.curlLoop("http://" + vip + "/") // keeps the client's entry fresh
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	switch how {
+	case "kill":
+		_ = d.agents[from].Process.Kill()
+		_ = d.agents[from].Wait()
+		delete(d.agents, from)
+	case "link":
+		d.in(from, "ip", "link", "set", "eth0", "down")
+	}
+	var took time.Duration
+	for time.Since(start) < 30*time.Second {
+		if mac := d.clientNeighbour(vip); mac != "" && mac != d.macs[from] && slices.Contains(mapValues(d.macs), mac) {
+			took = time.Since(start).Round(10 * time.Millisecond)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.end()
+	if took == 0 {
+		b.Fatalf("%s: no other node took %s over within 30 s", how, vip)
+	}
+	switch how {
+	case "kill":
+		d.startAgent(b, from, "--liveness-timers", d.timers)
+	case "link":
+		d.in(from, "ip", "link", "set", "eth0", "up")
+	}
+	d.waitAnnouncer(b, vip, from)
+	time.Sleep(time.Second) // its gratuitous ARP has moved the client back
+	return took
+}
+
+// planned moves the VIP off its owner and back, by cordon or by an agent
+// SIGTERM restart, under a 20 Hz curl loop; it returns good and failed requests.
+func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64) {
+	from := d.owner(b, vip, "")
+	l := d.curlLoop("http://" + vip + "/")
+	time.Sleep(500 * time.Millisecond)
+	if cordon {
+		d.cordon(b, from, true)
+		d.owner(b, vip, from)
+		time.Sleep(3 * time.Second)
+		d.cordon(b, from, false)
+	} else {
+		d.stopAgent(from)
+		d.startAgent(b, from, "--liveness-timers", d.timers)
+	}
+	d.waitAnnouncer(b, vip, from)
+	time.Sleep(3 * time.Second)
+	ok, failed, _ = l.end()
+	return ok, failed
+}
+
+// clientNeighbour is the MAC the client's neighbour table holds for vip.
+func (d *l2Lab) clientNeighbour(vip string) string {
+	out, _ := exec.Command("ip", "netns", "exec", d.ns("client"), "ip", "neigh", "show", vip, "dev", "eth0").Output()
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "lladdr" {
+			return strings.ToLower(f[i+1])
+		}
+	}
+	return ""
+}
+
+func mapValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1)+0.5)]
+}
