@@ -14,6 +14,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
 // Relocation, the operator's side. The allocator decides when a Service moves
@@ -126,6 +127,26 @@ func (r *ServiceReconciler) servicesAffectedBy(c client.Reader) handler.MapFunc 
 		for _, ip := range ledger.Items {
 			if o := ip.Spec.Owner; o != nil {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.Namespace, Name: o.Name}})
+			}
+		}
+		return out
+	}
+}
+
+// servicesIn maps a namespace whose labels changed to its Services: groups'
+// namespaceSelectors may now admit the waiting ones, or no longer admit the
+// addresses others hold.
+func (r *ServiceReconciler) servicesIn(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, ns client.Object) []reconcile.Request {
+		out := r.pendingKeys(func(k client.ObjectKey) bool { return k.Namespace == ns.GetName() })
+		var list corev1.ServiceList
+		if err := c.List(ctx, &list, client.InNamespace(ns.GetName())); err != nil {
+			logf.FromContext(ctx).Error(err, "list the Services of a relabelled namespace; they move at their next reconcile", "namespace", ns.GetName())
+			return out
+		}
+		for i := range list.Items {
+			if lbclass.Handles(&list.Items[i], r.OwnClassOnly) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 			}
 		}
 		return out

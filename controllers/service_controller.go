@@ -408,9 +408,6 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(rebuildOnStart{r}); err != nil {
 		return err
 	}
-	pendingIn := func(_ context.Context, ns client.Object) []reconcile.Request {
-		return r.pendingKeys(func(k types.NamespacedName) bool { return k.Namespace == ns.GetName() })
-	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
 		r.state.ledgerSeen(o.GetName())
 		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
@@ -423,7 +420,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&corev1.Service{}).
 		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(ledgerOwner)).
 		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(pendingIn), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesIn(mgr.GetClient())), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.queue.Store(&q)
 			return nil

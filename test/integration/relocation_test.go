@@ -288,6 +288,45 @@ var _ = Describe("relocation", func() {
 	})
 })
 
+var _ = Describe("relocation by selectors", func() {
+	It("moves Services a group stops admitting, when its selector or their namespace's labels change", func() {
+		ctx := context.Background()
+		blue := newIPGroup("team-blue", "198.51.100.32/28")
+		blue.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}
+		createIPGroup(blue)
+		shared := newIPGroup("shared-pool", "203.0.113.32/28")
+		shared.Spec.Priority = 10
+		createIPGroup(shared)
+		ns := newNamespace(map[string]string{"team": "blue"})
+		svc := createService(lbService(ns, "app", withLabels(map[string]string{"tier": "front"})))
+		eventuallyIPs(svc, "198.51.100.32")
+		check := watchInvariants(ns)
+
+		By("the namespace loses the label the group selects on")
+		var nsObj corev1.Namespace
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)).To(Succeed())
+		nsObj.Labels["team"] = "red"
+		Expect(k8s.Update(ctx, &nsObj)).To(Succeed())
+		eventuallyIPs(svc, "203.0.113.32")
+		eventuallyEvent(svc, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 198.51.100.32 → 203.0.113.32 (IPGroup shared-pool)")
+
+		By("a group's serviceSelector stops matching")
+		editIPGroup("shared-pool", func(g *paasv1.IPGroup) {
+			g.Spec.ServiceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "back"}}
+		})
+		c := eventuallyCondition(svc, metav1.ConditionFalse, controllers.ReasonNoIPGroup)
+		Expect(c.Message).To(HavePrefix("203.0.113.32 is no longer allowed by an IPGroup that admits this Service"))
+		Expect(ingressIPs(getService(svc))).To(Equal([]string{"203.0.113.32"}), "it keeps its IP: no group admits it")
+		By("and the namespace gets its label back")
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: ns}, &nsObj)).To(Succeed())
+		nsObj.Labels["team"] = "blue"
+		Expect(k8s.Update(ctx, &nsObj)).To(Succeed())
+		eventuallyIPs(svc, "198.51.100.32")
+		eventuallyCondition(svc, metav1.ConditionTrue, controllers.ReasonAllocated)
+		Expect(check()).To(BeEmpty())
+	})
+})
+
 var _ = Describe("relocation across operator restarts", Ordered, func() {
 	It("finishes a move a crash interrupted, on the address it had already taken", func() {
 		ctx := context.Background()
@@ -467,7 +506,9 @@ func (m *moveOrder) check() (moves int, wrong []string) {
 		if !created {
 			wrong = append(wrong, fmt.Sprintf("%s moved %s → %s at %d before the ledger object of %s was created (%v)", mv.svc, mv.from, mv.to, mv.at, mv.to, m.create[mv.to]))
 		}
-		if slices.ContainsFunc(m.del[mv.from], func(rv int64) bool { return rv < mv.at && !slices.ContainsFunc(m.create[mv.from], func(c int64) bool { return c > rv && c < mv.at }) }) {
+		if slices.ContainsFunc(m.del[mv.from], func(rv int64) bool {
+			return rv < mv.at && !slices.ContainsFunc(m.create[mv.from], func(c int64) bool { return c > rv && c < mv.at })
+		}) {
 			wrong = append(wrong, fmt.Sprintf("%s moved %s → %s at %d after the ledger object of %s was deleted (%v)", mv.svc, mv.from, mv.to, mv.at, mv.from, m.del[mv.from]))
 		}
 	}
