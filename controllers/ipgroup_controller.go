@@ -44,6 +44,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if client.IgnoreNotFound(err) == nil {
 			addressesTotal.DeleteLabelValues(req.Name)
 			addressesInUse.DeleteLabelValues(req.Name)
+			servicesRelocating.DeleteLabelValues(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -66,6 +67,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	parsed, err := parseIPGroup(group)
 	setCapacity(&desired.Status, parsed, held)
 	desired.Status.Relocating = countRelocating(group.Name, parsed, ledger.Items)
+	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
 	setReadyCondition(&desired.Status, group.Generation, parsed, err)
 	setOverlappingCondition(&desired.Status, group, groups.Items)
 	desired.Status.ObservedGeneration = group.Generation

@@ -6,10 +6,12 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -34,6 +36,19 @@ import (
 
 // EventIPChanged is the Event on a Service that moved from one address to another.
 const EventIPChanged = "IPChanged"
+
+var (
+	relocationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vip_allocator_relocations_total",
+		Help: "Services moved from one address to another (group edit or deletion, or a changed request), by the IPGroup moved to.",
+	}, []string{"ipgroup"})
+	servicesRelocating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_services_relocating",
+		Help: "Services holding an address recorded as the IPGroup's that it no longer allows (IPGroup status.relocating).",
+	}, []string{"ipgroup"})
+)
+
+func init() { metrics.Registry.MustRegister(relocationsTotal, servicesRelocating) }
 
 // move is one family's address change of a Service.
 type move struct{ from, to netip.Addr }
@@ -104,6 +119,7 @@ func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr,
 	moves, allocated, released := addressChanges(had, result.held)
 	for _, m := range moves {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPChanged, "Changed %s → %s (IPGroup %s)", m.from, m.to, result.groupOf[m.to])
+		relocationsTotal.WithLabelValues(result.groupOf[m.to]).Inc()
 	}
 	for _, addr := range allocated {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocated %s from IPGroup %s", addr, result.groupOf[addr])

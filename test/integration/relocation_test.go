@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
@@ -190,6 +191,8 @@ var _ = Describe("relocation", func() {
 		moves, wrong := order.check()
 		Expect(wrong).To(BeEmpty(), "ledger create → status → ledger delete, for every move")
 		Expect(moves).To(Equal(4))
+		Expect(metricValue("vip_allocator_relocations_total", "appliance-ext")).To(BeNumerically(">=", 4))
+		Eventually(func() float64 { return metricValue("vip_allocator_services_relocating", "appliance-ext") }).Should(BeZero())
 		held := holdings(ns)
 		Eventually(func(g Gomega) { expectConsistent(g, ns, held) }).Should(Succeed())
 	})
@@ -238,6 +241,7 @@ var _ = Describe("relocation", func() {
 		Expect(c.Message).To(HavePrefix("192.0.2.128 is no longer allowed by an IPGroup that admits this Service"))
 		Expect(c.Message).To(HaveSuffix("(keeps 192.0.2.128 meanwhile)"))
 		eventuallyRelocating(full.Name, 1)
+		Expect(metricValue("vip_allocator_services_relocating", full.Name)).To(BeEquivalentTo(1))
 		By("and moves as soon as an address is free")
 		Expect(k8s.Delete(context.Background(), getService(y))).To(Succeed())
 		eventuallyIPs(x, "192.0.2.129")
@@ -513,4 +517,26 @@ func (m *moveOrder) check() (moves int, wrong []string) {
 		}
 	}
 	return len(m.moves), wrong
+}
+
+// metricValue reads a metric of the in-process operator by its ipgroup label.
+func metricValue(name, ipgroup string) float64 {
+	families, err := metrics.Registry.Gather()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "ipgroup" && l.GetValue() == ipgroup {
+					if m.GetCounter() != nil {
+						return m.GetCounter().GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
