@@ -81,10 +81,12 @@ func ipAllocatedCondition(svc *corev1.Service, held []netip.Addr, groupOf func(n
 	return c
 }
 
-// hasRequestError is true when the Service asked for something it cannot get:
-// then it must hear about it even while it holds addresses.
+// hasRequestError is true when the Service asked for something it cannot get,
+// or holds an address its groups no longer allow and cannot move: then it must
+// hear about it even while it holds addresses.
 func hasRequestError(err error) bool {
-	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed} {
+	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed,
+		allocator.ErrCannotRelocate} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -46,6 +46,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if client.IgnoreNotFound(err) == nil {
 			addressesTotal.DeleteLabelValues(req.Name)
 			addressesInUse.DeleteLabelValues(req.Name)
+			servicesRelocating.DeleteLabelValues(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -72,6 +73,8 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	desired := group.DeepCopy()
 	parsed, err := parseIPGroup(group)
 	setCapacity(&desired.Status, parsed, held)
+	desired.Status.Relocating = countRelocating(group.Name, parsed, ledger.Items)
+	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
 	setReadyCondition(&desired.Status, group.Generation, parsed, err)
 	setOverlappingCondition(&desired.Status, group, groups.Items)
 	setAnnounceableCondition(&desired.Status, group, nodes.Items)
@@ -160,6 +163,11 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	groupsHolding := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		// The group the ledger names counts the address as relocating when it
+		// no longer contains it.
+		if name := o.GetLabels()[paasv1.IPGroupLabel]; name != "" {
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}, statusDelay)
+		}
 		addr, ok := o.(*paasv1.IP).Addr()
 		if !ok {
 			return
@@ -198,6 +206,13 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				groupsHolding(ctx, e.Object, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				// Relabelled to another group (relocation.go): both recount.
+				if e.ObjectOld.GetLabels()[paasv1.IPGroupLabel] != e.ObjectNew.GetLabels()[paasv1.IPGroupLabel] {
+					groupsHolding(ctx, e.ObjectOld, q)
+					groupsHolding(ctx, e.ObjectNew, q)
+				}
 			},
 		}).
 		Complete(r)

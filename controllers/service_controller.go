@@ -46,7 +46,8 @@ const (
 
 // ServiceReconciler gives LoadBalancer Services addresses from IPGroups and
 // records each in the IP ledger. Allocating is: choose in memory, create the
-// ledger object (the API server's AlreadyExists is the lock), patch the status.
+// ledger object (the API server's AlreadyExists is the lock), patch the status,
+// and only then delete the ledger objects of addresses it gave up (relocation.go).
 type ServiceReconciler struct {
 	util.ReconcilerBase
 	// OwnClassOnly serves only Services of class paas.org/vip-allocator.
@@ -121,13 +122,23 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		if err != nil {
 			return err
 		}
-		// Another holder won the ledger race: the allocator now knows it, try again.
-		if !lost || attempt == 3 {
+		if !lost {
 			break
 		}
+		// Another holder won the ledger race: the allocator now knows it, try
+		// again; the status never shows an address whose ledger object is not ours.
+		if attempt == 3 {
+			return fmt.Errorf("allocate %s: another holder won the ledger race 4 times; retrying", key)
+		}
 	}
-	if err := r.writeStatus(ctx, svc, result); err != nil {
+	shown, err := r.writeStatus(ctx, svc, result)
+	if err != nil {
 		return err
+	}
+	if shown {
+		if err := r.settleLedger(ctx, result, current); err != nil {
+			return err
+		}
 	}
 	r.setPending(key, result.err != nil)
 	if result.released {
@@ -175,8 +186,9 @@ func groupOf(a *allocator.Allocator, addr netip.Addr) string {
 	return ""
 }
 
-// writeLedger creates the ledger objects of the held addresses and deletes the
-// Service's others. lost is true when another holder already had an address.
+// writeLedger creates the ledger objects of the held addresses; settleLedger
+// deletes the Service's others once its status no longer shows them. lost is
+// true when another holder already had an address.
 func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service, result allocation, current []paasv1.IP) (lost bool, err error) {
 	have := map[string]bool{}
 	for _, ip := range current {
@@ -192,13 +204,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 		}
 		lost = lost || !won
 	}
-	var extra []paasv1.IP
-	for _, ip := range current {
-		if addr, ok := ip.Addr(); !ok || !slices.Contains(result.held, addr) {
-			extra = append(extra, ip)
-		}
-	}
-	return lost, r.deleteLedger(ctx, extra)
+	return lost, nil
 }
 
 // createLedger creates the ledger object of addr for svc. won is false when the
@@ -271,11 +277,12 @@ func (r *ServiceReconciler) ledgerOf(ctx context.Context, key types.NamespacedNa
 }
 
 // writeStatus patches the Service's ingress and condition when they changed, and
-// tells what happened in Events.
-func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocation) error {
+// tells what happened in Events. shown is true when the status now holds
+// result.held (patched, or already so).
+func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocation) (shown bool, err error) {
 	key := client.ObjectKeyFromObject(svc)
 	if r.state.staleStatus(key, svc.ResourceVersion) {
-		return nil // our last patch is on its way; its watch event reconciles again
+		return false, nil // our last patch is on its way; its watch event reconciles again
 	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
 	desired := svc.DeepCopy()
@@ -283,7 +290,7 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	meta.SetStatusCondition(&desired.Status.Conditions, cond)
 	anns, err := r.announcements(ctx, result.held, result.groupOf)
 	if err != nil {
-		return err
+		return false, err
 	}
 	announced, ok := announcedCondition(svc.Generation, anns)
 	if ok {
@@ -292,23 +299,13 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 		meta.RemoveStatusCondition(&desired.Status.Conditions, ConditionAnnounced)
 	}
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
-		return nil
+		return true, nil
 	}
 	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), FieldOwner); err != nil {
-		return fmt.Errorf("patch status of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return false, fmt.Errorf("patch status of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	r.state.statusPatched(key, svc.ResourceVersion)
-	had := ingressAddrs(svc)
-	for _, addr := range result.held {
-		if !slices.Contains(had, addr) {
-			r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPAllocated, "Allocated %s from IPGroup %s", addr, result.groupOf[addr])
-		}
-	}
-	for _, addr := range had {
-		if !slices.Contains(result.held, addr) {
-			r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s", addr)
-		}
-	}
+	r.reportChanges(svc, ingressAddrs(svc), result)
 	if ok {
 		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced), announced)
 	}
@@ -316,7 +313,7 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 		allocationFailures.WithLabelValues(cond.Reason).Inc()
 		r.GetRecorder().Event(svc, corev1.EventTypeWarning, EventAllocationFailed, cond.Message)
 	}
-	return nil
+	return true, nil
 }
 
 // release frees what key holds: memory, ledger, and, when the Service still
@@ -424,12 +421,6 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(rebuildOnStart{r}); err != nil {
 		return err
 	}
-	allPending := func(context.Context, client.Object) []reconcile.Request {
-		return r.pendingKeys(func(types.NamespacedName) bool { return true })
-	}
-	pendingIn := func(_ context.Context, ns client.Object) []reconcile.Request {
-		return r.pendingKeys(func(k types.NamespacedName) bool { return k.Namespace == ns.GetName() })
-	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
 		r.state.ledgerSeen(o.GetName())
 		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
@@ -441,8 +432,8 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("service").
 		For(&corev1.Service{}).
 		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(ledgerOwner)).
-		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(allPending), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(pendingIn), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesIn(mgr.GetClient())), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.queue.Store(&q)
 			return nil

@@ -140,6 +140,14 @@ type IPGroupStatus struct {
 	// +optional
 	Available string `json:"available,omitempty"`
 
+	// Relocating counts the Services (or legacy VirtualIPs) holding an address
+	// that the ledger records as this group's but that the group no longer
+	// allows: its segment or excludedIPs changed and they have not moved yet.
+	// It is 0 once a relocation is complete; each such Service's condition
+	// vip.paas.org/IPAllocated says why it has not moved.
+	// +optional
+	Relocating int64 `json:"relocating"`
+
 	// ObservedGeneration is the spec generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -162,6 +170,7 @@ type IPGroupStatus struct {
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
 // +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=`.status.capacity`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Relocating",type=integer,JSONPath=`.status.relocating`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IPGroup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -7,6 +7,8 @@
 //     N pending Services all hold IPs, Services/s, and the ratio to the baseline;
 //   - restart: SIGKILL, start again, time until ready (rebuild done), and how many
 //     Services changed IP (must be 0) or share one;
+//   - relocation: the IPGroup's segment moves, time until all N Services moved
+//     (relocate.go), against a plain client making the same three writes per move;
 //   - the operator's resident memory at the end.
 package main
 
@@ -124,6 +126,14 @@ func run(n, workers int) error {
 	}
 	<-baseWatch.allServed
 	baseline := time.Since(start)
+	start = time.Now()
+	if err := parallel(workers, n, func(i int) error { return baselineMove(ctx, operator, &pending.Items[i], i) }); err != nil {
+		return fmt.Errorf("baseline moves: %w", err)
+	}
+	if err := baseWatch.waitAllIn(baselineTo, n, 5*time.Minute); err != nil {
+		return fmt.Errorf("baseline moves: %w", err)
+	}
+	baselineRelocation := time.Since(start)
 
 	// The baseline's objects go before the operator starts, so it sees exactly
 	// N pending Services (it would otherwise garbage-collect the baseline's ledger).
@@ -173,6 +183,13 @@ func run(n, workers int) error {
 	after := watch.snapshot()
 	changed, doubled := compare(before, after)
 	rss, hwm := procmem.Read(fmt.Sprint(op.Process.Pid))
+	relocation, err := relocate(ctx, admin, watch, n)
+	if err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second) // a late second move or a doubled IP would show by now
+	_, relocDoubled := compare(after, watch.snapshot())
+	relocRSS, relocHWM := procmem.Read(fmt.Sprint(op.Process.Pid))
 	if addr := os.Getenv("PPROF"); addr != "" {
 		_ = exec.Command("curl", "-so", "/tmp/vip-allocator-heap.pprof", "http://"+addr+"/debug/pprof/heap").Run()
 	}
@@ -189,9 +206,15 @@ func run(n, workers int) error {
 	fmt.Printf("  restart after SIGKILL -> ready (rebuilt):              %8.2fs\n", restart.Seconds())
 	fmt.Printf("  IPs changed across the restart:                        %8d   (target 0)\n", changed)
 	fmt.Printf("  IPs held by two Services:                              %8d   (target 0)\n", doubled)
+	baseMoveRate, moveRate := float64(n)/baselineRelocation.Seconds(), float64(n)/relocation.Seconds()
+	fmt.Printf("  relocation baseline (3 writes per move, plain client): %8.2fs  %7.0f moves/s\n", baselineRelocation.Seconds(), baseMoveRate)
+	fmt.Printf("  relocation (segment edit -> all N moved):              %8.2fs  %7.0f moves/s\n", relocation.Seconds(), moveRate)
+	fmt.Printf("  ratio relocation/baseline:                             %8.2f\n", moveRate/baseMoveRate)
+	fmt.Printf("  IPs held by two Services after the relocation:         %8d   (target 0)\n", relocDoubled)
 	fmt.Printf("  operator RSS at the end / peak:                        %5.1f MiB / %.1f MiB (target < 100 MiB)\n", rss, hwm)
-	if changed > 0 || doubled > 0 {
-		return fmt.Errorf("%d IPs changed, %d doubled", changed, doubled)
+	fmt.Printf("  operator RSS after the relocation / peak:              %5.1f MiB / %.1f MiB\n", relocRSS, relocHWM)
+	if changed > 0 || doubled > 0 || relocDoubled > 0 {
+		return fmt.Errorf("%d IPs changed, %d doubled, %d doubled after the relocation", changed, doubled, relocDoubled)
 	}
 	return nil
 }

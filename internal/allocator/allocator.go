@@ -95,7 +95,8 @@ func New() *Allocator {
 }
 
 // SetGroups replaces the groups. Held addresses stay held, even when no group
-// contains them any more: a Service never loses its address to a group edit.
+// contains them any more: only Allocate moves a key off an address its groups
+// no longer allow, and only when it can give it another (see relocate.go).
 func (a *Allocator) SetGroups(groups []*Group) {
 	a.groups = slices.Clone(groups)
 	slices.SortFunc(a.groups, func(x, y *Group) int {
@@ -182,9 +183,11 @@ func (a *Allocator) ReleaseAddr(addr netip.Addr) {
 }
 
 // Allocate makes key hold one address per requested family and returns them in
-// family order. It is idempotent: an address key already holds is kept unless
-// the request names another valid one, which then replaces it. On failure key
-// keeps what it held; the error joins one *Error per family that failed.
+// family order. It is idempotent: an address key already holds is kept while a
+// group that admits the request allows it, unless the request names another
+// valid one, which then replaces it. An address no admitting group allows any
+// more is replaced as relocate.go describes. On failure key keeps what it held;
+// the error joins one error per family that failed.
 func (a *Allocator) Allocate(key string, req Request) ([]netip.Addr, error) {
 	var errs []error
 	for _, addr := range req.IPs {
@@ -224,32 +227,60 @@ func (a *Allocator) heldIn(key string, families []Family) []netip.Addr {
 }
 
 func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
-	held, holds := a.heldOf(key, fam)
-	if want, ok := requested(req, fam); ok {
-		if a.owner[want] != key {
-			if err := a.checkRequested(key, want, req); err != nil {
-				return err
+	want, requests := requested(req, fam)
+	var reqErr error
+	if requests {
+		if reqErr = a.checkRequested(key, want, req); reqErr == nil {
+			if a.owner[want] != key {
+				a.take(key, want)
 			}
-			a.take(key, want)
-		}
-		a.keepOnly(key, fam, want)
-		return nil
-	}
-	if holds {
-		a.keepOnly(key, fam, held)
-		return nil
-	}
-	candidates, err := a.candidates(fam, req)
-	if err != nil {
-		return err
-	}
-	for _, g := range candidates {
-		if addr, ok := a.firstFree(g); ok {
-			a.take(key, addr)
+			a.keepOnly(key, fam, want)
 			return nil
 		}
 	}
-	return a.fullError(fam, candidates)
+	held := a.heldOfFamily(key, fam, want)
+	if i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) }); i >= 0 {
+		a.keepOnly(key, fam, held[i])
+		return reqErr
+	}
+	if len(held) > 0 && keepsStrandedAddress(reqErr) {
+		a.keepOnly(key, fam, held[0])
+		return reqErr
+	}
+	if len(held) == 0 && reqErr != nil {
+		// A Service that holds nothing gets what it asks for or nothing.
+		return reqErr
+	}
+	addr, err := a.nextFree(fam, req)
+	if err != nil {
+		if len(held) > 0 {
+			// Never IP-less because of an edit: it keeps the address it has.
+			a.keepOnly(key, fam, held[0])
+			err = &relocationError{held: held[0], cause: err}
+		}
+		if reqErr != nil {
+			return errors.Join(reqErr, err)
+		}
+		return err
+	}
+	a.take(key, addr)
+	a.keepOnly(key, fam, addr)
+	return reqErr
+}
+
+// nextFree takes nothing: it finds the lowest free address of the first group,
+// by priority, that an unrequested address of fam may come from.
+func (a *Allocator) nextFree(fam Family, req Request) (netip.Addr, error) {
+	candidates, err := a.candidates(fam, req)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, g := range candidates {
+		if addr, ok := a.firstFree(g); ok {
+			return addr, nil
+		}
+	}
+	return netip.Addr{}, a.fullError(fam, candidates)
 }
 
 // checkRequested explains why key may not take addr, or returns nil.
@@ -386,6 +417,21 @@ func (a *Allocator) heldOf(key string, fam Family) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// heldOfFamily returns the addresses of fam key holds, in import order but with
+// prefer first. More than one means an interrupted move was imported.
+func (a *Allocator) heldOfFamily(key string, fam Family, prefer netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, addr := range a.held[key] {
+		if FamilyOf(addr) == fam {
+			out = append(out, addr)
+		}
+	}
+	if i := slices.Index(out, prefer); i > 0 {
+		out = slices.Insert(slices.Delete(out, i, i+1), 0, prefer)
+	}
+	return out
 }
 
 func requested(req Request, fam Family) (netip.Addr, bool) {

@@ -197,7 +197,7 @@ func TestRebuild(t *testing.T) {
 		{desc: "import is idempotent", key: "old", assign: []string{"192.0.2.2"}, want: []string{"192.0.2.0", "192.0.2.2"}},
 		{desc: "a second claim on the same address is refused", key: "dup", assign: []string{"192.0.2.2"}, want: nil, wantErr: ErrInUse},
 		{desc: "an imported address outside every group is kept", key: "legacy", assign: []string{"198.51.100.7"}, want: []string{"198.51.100.7"}},
-		{desc: "the holder keeps it on allocate", key: "legacy", req: Request{Families: v4}, want: []string{"198.51.100.7"}},
+		{desc: "the holder keeps it while it requests it, and hears why", key: "legacy", req: Request{Families: v4, IPs: addrs("198.51.100.7")}, want: []string{"198.51.100.7"}, wantErr: ErrOutsideGroups},
 		{desc: "new allocations avoid imported addresses", key: "new", req: Request{Families: v4}, want: []string{"192.0.2.1"}},
 		{desc: "and the next one", key: "new2", req: Request{Families: v4}, want: []string{"192.0.2.3"}},
 		{desc: "an interrupted move left two addresses of one family", key: "moving", assign: []string{"192.0.2.4", "192.0.2.5"}, want: []string{"192.0.2.4", "192.0.2.5"}},
