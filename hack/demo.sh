@@ -2,8 +2,10 @@
 # make demo: the operator on a local control plane (no cluster needed).
 # Applies the original operator's IPGroup and three LoadBalancer Services: one
 # takes the next free IP, one asks for a specific IP, one asks for an excluded IP
-# and is told why it waits. Then (as root) a client, a node running the agent and
-# a backend in network namespaces: curl through the VIP. KEEP=1 leaves everything running.
+# and is told why it waits. Then (as root) a client, three nodes running the
+# agent and a backend in network namespaces: which node answers ARP for the VIP,
+# curl through it, and a failover when the owner's agent is killed.
+# KEEP=1 leaves everything running.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d /tmp/vip-allocator-demo.XXXXXX)
@@ -14,7 +16,7 @@ lab=vipdemo$$-
 inns() { local ns=$1; shift; ip netns exec "$lab$ns" "$@"; }
 teardown() {
   for p in "$dir"/*.pid; do [[ -f "$p" ]] && kill "$(cat "$p")" 2>/dev/null || true; done
-  for ns in client node1 backend; do ip netns delete "$lab$ns" 2>/dev/null || true; done
+  for ns in client node1 node2 node3 backend sw; do ip netns delete "$lab$ns" 2>/dev/null || true; done
   "$root/hack/local-cluster.sh" down "$dir"
 }
 if [[ "${KEEP:-0}" == 1 ]]; then
@@ -28,7 +30,7 @@ say "starting a local control plane (etcd + kube-apiserver from bin/k8s)"
 
 say "starting the operator as its ServiceAccount (log: $dir/operator.log)"
 "$root/bin/vip-allocator" operator --kubeconfig "$dir/operator.kubeconfig" \
-  --leader-election-namespace vip-allocator-operator \
+  --namespace vip-allocator-operator --agent-image vip-allocator:demo \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 echo $! > "$dir/operator.pid"
 
@@ -62,36 +64,55 @@ if [[ $(id -u) != 0 ]]; then
   exit 0
 fi
 
-say "the data path: a client, a node running the agent, a backend pod, in network namespaces"
-# client 203.0.113.10 --- 203.0.113.1 node1 198.51.100.1 --- 198.51.100.2 backend
-for ns in client node1 backend; do ip netns add "$lab$ns"; inns $ns ip link set lo up; done
-ip link add eth0 netns "${lab}client" type veth peer name lan netns "${lab}node1"
-ip link add eth0 netns "${lab}backend" type veth peer name pods netns "${lab}node1"
-inns client ip addr add 203.0.113.10/24 dev eth0; inns client ip link set eth0 up
-inns node1 ip addr add 203.0.113.1/24 dev lan; inns node1 ip link set lan up
-inns node1 ip addr add 198.51.100.1/24 dev pods; inns node1 ip link set pods up
-inns backend ip addr add 198.51.100.2/24 dev eth0; inns backend ip link set eth0 up
+say "the data path: a client and three nodes on one LAN (192.0.2.0/24, the VIPs' segment), a backend pod on node1"
+# A "switch" namespace holds two bridges: lan (client .250, nodeN .25N) and
+# pods (nodeN 198.51.100.N, the backend 198.51.100.11 behind node1).
+for ns in sw client node1 node2 node3 backend; do ip netns add "$lab$ns"; inns $ns ip link set lo up; done
+for br in lan pods; do inns sw ip link add $br type bridge; inns sw ip link set $br up; done
+plug() { # plug NS IFNAME BRIDGE ADDR
+  ip link add "$2" netns "$lab$1" type veth peer name "$1-$2" netns "${lab}sw"
+  inns sw ip link set "$1-$2" master "$3" up
+  inns "$1" ip addr add "$4" dev "$2"; inns "$1" ip link set "$2" up
+}
+plug client eth0 lan 192.0.2.250/24
+for n in 1 2 3; do
+  plug node$n eth0 lan 192.0.2.25$n/24
+  plug node$n pods pods 198.51.100.$n/24
+  inns node$n sysctl -qw net.ipv4.ip_forward=1
+done
+plug backend eth0 pods 198.51.100.11/24
 inns backend ip route add default via 198.51.100.1
-inns node1 sysctl -qw net.ipv4.ip_forward=1
-# Without announcement (the next issue), the client routes the VIP range to the node.
-inns client ip route add 192.0.2.0/24 via 203.0.113.1
 
 mkdir -p "$dir/www" && echo "hello from the backend pod behind the VIP" > "$dir/www/index.html"
-(cd "$dir/www" && exec ip netns exec "${lab}backend" python3 -m http.server 8080 --bind 198.51.100.2 >/dev/null 2>&1) &
+(cd "$dir/www" && exec ip netns exec "${lab}backend" python3 -m http.server 8080 --bind 198.51.100.11 >/dev/null 2>&1) &
 echo $! > "$dir/backend.pid"
 
-# The node reaches the API server on the host's loopback through a Unix socket
-# (shared by all namespaces), as a real node reaches its control plane.
+# Each node reaches the API server on the host's loopback through a Unix
+# socket (shared by all namespaces), as a real node reaches its control plane.
 socat UNIX-LISTEN:"$dir/api.sock",fork TCP:127.0.0.1:${API_PORT:-16443} & echo $! > "$dir/socat-host.pid"
-ip netns exec "${lab}node1" socat TCP-LISTEN:6443,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$dir/api.sock" & echo $! > "$dir/socat-node.pid"
 agent_token=$(kubectl -n vip-allocator-operator create token vip-allocator-agent --duration 1h)
 sed -e "s#server: .*#server: \"https://127.0.0.1:6443\", insecure-skip-tls-verify: true}#" \
     -e "s#token: .*#token: \"$agent_token\"}#" "$dir/kubeconfig" > "$dir/agent.kubeconfig"
+for n in 1 2 3; do
+  ip netns exec "${lab}node$n" socat TCP-LISTEN:6443,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$dir/api.sock" &
+  echo $! > "$dir/socat-node$n.pid"
+  # The Node object, as the kubelet would register it.
+  kubectl create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata: {name: node$n}
+YAML
+  kubectl patch node node$n --subresource=status --type=merge \
+    -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"192.0.2.25$n\"}]}}" >/dev/null
+done
 
-say "starting the agent in node1 as its ServiceAccount (log: $dir/agent.log)"
-ip netns exec "${lab}node1" "$root/bin/vip-allocator" agent --node-name node1 --kubeconfig "$dir/agent.kubeconfig" \
-  --metrics-bind-address 0 --health-probe-bind-address 0 >"$dir/agent.log" 2>&1 &
-echo $! > "$dir/agent.pid"
+say "starting an agent in each node as its ServiceAccount (logs: $dir/agent-node*.log)"
+start_agent() {
+  ip netns exec "${lab}$1" "$root/bin/vip-allocator" agent --node-name "$1" --kubeconfig "$dir/agent.kubeconfig" \
+    --metrics-bind-address 0 --health-probe-bind-address 0 >>"$dir/agent-$1.log" 2>&1 &
+  echo $! > "$dir/agent-$1.pid"
+}
+for n in node1 node2 node3; do start_agent $n; done
 
 say "an EndpointSlice for 'web': the backend pod on node1 (no kubelet here, so we write it)"
 kubectl apply -f - <<'YAML'
@@ -100,16 +121,48 @@ kind: EndpointSlice
 metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
 addressType: IPv4
 ports: [{name: http, protocol: TCP, port: 8080}]
-endpoints: [{addresses: ["198.51.100.2"], nodeName: node1, conditions: {ready: true}}]
+endpoints: [{addresses: ["198.51.100.11"], nodeName: node1, conditions: {ready: true}}]
 YAML
 
 vip=$(kubectl get service web -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+announcer() { kubectl get ips.paas.org "$vip" -o jsonpath='{.status.announcedBy[0]}'; }
+for _ in $(seq 100); do [[ -n "$(announcer)" ]] && break; sleep 0.2; done
+kubectl wait --for=condition=vip.paas.org/Announced service/web --timeout 30s >/dev/null
+
+say "kubectl get ipg,svc,ip"
+kubectl get ipg,svc,ips.paas.org
+
+mac_of() { inns "$1" cat /sys/class/net/eth0/address; }
+node_of_mac() { for n in node1 node2 node3; do [[ "$(mac_of $n)" == "$1" ]] && echo "$n"; done; }
+say "who answers ARP for $vip on the LAN (arping from the client)"
+reply=$(inns client arping -c 1 -w 2 -I eth0 "$vip" | grep -io 'reply from .*\]' | head -1)
+mac=$(echo "$reply" | grep -o '\[.*\]' | tr -d '[]' | tr 'A-F' 'a-f')
+echo "$reply   → $(node_of_mac "$mac"), the owner the ledger names: $(announcer)"
+kubectl get service web -o jsonpath='{range .status.conditions[?(@.type=="vip.paas.org/Announced")]}{.type}: {.message}{"\n"}{end}'
+
 say "from the client: curl http://$vip/"
-for i in $(seq 50); do
+for _ in $(seq 50); do
   if out=$(inns client curl -sS --max-time 2 "http://$vip/" 2>&1); then break; fi
   sleep 0.2
 done
 echo "$out"
 
-say "the agent's rules in node1 (iptables-save -t nat | grep VIPA-)"
-inns node1 iptables-save -t nat 2>/dev/null | grep -E '^-A VIPA-(SERVICES|SVC)' | head -8
+owner=$(announcer)
+say "failover: kill -9 the agent of $owner, the owner of $vip"
+neigh() { inns client ip neigh show "$vip" dev eth0 | grep -o 'lladdr [0-9a-f:]*' | cut -d' ' -f2; }
+kill -9 "$(cat "$dir/agent-$owner.pid")"
+t0=$(date +%s%N)
+for _ in $(seq 1000); do
+  now=$(neigh)
+  if [[ -n "$now" && "$now" != "$(mac_of "$owner")" ]]; then break; fi
+  sleep 0.01
+done
+t1=$(date +%s%N)
+printf 'failover: %s is answered by %s after %d ms (the client'"'"'s neighbour entry moved by gratuitous ARP)\n' \
+  "$vip" "$(node_of_mac "$now")" $(( (t1 - t0) / 1000000 ))
+echo "curl http://$vip/ → $(inns client curl -sS --max-time 2 "http://$vip/" 2>&1)"
+for _ in $(seq 50); do [[ "$(announcer)" != "$owner" ]] && break; sleep 0.1; done
+echo "the ledger now names $(announcer); the Service condition says:"
+sleep 1
+kubectl get service web -o jsonpath='{range .status.conditions[?(@.type=="vip.paas.org/Announced")]}{.type}: {.message}{"\n"}{end}'
+start_agent "$owner"

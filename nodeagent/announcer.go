@@ -98,6 +98,8 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	a.logChanges(ctx, owned, nodes, known)
 	answer, next := a.withHandovers(owned, time.Now())
+	vipsAnnounced.Set(float64(len(answer)))
+	agentsAlive.Set(float64(len(nodes)))
 	if err := a.Speaker.SetOwned(answer); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "answering ARP on some interfaces failed")
 	}
@@ -129,6 +131,8 @@ func (a *Announcer) logChanges(ctx context.Context, owned map[netip.Addr]string,
 	if len(gained) == 0 && len(lost) == 0 {
 		return
 	}
+	ownershipChanges.WithLabelValues("taken").Add(float64(len(gained)))
+	ownershipChanges.WithLabelValues("handed-over").Add(float64(len(lost)))
 	names := make([]string, 0, len(alive))
 	for _, n := range alive {
 		names = append(names, n.Name)
@@ -337,6 +341,7 @@ func (a *Announcer) ReportConflicts(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-a.Speaker.Conflicts():
+			arpConflicts.Inc()
 			if err := a.reportConflict(ctx, c); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "report ARP conflict", "vip", c.VIP, "mac", c.MAC.String())
 			}

@@ -19,8 +19,24 @@ var (
 		Name: "vip_allocator_agent_restore_failures_total",
 		Help: "iptables-restore runs that failed, by family.",
 	}, []string{"family"})
+	vipsAnnounced = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_vips_announced",
+		Help: "VIPs this node answers ARP for (as owner, or still handing over).",
+	})
+	agentsAlive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_agents_alive",
+		Help: "Agents this one sees alive (itself included); below half of the nodes running agents, it answers for nothing.",
+	})
+	ownershipChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vip_allocator_agent_ownership_changes_total",
+		Help: "VIPs this node took over or handed over.",
+	}, []string{"change"})
+	arpConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vip_allocator_agent_arp_conflicts_total",
+		Help: "ARP packets from a foreign MAC claiming a VIP this node announces (reported at most once a minute per VIP and MAC).",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts)
 }
