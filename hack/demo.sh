@@ -110,7 +110,7 @@ say "starting an agent in each node as its ServiceAccount (logs: $dir/agent-node
 start_agent() {
   ip netns exec "${lab}$1" "$root/bin/vip-allocator" agent --node-name "$1" --kubeconfig "$dir/agent.kubeconfig" \
     --metrics-bind-address 0 --health-probe-bind-address 0 >>"$dir/agent-$1.log" 2>&1 &
-  echo $! > "$dir/agent-$1.pid"
+  echo $! > "$dir/agent-$1.pid"; disown $!
 }
 for n in node1 node2 node3; do start_agent $n; done
 
