@@ -32,6 +32,10 @@ type l2Options struct {
 	timers        string // liveness timer preset: tuned or lan
 }
 
+// settleAlone is how long an agent that sees no other agent waits before it
+// announces anything: long enough for agents started together to find each other.
+const settleAlone = 5 * time.Second
+
 // runningAnnouncer is the layer-2 side of a running agent.
 type runningAnnouncer struct {
 	cluster *membership.Cluster
@@ -69,6 +73,7 @@ func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, 
 	if err != nil {
 		return nil, fmt.Errorf("start liveness gossip on %s: %w", bind, err)
 	}
+	started := time.Now()
 	r := &runningAnnouncer{cluster: cluster, delay: opts.handoverDelay, leaving: func() bool {
 		switch opts.onStop {
 		case "handover":
@@ -87,6 +92,9 @@ func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, 
 		OwnClassOnly:  o.OwnClassOnly,
 		Liveness:      liveness{cluster},
 		HandoverDelay: opts.handoverDelay,
+		// Settled once another agent is seen, or after a few seconds alone
+		// (the first agent of a cluster, or a one-node cluster).
+		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },
 	}
 	r.speaker = l2.NewSpeaker(log.WithName("arp"), a.OurMACs(ctx), opts.probePeriod)
 	a.Speaker = r.speaker

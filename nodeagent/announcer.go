@@ -49,6 +49,10 @@ type Announcer struct {
 	OwnClassOnly bool
 	Liveness     Liveness
 	Speaker      *l2.Speaker
+	// Settled reports whether this agent's view of the others is worth
+	// acting on; until then it announces nothing (nil: at once). Right after
+	// start an agent may know only itself and would claim every VIP.
+	Settled func() bool
 	// HandoverDelay is how long a VIP is still answered for after this node
 	// lost it while alive: the new owner's gratuitous ARP comes first, then we
 	// go quiet, so a planned move drops nothing.
@@ -76,6 +80,9 @@ var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Nam
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 
 func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if a.Settled != nil && !a.Settled() {
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
 	vips, err := a.candidacies(ctx)
 	if err != nil {
 		return reconcile.Result{}, err

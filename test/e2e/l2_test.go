@@ -203,6 +203,7 @@ func TestL2Announcement(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), web); err != nil {
 			return err
 		}
+		owner := d.announcer(vip)
 		c := meta.FindStatusCondition(web.Status.Conditions, controllers.ConditionAnnounced)
 		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "announced by "+owner) {
 			return fmt.Errorf("condition %+v", c)
