@@ -32,6 +32,7 @@ func runAgent(args []string) error {
 	masqBit := fs.Int("masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
 	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
 	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
+	daemonSet := fs.String("daemonset", "", "namespace/name of the DaemonSet that runs this agent: on stop, remove the rules when it is gone (uninstall) and keep them otherwise (restart); empty: always keep")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -40,6 +41,9 @@ func runAgent(args []string) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.NodeName == "" {
 		return errors.New("agent: --node-name is required")
+	}
+	if _, err := nodeagent.ParseDaemonSet(*daemonSet); *daemonSet != "" && err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	agent := &nodeagent.Agent{Options: o}
 	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
@@ -77,7 +81,10 @@ func runAgent(args []string) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil || *daemonSet == "" {
+		return err
+	}
+	return teardownIfUninstalled(cfg, *daemonSet, o.NodeName)
 }
 
 // runAgentCleanup removes every rule and chain any agent wrote on this node.

@@ -50,12 +50,18 @@ type AgentReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
 
 func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	owner, err := r.agentOwner(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	ds := r.desired()
+	ds.OwnerReferences = []metav1.OwnerReference{owner}
 	// Server-side apply: only the fields we set are ours; defaults the API
 	// server adds do not look like drift, and an unchanged apply writes nothing.
 	if err := r.GetClient().Patch(ctx, ds, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply agent DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
+	r.labelNamespace(ctx, ds)
 	return ctrl.Result{}, nil
 }
 
@@ -89,17 +95,11 @@ func (r *AgentReconciler) desired() *appsv1.DaemonSet {
 					Containers: []corev1.Container{{
 						Name:  "agent",
 						Image: o.Image,
-						Args:  append([]string{"agent", "--node-name=$(NODE_NAME)"}, o.ExtraArgs...),
+						Args: append([]string{"agent", "--node-name=$(NODE_NAME)", "--daemonset=" + o.Namespace + "/" + AgentName},
+							o.ExtraArgs...),
 						Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
-						SecurityContext: &corev1.SecurityContext{
-							Privileged:               ptr.To(false),
-							AllowPrivilegeEscalation: ptr.To(false),
-							Capabilities: &corev1.Capabilities{
-								Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
-								Drop: []corev1.Capability{"ALL"},
-							},
-						},
+						SecurityContext: agentSecurityContext(),
 						// iptables serialises writers on the host's lock file.
 						VolumeMounts: []corev1.VolumeMount{{Name: "xtables-lock", MountPath: "/run/xtables.lock"}},
 					}},
