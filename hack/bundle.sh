@@ -42,8 +42,10 @@ header() {
   cat <<HEADER
 # vip-allocator-operator $1 - generated from config/ by 'make bundle-yaml'; do not edit.
 # Image: $(operator_image)
-#   kubectl create namespace vip-allocator-operator && kubectl create -f $2
-# (or kubectl apply --server-side -f $2). Upgrade: apply the new file. Uninstall: delete it.
+# Install:   kubectl create namespace vip-allocator-operator && kubectl create -f $2
+#            (or: kubectl apply --server-side -f $2)
+# Upgrade:   kubectl apply --server-side --force-conflicts -f $2   (the new file)
+# Uninstall: kubectl delete -f $2   (every agent removes its rules on the way out)
 HEADER
 }
 
