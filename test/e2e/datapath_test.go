@@ -113,11 +113,12 @@ func (d *dataLab) startOperator(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// startAgent runs a real agent process in node's namespace.
-func (d *dataLab) startAgent(t *testing.T, node string) {
+// startAgent runs a real agent process in node's namespace, with extra flags.
+func (d *dataLab) startAgent(t *testing.T, node string, extra ...string) {
 	c := exec.Command("ip", "netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
 		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	c.Args = append(c.Args, extra...)
 	log, err := os.Create(filepath.Join(t.TempDir(), node+"-agent.log"))
 	if err != nil {
 		t.Fatal(err)

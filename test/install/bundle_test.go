@@ -123,7 +123,7 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
 		for _, tc := range []struct {
 			who, verb, what, ns string
-			want              string
+			want                string
 		}{
 			{operatorUser, "list", "services", "", "yes"},
 			{operatorUser, "patch", "services --subresource=status", "", "yes"},
