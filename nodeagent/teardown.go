@@ -29,6 +29,9 @@ import (
 type StopVerdict struct {
 	Uninstall bool
 	Why       string
+	// Unsure is set when the API server's answer settles nothing (asking
+	// again may): the rules are kept if it stays so.
+	Unsure bool
 }
 
 // JudgeStop is the pure decision. ds and getErr are the result of reading the
@@ -38,17 +41,19 @@ type StopVerdict struct {
 func JudgeStop(ds *appsv1.DaemonSet, getErr error, node *corev1.Node) StopVerdict {
 	switch {
 	case apierrors.IsNotFound(getErr):
-		return StopVerdict{true, "the agent DaemonSet is gone"}
+		return StopVerdict{true, "the agent DaemonSet is gone", false}
 	case apierrors.IsUnauthorized(getErr):
-		return StopVerdict{true, "the agent's ServiceAccount token is no longer accepted (ServiceAccount deleted)"}
+		return StopVerdict{true, "the agent's ServiceAccount token is no longer accepted (ServiceAccount deleted)", false}
 	case getErr != nil:
-		return StopVerdict{false, fmt.Sprintf("cannot tell an uninstall from a restart (%v): rules kept; run 'vip-allocator agent cleanup' on the node if it was an uninstall", getErr)}
+		// Forbidden is what an uninstall looks like for up to 10 s: the agent's
+		// Role is gone while the API server still accepts its cached token.
+		return StopVerdict{false, fmt.Sprintf("cannot tell an uninstall from a restart (%v): rules kept; run 'vip-allocator agent cleanup' on the node if it was an uninstall", getErr), true}
 	case ds.DeletionTimestamp != nil:
-		return StopVerdict{true, "the agent DaemonSet is being deleted"}
+		return StopVerdict{true, "the agent DaemonSet is being deleted", false}
 	case node != nil && !labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector).Matches(labels.Set(node.Labels)):
-		return StopVerdict{true, fmt.Sprintf("the agent DaemonSet no longer runs on node %s (node selector %s)", node.Name, labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector))}
+		return StopVerdict{true, fmt.Sprintf("the agent DaemonSet no longer runs on node %s (node selector %s)", node.Name, labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector)), false}
 	default:
-		return StopVerdict{false, "the agent DaemonSet still runs here: a restart or an upgrade, rules kept"}
+		return StopVerdict{false, "the agent DaemonSet still runs here: a restart or an upgrade, rules kept", false}
 	}
 }
 
@@ -61,16 +66,38 @@ func ParseDaemonSet(s string) (types.NamespacedName, error) {
 	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
-// stopCheckTimeout bounds the questions asked on the way out: the pod's grace
-// period must still leave room for the cleanup.
-const stopCheckTimeout = 5 * time.Second
+// StopPatience is how long a stopping agent keeps asking while the answers
+// settle nothing: longer than the API server caches a token (10 s), shorter
+// than the pod's grace period (30 s), so the cleanup still fits.
+var StopPatience = 15 * time.Second
+
+const stopRetryInterval = time.Second
 
 // TeardownIfUninstalled runs cleanup when the agent of nodeName, deployed by
 // the DaemonSet daemonSet, is being uninstalled, and reports what it decided.
 // c must be a live client (not the stopped manager's cache).
 func TeardownIfUninstalled(c client.Reader, daemonSet types.NamespacedName, nodeName string, cleanup func() error) (StopVerdict, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), stopCheckTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), StopPatience)
 	defer cancel()
+	v := askOnce(ctx, c, daemonSet, nodeName)
+	for v.Unsure && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(stopRetryInterval):
+			v = askOnce(ctx, c, daemonSet, nodeName)
+		}
+	}
+	if !v.Uninstall {
+		return v, nil
+	}
+	if err := cleanup(); err != nil {
+		return v, fmt.Errorf("teardown (%s): %w", v.Why, err)
+	}
+	return v, nil
+}
+
+// askOnce reads the DaemonSet, and the node when the DaemonSet is there.
+func askOnce(ctx context.Context, c client.Reader, daemonSet types.NamespacedName, nodeName string) StopVerdict {
 	ds := &appsv1.DaemonSet{}
 	getErr := c.Get(ctx, daemonSet, ds)
 	var node *corev1.Node
@@ -81,12 +108,5 @@ func TeardownIfUninstalled(c client.Reader, daemonSet types.NamespacedName, node
 			node = n
 		}
 	}
-	v := JudgeStop(ds, getErr, node)
-	if !v.Uninstall {
-		return v, nil
-	}
-	if err := cleanup(); err != nil {
-		return v, fmt.Errorf("teardown (%s): %w", v.Why, err)
-	}
-	return v, nil
+	return JudgeStop(ds, getErr, node)
 }

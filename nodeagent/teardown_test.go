@@ -1,10 +1,12 @@
 package nodeagent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -71,6 +73,42 @@ func TestParseDaemonSet(t *testing.T) {
 		if err != nil || got.String() != want {
 			t.Errorf("%q: got %v, %v", in, got, err)
 		}
+	}
+}
+
+// flakyReader answers Forbidden a few times, then what its inner reader says:
+// an uninstall as seen while the API server still accepts a cached token.
+type flakyReader struct {
+	client.Reader
+	forbidden int
+}
+
+func (f *flakyReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if f.forbidden > 0 {
+		f.forbidden--
+		return apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "daemonsets"}, key.Name, errors.New("no Role"))
+	}
+	return f.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestTeardownAsksAgainWhileUnsure(t *testing.T) {
+	key := types.NamespacedName{Namespace: "vip-allocator-operator", Name: "vip-allocator-agent"}
+	saved := StopPatience
+	defer func() { StopPatience = saved }()
+
+	StopPatience = 10 * time.Second
+	r := &flakyReader{Reader: fake.NewClientBuilder().Build(), forbidden: 2}
+	cleaned := false
+	v, err := TeardownIfUninstalled(r, key, "n1", func() error { cleaned = true; return nil })
+	if err != nil || !v.Uninstall || !cleaned {
+		t.Fatalf("Forbidden, then NotFound: want an uninstall, got %+v cleaned=%v %v", v, cleaned, err)
+	}
+
+	StopPatience = 1500 * time.Millisecond
+	r = &flakyReader{Reader: fake.NewClientBuilder().Build(), forbidden: 100}
+	v, err = TeardownIfUninstalled(r, key, "n1", func() error { t.Fatal("cleanup on an unsure answer"); return nil })
+	if err != nil || v.Uninstall || !v.Unsure {
+		t.Fatalf("Forbidden throughout: want the rules kept, got %+v %v", v, err)
 	}
 }
 

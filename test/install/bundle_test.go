@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -36,17 +38,23 @@ const (
 // eventually retries f until it succeeds or 30 s pass.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
+	gomega.NewWithT(t).Eventually(f).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Succeed(), what)
+}
+
+// operatorPod is the pod template of the operator Deployment in objects.
+func operatorPod(t *testing.T, objects []*unstructured.Unstructured) corev1.PodSpec {
+	t.Helper()
+	for _, o := range objects {
+		if o.GetKind() == "Deployment" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			return d.Spec.Template.Spec
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
+	t.Fatal("no Deployment in the bundle")
+	return corev1.PodSpec{}
 }
 
 // TestBundleLifecycle installs deploy/bundle.yaml the documented way, runs the
@@ -191,16 +199,7 @@ func TestBundleLifecycle(t *testing.T) {
 		}
 	})
 
-	var image string
-	for _, o := range objects {
-		if o.GetKind() == "Deployment" {
-			var d appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
-				t.Fatal(err)
-			}
-			image = d.Spec.Template.Spec.Containers[0].Image
-		}
-	}
+	image := operatorPod(t, objects).Containers[0].Image
 	admin, err := client.New(c.admin, client.Options{Scheme: cmd.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -239,20 +238,12 @@ func TestBundleLifecycle(t *testing.T) {
 		if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
 			t.Fatal(err)
 		}
-		var operatorPod corev1.PodSpec
-		for _, o := range objects {
-			if o.GetKind() == "Deployment" {
-				var d appsv1.Deployment
-				_ = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)
-				operatorPod = d.Spec.Template.Spec
-			}
-		}
 		for _, tc := range []struct {
 			ns, level string
 			pod       corev1.PodSpec
 			admitted  bool
 		}{
-			{"psa-restricted", "restricted", operatorPod, true},
+			{"psa-restricted", "restricted", operatorPod(t, objects), true},
 			{"psa-baseline", "baseline", ds.Spec.Template.Spec, false},
 			{namespace, "", ds.Spec.Template.Spec, true},
 		} {
