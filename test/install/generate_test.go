@@ -213,3 +213,31 @@ func TestOLMBundle(t *testing.T) {
 		t.Fatalf("operator-sdk bundle validate: %v\n%s", err, out)
 	}
 }
+
+// openshiftAPI pins the openshift/api module whose CRD manifest of
+// SecurityContextConstraints the OpenShift bundle is checked against (read from
+// the Go module cache; nothing of it is compiled in).
+const openshiftAPI = "github.com/openshift/api@v0.0.0-20251015095338-264e80a2b6e7"
+
+func TestOpenShiftBundleIsAcceptedWithTheRealSCCSchema(t *testing.T) {
+	out, err := exec.Command("go", "mod", "download", "-json", openshiftAPI).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", openshiftAPI, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download: %s %v", out, err)
+	}
+	c := startCluster(t)
+	c.mustKubectl("create", "-f", filepath.Join(mod.Dir, "security", "v1", "zz_generated.crd-manifests", "0000_03_config-operator_01_securitycontextconstraints.crd.yaml"))
+	c.mustKubectl("wait", "--for", "condition=Established", "--timeout", "60s", "crd/securitycontextconstraints.security.openshift.io")
+	c.mustKubectl("create", "namespace", namespace)
+	created := c.mustKubectl("create", "-f", "deploy/bundle-openshift.yaml")
+	if n, want := strings.Count(created, " created"), len(readObjects(t, "deploy/bundle-openshift.yaml")); n != want {
+		t.Fatalf("%d of %d objects created:\n%s", n, want, created)
+	}
+	caps := c.mustKubectl("get", "securitycontextconstraints.security.openshift.io", "vip-allocator-agent", "-o", "jsonpath={.allowedCapabilities}")
+	if caps != `["NET_ADMIN","NET_RAW"]` {
+		t.Fatalf("SCC as stored: allowedCapabilities %s", caps)
+	}
+}
