@@ -17,7 +17,7 @@ KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
 .PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane controlplane packages clean
-.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static
+.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
 
@@ -42,12 +42,7 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
 	  diff -r $$before/api api && diff -r $$before/config config && rm -rf $$before || \
 	  { echo "generated files were stale (now regenerated): review and commit them"; exit 1; }
-	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle $$before/ && \
-	  { cp bundle.Dockerfile $$before/ 2>/dev/null || true; } && \
-	  $(MAKE) --no-print-directory bundle-yaml bundle >/dev/null 2>&1 && \
-	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && \
-	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
-	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
+	@$(MAKE) --no-print-directory verify-install-files
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	go vet ./...
 
@@ -78,6 +73,15 @@ $(K8S)/kubectl: hack/controlplane/go.mod
 	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kubectl
 $(K8S)/etcd: hack/controlplane/go.mod
 	cd hack/controlplane && go build -o $@ go.etcd.io/etcd/server/v3
+
+## verify-install-files: deploy/, bundle/ and bundle.Dockerfile are what config/ renders
+verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
+	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle $$before/ && \
+	  { cp bundle.Dockerfile $$before/ 2>/dev/null || true; } && \
+	  $(MAKE) --no-print-directory bundle-yaml bundle >/dev/null 2>&1 && \
+	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && \
+	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
+	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
 
 ## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml, deploy/admission-policies.yaml
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference

@@ -241,3 +241,45 @@ func TestOpenShiftBundleIsAcceptedWithTheRealSCCSchema(t *testing.T) {
 		t.Fatalf("SCC as stored: allowedCapabilities %s", caps)
 	}
 }
+
+// TestVerifyCatchesStaleInstallFiles runs the check 'make verify' runs on a
+// copy of the repository: clean, then after a change to config/ that the
+// committed deploy/ and bundle/ do not have.
+func TestVerifyCatchesStaleInstallFiles(t *testing.T) {
+	repo, dir := testenv.RepoRoot(), t.TempDir()
+	files, err := exec.Command("git", "-C", repo, "ls-files", "Makefile", "hack", "config", "deploy", "bundle", "bundle.Dockerfile").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Fields(string(files)) {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-p", filepath.Join(repo, f), filepath.Join(dir, f)).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	if err := os.Symlink(filepath.Join(repo, "bin"), filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	verify := func() (string, error) {
+		// -o: the tools are there; never rebuild them from the copy.
+		out, err := exec.Command("make", "-C", dir, "--no-print-directory", "verify-install-files",
+			"-o", filepath.Join(dir, "bin", "k8s", "kubectl"), "-o", filepath.Join(dir, "bin", "operator-sdk")).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify(); err != nil {
+		t.Fatalf("the committed install files are stale (run make bundle-yaml bundle): %s", out)
+	}
+	manager := filepath.Join(dir, "config", "manager", "manager.yaml")
+	data, err := os.ReadFile(manager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manager, []byte(strings.Replace(string(data), "cpu: 50m", "cpu: 60m", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := verify(); err == nil || !strings.Contains(out, "were stale relative to config/") {
+		t.Fatalf("a change to config/manager must make the check fail: %v %s", err, out)
+	}
+}
