@@ -4,14 +4,20 @@
 SHELL := /usr/bin/env bash -o pipefail
 BIN   := $(CURDIR)/bin
 K8S   := $(BIN)/k8s
-IMG   ?= vip-allocator:latest
+VERSION ?= 0.1.0
+# The operator image; the agent runs the same one. 'make bundle-yaml IMG=...' writes it into config/.
+IMG   ?= ghcr.io/paas-org/vip-allocator:$(VERSION)
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
+OPERATOR_SDK := $(BIN)/operator-sdk
+OPERATOR_SDK_VERSION := v1.33.0
+CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo docker)
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
 .PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane bench-failover controlplane packages clean
+.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
 
@@ -30,17 +36,18 @@ manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths=./nodeagent/... output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
-## verify: generated code and manifests are current, code is formatted and vetted
-verify: $(CONTROLLER_GEN)
+## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted and vetted
+verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	@before=$$(mktemp -d) && cp -r api config $$before/ && \
 	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
 	  diff -r $$before/api api && diff -r $$before/config config && rm -rf $$before || \
 	  { echo "generated files were stale (now regenerated): review and commit them"; exit 1; }
+	@$(MAKE) --no-print-directory verify-install-files
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	go vet ./...
 
 ## test: the whole suite (what CI runs); the data-path tests need root
-test: verify controlplane build packages
+test: verify bundle-validate controlplane build packages
 	go test ./... -count=1 -timeout 20m
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
@@ -66,6 +73,43 @@ $(K8S)/kubectl: hack/controlplane/go.mod
 	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kubectl
 $(K8S)/etcd: hack/controlplane/go.mod
 	cd hack/controlplane && go build -o $@ go.etcd.io/etcd/server/v3
+
+## verify-install-files: deploy/, bundle/ and bundle.Dockerfile are what config/ renders
+verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
+	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle $$before/ && \
+	  { cp bundle.Dockerfile $$before/ 2>/dev/null || true; } && \
+	  $(MAKE) --no-print-directory bundle-yaml bundle >/dev/null 2>&1 && \
+	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && \
+	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
+	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
+
+## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml, deploy/admission-policies.yaml
+## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference
+bundle-yaml: $(KUBECTL)
+	KUBECTL=$(KUBECTL) hack/bundle.sh yaml $(if $(filter command line environment,$(origin IMG)),$(IMG))
+
+## bundle: the OLM bundle (bundle/, bundle.Dockerfile) for VERSION, generated and validated by operator-sdk
+bundle: $(KUBECTL) $(OPERATOR_SDK)
+	KUBECTL=$(KUBECTL) OPERATOR_SDK=$(OPERATOR_SDK) hack/bundle.sh olm $(VERSION)
+
+## bundle-validate: operator-sdk's checks of bundle/, with the OperatorHub suite (offline)
+bundle-validate: $(OPERATOR_SDK)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+## operator-sdk: built from its module source (hack/operatorsdk pins it) into bin/
+operator-sdk: $(OPERATOR_SDK)
+$(OPERATOR_SDK): hack/operatorsdk/go.mod
+	cd hack/operatorsdk && go build -o $@ \
+	  -ldflags "-X github.com/operator-framework/operator-sdk/internal/version.Version=$(OPERATOR_SDK_VERSION) -X github.com/operator-framework/operator-sdk/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)" \
+	  github.com/operator-framework/operator-sdk/cmd/operator-sdk
+
+## build-static: the binary as the image holds it (CGO_ENABLED=0, no libc needed)
+build-static:
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/vip-allocator-static .
+
+## docker-build: the one image (Dockerfile) as IMG, with podman or docker
+docker-build:
+	$(CONTAINER_TOOL) build -t $(IMG) .
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

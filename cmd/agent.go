@@ -43,6 +43,7 @@ func runAgent(args []string) error {
 	fs.DurationVar(&l2.probePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
 	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
 	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
+	daemonSet := fs.String("daemonset", "", "namespace/name of the DaemonSet that runs this agent: on stop, remove the rules when it is gone (uninstall) and keep them otherwise (restart); empty: always keep")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +52,9 @@ func runAgent(args []string) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.NodeName == "" {
 		return errors.New("agent: --node-name is required")
+	}
+	if _, err := nodeagent.ParseDaemonSet(*daemonSet); *daemonSet != "" && err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	agent := &nodeagent.Agent{Options: o}
 	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
@@ -95,7 +99,10 @@ func runAgent(args []string) error {
 	}
 	err = mgr.Start(ctx)
 	announcer.stop()
-	return err
+	if err != nil || *daemonSet == "" {
+		return err
+	}
+	return teardownIfUninstalled(cfg, *daemonSet, o.NodeName)
 }
 
 // runAgentCleanup removes every rule and chain any agent wrote on this node.

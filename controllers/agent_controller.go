@@ -61,12 +61,18 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	if err := r.ensureMemberlistSecret(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	owner, err := r.agentOwner(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	ds := r.desired()
+	ds.OwnerReferences = []metav1.OwnerReference{owner}
 	// Server-side apply: only the fields we set are ours; defaults the API
 	// server adds do not look like drift, and an unchanged apply writes nothing.
 	if err := r.GetClient().Patch(ctx, ds, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply agent DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
+	r.labelNamespace(ctx, ds)
 	return ctrl.Result{}, nil
 }
 
@@ -118,19 +124,13 @@ func (r *AgentReconciler) desired() *appsv1.DaemonSet {
 					Containers: []corev1.Container{{
 						Name:  "agent",
 						Image: o.Image,
-						Args:  append([]string{"agent", "--node-name=$(NODE_NAME)"}, o.ExtraArgs...),
+						Args: append([]string{"agent", "--node-name=$(NODE_NAME)", "--daemonset=" + o.Namespace + "/" + AgentName},
+							o.ExtraArgs...),
 						Env: []corev1.EnvVar{
 							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 						},
-						SecurityContext: &corev1.SecurityContext{
-							Privileged:               ptr.To(false),
-							AllowPrivilegeEscalation: ptr.To(false),
-							Capabilities: &corev1.Capabilities{
-								Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
-								Drop: []corev1.Capability{"ALL"},
-							},
-						},
+						SecurityContext: agentSecurityContext(),
 						// iptables serialises writers on the host's lock file.
 						VolumeMounts: []corev1.VolumeMount{{Name: "xtables-lock", MountPath: "/run/xtables.lock"}},
 					}},

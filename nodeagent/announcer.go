@@ -78,6 +78,7 @@ var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Nam
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups;ips,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=ips/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-memberlist,namespace=vip-allocator-operator
 
 func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	if a.Settled != nil && !a.Settled() {

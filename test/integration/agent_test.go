@@ -30,7 +30,7 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 			g.Expect(pod.Tolerations).To(Equal([]corev1.Toleration{{Operator: corev1.TolerationOpExists}}))
 			c := pod.Containers[0]
 			g.Expect(c.Image).To(Equal("registry.example/vip-allocator:test"))
-			g.Expect(c.Args).To(Equal([]string{"agent", "--node-name=$(NODE_NAME)"}))
+			g.Expect(c.Args).To(Equal([]string{"agent", "--node-name=$(NODE_NAME)", "--daemonset=vip-allocator-operator/vip-allocator-agent"}))
 			g.Expect(*c.SecurityContext.Privileged).To(BeFalse())
 			g.Expect(c.SecurityContext.Capabilities.Add).To(ConsistOf(corev1.Capability("NET_ADMIN"), corev1.Capability("NET_RAW")))
 			g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Renders the install files from config/ (kustomize, as embedded in kubectl).
+#
+#   hack/bundle.sh yaml [IMAGE]   deploy/bundle.yaml, deploy/bundle-openshift.yaml and
+#                                 deploy/admission-policies.yaml; with IMAGE, first points
+#                                 config/manager (the only image reference) at it
+#   hack/bundle.sh olm VERSION    the OLM bundle: bundle/ and bundle.Dockerfile (operator-sdk)
+#
+# KUBECTL and OPERATOR_SDK name the binaries (the Makefile passes them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kubectl=${KUBECTL:-bin/k8s/kubectl}
+operator_sdk=${OPERATOR_SDK:-bin/operator-sdk}
+
+# set_image writes IMAGE (repo:tag or repo@sha256:digest) into config/manager.
+set_image() {
+  local img=$1 name ref
+  if [[ $img == *@sha256:* ]]; then
+    name=${img%@*} ref="  digest: ${img#*@}"
+  elif [[ ${img##*/} == *:* ]]; then
+    name=${img%:*} ref="  newTag: ${img##*:}"
+  else
+    echo "IMG=$img names no tag or digest: use <registry>/vip-allocator:<version>" >&2; exit 2
+  fi
+  cat > config/manager/kustomization.yaml <<KUSTOMIZATION
+resources:
+- manager.yaml
+# The only image reference: 'make bundle-yaml IMG=...' rewrites it.
+images:
+- name: vip-allocator
+  newName: $name
+$ref
+KUSTOMIZATION
+}
+
+# operator_image is the image config/ currently deploys.
+operator_image() {
+  "$kubectl" kustomize config/manager | sed -n 's/^ *image: //p' | head -1
+}
+
+header() {
+  cat <<HEADER
+# vip-allocator-operator $1 - generated from config/ by 'make bundle-yaml'; do not edit.
+# Image: $(operator_image)
+# Install:   kubectl create namespace vip-allocator-operator && kubectl create -f $2
+#            (or: kubectl apply --server-side -f $2)
+# Upgrade:   kubectl apply --server-side --force-conflicts -f $2   (the new file)
+# Uninstall: kubectl delete -f $2   (every agent removes its rules on the way out)
+HEADER
+}
+
+yaml() {
+  [[ -n ${1:-} ]] && set_image "$1"
+  mkdir -p deploy
+  { header "for Kubernetes" deploy/bundle.yaml; "$kubectl" kustomize config/default; } > deploy/bundle.yaml
+  { header "for OpenShift" deploy/bundle-openshift.yaml; "$kubectl" kustomize config/openshift; } > deploy/bundle-openshift.yaml
+  { echo "# vip-allocator admission policies, for OLM installs (an OLM bundle cannot carry them);"
+    echo "# generated from config/admission by 'make bundle-yaml'. kubectl apply -f deploy/admission-policies.yaml"
+    "$kubectl" kustomize config/admission; } > deploy/admission-policies.yaml
+}
+
+olm() {
+  local version=${1:?usage: $0 olm VERSION} img
+  img=$(operator_image)
+  rm -rf bundle
+  "$kubectl" kustomize config/manifests | sed "s|@OPERATOR_IMAGE@|$img|g" |
+    "$operator_sdk" generate bundle -q --overwrite --version "$version" --package vip-allocator-operator \
+      --extra-service-accounts vip-allocator-agent --channels stable --default-channel stable
+  local csv=bundle/manifests/vip-allocator-operator.clusterserviceversion.yaml
+  # operator-sdk lists related images only when it resolves digests (online);
+  # the one image is known, so name it. createdAt would make every run differ.
+  sed -i -e '/^    createdAt: /d' \
+    -e "/^  version: /i\\  relatedImages:\\n  - image: $img\\n    name: vip-allocator" "$csv"
+  "$operator_sdk" bundle validate ./bundle
+}
+
+case "${1:-}" in
+  yaml) yaml "${2:-}" ;;
+  olm) olm "${2:-}" ;;
+  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+esac

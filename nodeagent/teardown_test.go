@@ -1,0 +1,142 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestJudgeStop(t *testing.T) {
+	dsResource := schema.GroupResource{Group: "apps", Resource: "daemonsets"}
+	running := &appsv1.DaemonSet{}
+	edgeOnly := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"edge": "true"}}}}}
+	deleting := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{}}}
+	node := func(l map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: l}}
+	}
+	for _, tc := range []struct {
+		desc      string
+		ds        *appsv1.DaemonSet
+		err       error
+		node      *corev1.Node
+		uninstall bool
+		why       string
+	}{
+		{"DaemonSet present: a restart or upgrade", running, nil, node(nil), false, "restart"},
+		{"DaemonSet present, node unknown: keep", running, nil, nil, false, "restart"},
+		{"DaemonSet deleted", nil, apierrors.NewNotFound(dsResource, "vip-allocator-agent"), nil, true, "gone"},
+		{"DaemonSet being deleted (foreground)", deleting, nil, node(nil), true, "being deleted"},
+		{"ServiceAccount deleted: token refused", nil, apierrors.NewUnauthorized("token"), nil, true, "ServiceAccount deleted"},
+		{"RBAC refuses: unclear, keep", nil, apierrors.NewForbidden(dsResource, "vip-allocator-agent", errors.New("no")), nil, false, "agent cleanup"},
+		{"API server unreachable: unclear, keep", nil, fmt.Errorf("dial tcp: connection refused"), nil, false, "connection refused"},
+		{"API server overloaded: unclear, keep", nil, apierrors.NewServiceUnavailable("busy"), nil, false, "busy"},
+		{"node selector still matches", edgeOnly, nil, node(map[string]string{"edge": "true"}), false, "restart"},
+		{"node selector no longer matches this node", edgeOnly, nil, node(map[string]string{"edge": "false"}), true, "no longer runs on node n1"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			v := JudgeStop(tc.ds, tc.err, tc.node)
+			if v.Uninstall != tc.uninstall || !strings.Contains(v.Why, tc.why) {
+				t.Fatalf("got %+v, want uninstall=%v and a reason with %q", v, tc.uninstall, tc.why)
+			}
+		})
+	}
+}
+
+func TestParseDaemonSet(t *testing.T) {
+	for in, want := range map[string]string{
+		"vip-allocator-operator/vip-allocator-agent": "vip-allocator-operator/vip-allocator-agent",
+		"vip-allocator-agent":                        "",
+		"/vip-allocator-agent":                       "",
+		"ns/":                                        "",
+		"a/b/c":                                      "",
+	} {
+		got, err := ParseDaemonSet(in)
+		if want == "" {
+			if err == nil {
+				t.Errorf("%q: want an error, got %v", in, got)
+			}
+			continue
+		}
+		if err != nil || got.String() != want {
+			t.Errorf("%q: got %v, %v", in, got, err)
+		}
+	}
+}
+
+// flakyReader answers Forbidden a few times, then what its inner reader says:
+// an uninstall as seen while the API server still accepts a cached token.
+type flakyReader struct {
+	client.Reader
+	forbidden int
+}
+
+func (f *flakyReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if f.forbidden > 0 {
+		f.forbidden--
+		return apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "daemonsets"}, key.Name, errors.New("no Role"))
+	}
+	return f.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestTeardownAsksAgainWhileUnsure(t *testing.T) {
+	key := types.NamespacedName{Namespace: "vip-allocator-operator", Name: "vip-allocator-agent"}
+	saved := StopPatience
+	defer func() { StopPatience = saved }()
+
+	StopPatience = 10 * time.Second
+	r := &flakyReader{Reader: fake.NewClientBuilder().Build(), forbidden: 2}
+	cleaned := false
+	v, err := TeardownIfUninstalled(r, key, "n1", func() error { cleaned = true; return nil })
+	if err != nil || !v.Uninstall || !cleaned {
+		t.Fatalf("Forbidden, then NotFound: want an uninstall, got %+v cleaned=%v %v", v, cleaned, err)
+	}
+
+	StopPatience = 1500 * time.Millisecond
+	r = &flakyReader{Reader: fake.NewClientBuilder().Build(), forbidden: 100}
+	v, err = TeardownIfUninstalled(r, key, "n1", func() error { t.Fatal("cleanup on an unsure answer"); return nil })
+	if err != nil || v.Uninstall || !v.Unsure {
+		t.Fatalf("Forbidden throughout: want the rules kept, got %+v %v", v, err)
+	}
+}
+
+func TestTeardownIfUninstalledRunsCleanupOnlyOnUninstall(t *testing.T) {
+	key := types.NamespacedName{Namespace: "vip-allocator-operator", Name: "vip-allocator-agent"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	for _, tc := range []struct {
+		desc      string
+		objects   []client.Object
+		cleanErr  error
+		cleaned   bool
+		wantError bool
+	}{
+		{"restart: DaemonSet and node present", []client.Object{ds, n1}, nil, false, false},
+		{"uninstall: no DaemonSet", []client.Object{n1}, nil, true, false},
+		{"uninstall whose cleanup fails reports it", []client.Object{n1}, errors.New("iptables-restore: exit 4"), true, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithObjects(tc.objects...).Build()
+			cleaned := false
+			v, err := TeardownIfUninstalled(c, key, "n1", func() error { cleaned = true; return tc.cleanErr })
+			if cleaned != tc.cleaned || v.Uninstall != tc.cleaned || (err != nil) != tc.wantError {
+				t.Fatalf("cleaned=%v verdict=%+v err=%v", cleaned, v, err)
+			}
+			if tc.wantError && !strings.Contains(err.Error(), "teardown (the agent DaemonSet is gone)") {
+				t.Fatalf("error does not name the step: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,401 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
+)
+
+const (
+	namespace    = "vip-allocator-operator"
+	operatorUser = "system:serviceaccount:vip-allocator-operator:vip-allocator-operator"
+	agentUser    = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
+)
+
+// eventually retries f until it succeeds or 30 s pass.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	gomega.NewWithT(t).Eventually(f).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Succeed(), what)
+}
+
+// operatorPod is the pod template of the operator Deployment in objects.
+func operatorPod(t *testing.T, objects []*unstructured.Unstructured) corev1.PodSpec {
+	t.Helper()
+	for _, o := range objects {
+		if o.GetKind() == "Deployment" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			return d.Spec.Template.Spec
+		}
+	}
+	t.Fatal("no Deployment in the bundle")
+	return corev1.PodSpec{}
+}
+
+// TestBundleLifecycle installs deploy/bundle.yaml the documented way, runs the
+// operator with exactly the identity and permissions it grants, upgrades by
+// applying the file again and uninstalls by deleting it.
+func TestBundleLifecycle(t *testing.T) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	c := startCluster(t)
+	objects := readObjects(t, "deploy/bundle.yaml")
+
+	t.Run("kubectl create namespace && kubectl create -f deploy/bundle.yaml", func(t *testing.T) {
+		c.mustKubectl("create", "namespace", namespace)
+		out := c.mustKubectl("create", "-f", "deploy/bundle.yaml")
+		if got := strings.Count(out, " created"); got != len(objects) {
+			t.Fatalf("%d of %d objects created:\n%s", got, len(objects), out)
+		}
+	})
+
+	t.Run("every object is there and every CRD is Established", func(t *testing.T) {
+		var crds []string
+		for _, o := range objects {
+			c.mustKubectl("get", "-n", namespace, ref(o))
+			if o.GetKind() == "CustomResourceDefinition" {
+				crds = append(crds, ref(o))
+			}
+		}
+		if len(crds) != 4 {
+			t.Fatalf("want the 4 CRDs, the bundle has %v", crds)
+		}
+		c.mustKubectl(append([]string{"wait", "--for", "condition=Established", "--timeout", "60s"}, crds...)...)
+	})
+
+	t.Run("one image reference, the operator's", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(c.root, "deploy/bundle.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(data), "image:"); n != 1 {
+			t.Fatalf("want exactly one image reference, found %d", n)
+		}
+	})
+
+	t.Run("admission policies are active", func(t *testing.T) {
+		// jane may create VirtualIPs and IPs as far as RBAC goes: what stops her is the policy.
+		c.mustKubectl("create", "clusterrole", "jane", "--verb=create,delete", "--resource=virtualips.paas.org,ips.paas.org")
+		c.mustKubectl("create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
+		vip := "apiVersion: paas.org/v1\nkind: VirtualIP\nmetadata: {name: old, namespace: default}\nspec: {service: web, ip: 192.0.2.7}\n"
+		eventually(t, "a VirtualIP create is refused by the policy, with the way out", func() error {
+			out, err := c.kubectl(vip, "create", "-f", "-", "--as=jane")
+			if err == nil {
+				c.mustKubectl("delete", "virtualip", "-n", "default", "old")
+				return fmt.Errorf("created")
+			}
+			if !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-legacy-virtualip-create'") ||
+				!strings.Contains(out, `vip.paas.org/ips: "192.0.2.7"`) {
+				return fmt.Errorf("refused, but not by the policy: %s", out)
+			}
+			return nil
+		})
+		ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
+		eventually(t, "only the operator writes the IP ledger", func() error {
+			out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
+			if err == nil || !strings.Contains(out, "only the operator writes them") {
+				return fmt.Errorf("jane: %v %s", err, out)
+			}
+			return nil
+		})
+		if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operatorUser); err != nil {
+			t.Fatalf("the operator must write the ledger: %s", out)
+		}
+		c.mustKubectl("delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
+	})
+
+	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
+		for _, tc := range []struct {
+			who, verb, what, ns string
+			want                string
+		}{
+			{operatorUser, "list", "services", "", "yes"},
+			{operatorUser, "patch", "services --subresource=status", "", "yes"},
+			{operatorUser, "update", "services", "", "no"},
+			{operatorUser, "delete", "services", "", "no"},
+			{operatorUser, "create", "ips.paas.org", "", "yes"},
+			{operatorUser, "delete", "ips.paas.org", "", "yes"},
+			{operatorUser, "patch", "ipgroups.paas.org --subresource=status", "", "yes"},
+			{operatorUser, "delete", "ipgroups.paas.org", "", "no"},
+			{operatorUser, "create", "virtualips.paas.org", "default", "no"},
+			{operatorUser, "create", "daemonsets.apps", namespace, "yes"},
+			{operatorUser, "create", "deployments.apps", namespace, "no"},
+			{operatorUser, "create", "pods", namespace, "no"},
+			{operatorUser, "get", "secrets", namespace, "no"},
+			{operatorUser, "create", "leases.coordination.k8s.io", namespace, "yes"},
+			{operatorUser, "create", "leases.coordination.k8s.io", "default", "no"},
+			{operatorUser, "get", "serviceaccounts/vip-allocator-agent", namespace, "yes"},
+			{operatorUser, "get", "serviceaccounts/default", namespace, "no"},
+			{operatorUser, "patch", "namespaces/vip-allocator-operator", "", "yes"},
+			{operatorUser, "patch", "namespaces/default", "", "no"},
+			{operatorUser, "create", "validatingadmissionpolicies.admissionregistration.k8s.io", "", "no"},
+			{agentUser, "list", "services", "", "yes"},
+			{agentUser, "watch", "endpointslices.discovery.k8s.io", "", "yes"},
+			{agentUser, "get", "nodes", "", "yes"},
+			{agentUser, "create", "events", "default", "yes"},
+			{agentUser, "update", "services", "", "no"},
+			{agentUser, "patch", "services --subresource=status", "", "no"},
+			{agentUser, "create", "ips.paas.org", "", "no"},
+			{agentUser, "list", "ipgroups.paas.org", "", "no"},
+			{agentUser, "get", "secrets", namespace, "no"},
+			{agentUser, "get", "daemonsets.apps/vip-allocator-agent", namespace, "yes"},
+			{agentUser, "get", "daemonsets.apps/other", namespace, "no"},
+			{agentUser, "list", "daemonsets.apps", namespace, "no"},
+			{agentUser, "delete", "daemonsets.apps/vip-allocator-agent", namespace, "no"},
+		} {
+			args := append([]string{"auth", "can-i", tc.verb}, append(strings.Fields(tc.what), "--as="+tc.who)...)
+			if tc.ns != "" {
+				args = append(args, "-n", tc.ns)
+			}
+			out, _ := c.kubectl("", args...) // can-i exits 1 for "no"
+			if got := strings.TrimSpace(lastLine(out)); got != tc.want {
+				t.Errorf("%s %s %s -n %q: got %q, want %q", tc.who[strings.LastIndex(tc.who, ":")+1:], tc.verb, tc.what, tc.ns, out, tc.want)
+			}
+		}
+	})
+
+	t.Run("RBAC: the agent may use its OpenShift SCC and no other", func(t *testing.T) {
+		// kubectl auth can-i needs the resource in discovery, and this is no
+		// OpenShift: ask the authorizer directly.
+		admin, err := client.New(c.admin, client.Options{Scheme: cmd.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for scc, want := range map[string]bool{"vip-allocator-agent": true, "privileged": false, "restricted-v2": false} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: agentUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "use", Group: "security.openshift.io",
+					Resource: "securitycontextconstraints", Name: scc}}}
+			if err := admin.Create(context.Background(), sar); err != nil {
+				t.Fatal(err)
+			}
+			if sar.Status.Allowed != want {
+				t.Errorf("agent may use SCC %s: %v, want %v", scc, sar.Status.Allowed, want)
+			}
+		}
+	})
+
+	image := operatorPod(t, objects).Containers[0].Image
+	admin, err := client.New(c.admin, client.Options{Scheme: cmd.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stopOperator := c.runOperator(t, image)
+
+	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
+		eventually(t, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
+			ds := &appsv1.DaemonSet{}
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
+				return err
+			}
+			if len(ds.OwnerReferences) != 1 || ds.OwnerReferences[0].Name != controllers.AgentServiceAccount {
+				return fmt.Errorf("owners %v", ds.OwnerReferences)
+			}
+			if got := ds.Spec.Template.Spec.Containers[0].Image; got != image {
+				return fmt.Errorf("agent image %s, want the operator's %s", got, image)
+			}
+			return nil
+		})
+		eventually(t, "the namespace admits the agent", func() error {
+			ns := &corev1.Namespace{}
+			if err := admin.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+				return err
+			}
+			if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+				return fmt.Errorf("labels %v", ns.Labels)
+			}
+			return nil
+		})
+	})
+
+	t.Run("Pod Security: the operator passes restricted, the agent needs privileged and gets it only in its namespace", func(t *testing.T) {
+		ds := &appsv1.DaemonSet{}
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			ns, level string
+			pod       corev1.PodSpec
+			admitted  bool
+		}{
+			{"psa-restricted", "restricted", operatorPod(t, objects), true},
+			{"psa-baseline", "baseline", ds.Spec.Template.Spec, false},
+			{namespace, "", ds.Spec.Template.Spec, true},
+		} {
+			if tc.level != "" {
+				c.mustKubectl("create", "namespace", tc.ns)
+				c.mustKubectl("label", "namespace", tc.ns, "pod-security.kubernetes.io/enforce="+tc.level)
+				c.mustKubectl("create", "serviceaccount", "-n", tc.ns, tc.pod.ServiceAccountName)
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "psa-probe"}, Spec: tc.pod}
+			err := admin.Create(ctx, pod, client.DryRunAll)
+			if tc.admitted && err != nil {
+				t.Errorf("%s pod in %s: %v", tc.pod.ServiceAccountName, tc.ns, err)
+			}
+			if !tc.admitted && (err == nil || !strings.Contains(err.Error(), "violates PodSecurity")) {
+				t.Errorf("%s pod in %s: want a PodSecurity refusal, got %v", tc.pod.ServiceAccountName, tc.ns, err)
+			}
+		}
+	})
+
+	t.Run("a LoadBalancer Service gets an address with the bundle's permissions", func(t *testing.T) {
+		c.mustKubectl("create", "-f", "config/samples/ipgroup.yaml")
+		c.mustKubectl("create", "service", "loadbalancer", "web", "--tcp=80:8080")
+		eventually(t, "web holds 192.0.2.1", func() error {
+			out, err := c.kubectl("", "get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+			if err != nil || out != "192.0.2.1" {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
+	})
+
+	agentToken := strings.TrimSpace(c.mustKubectl("create", "token", "-n", namespace, controllers.AgentServiceAccount))
+	agentDS := types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}
+
+	t.Run("an agent that stops while installed keeps its rules", func(t *testing.T) {
+		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", func() error {
+			t.Fatal("cleanup ran on a restart")
+			return nil
+		})
+		if err != nil || verdict.Uninstall {
+			t.Fatalf("%+v %v", verdict, err)
+		}
+	})
+
+	t.Run("upgrade: kubectl apply --server-side of the new file", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(c.root, "deploy/bundle.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := strings.Replace(string(data), "image: "+image, "image: registry.example/mirror/vip-allocator:9.9.9", 1)
+		// The first server-side apply after 'kubectl create' takes the fields
+		// over from kubectl-create (the API server filled in defaults there).
+		if out, err := c.kubectl(next, "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
+			t.Fatal(out)
+		}
+		out := c.mustKubectl("get", "deployment", "-n", namespace, "vip-allocator-operator", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		if out != "registry.example/mirror/vip-allocator:9.9.9" {
+			t.Fatalf("image after the upgrade: %s", out)
+		}
+	})
+
+	stopOperator() // its Deployment goes with the bundle; here it is a process
+
+	t.Run("uninstall: kubectl delete -f deploy/bundle.yaml removes every object", func(t *testing.T) {
+		c.mustKubectl("delete", "service", "web")
+		c.mustKubectl("delete", "-f", "deploy/bundle.yaml", "--timeout=60s")
+		for _, o := range objects {
+			if out := c.mustKubectl("get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
+				t.Errorf("left behind: %s", out)
+			}
+		}
+	})
+
+	t.Run("install and uninstall with kubectl apply --server-side", func(t *testing.T) {
+		c.mustKubectl("apply", "--server-side", "-f", "deploy/bundle.yaml")
+		// Applying the same file again changes nothing and needs no force.
+		c.mustKubectl("apply", "--server-side", "-f", "deploy/bundle.yaml")
+		for _, o := range objects {
+			c.mustKubectl("get", "-n", namespace, ref(o))
+		}
+		c.mustKubectl("delete", "-f", "deploy/bundle.yaml", "--timeout=60s")
+		for _, o := range objects {
+			if out := c.mustKubectl("get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
+				t.Errorf("left behind: %s", out)
+			}
+		}
+	})
+
+	t.Run("the agent DaemonSet's only owner is gone, so the garbage collector deletes it", func(t *testing.T) {
+		ds := &appsv1.DaemonSet{}
+		if err := admin.Get(ctx, agentDS, ds); err != nil {
+			t.Fatal(err) // this control plane runs no garbage collector
+		}
+		sa := &corev1.ServiceAccount{}
+		err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ds.OwnerReferences[0].Name}, sa)
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("owner %s still exists: %v", ds.OwnerReferences[0].Name, err)
+		}
+	})
+
+	t.Run("an agent that stops after the uninstall removes its rules", func(t *testing.T) {
+		cleaned := false
+		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", func() error {
+			cleaned = true
+			return nil
+		})
+		if err != nil || !verdict.Uninstall || !cleaned {
+			t.Fatalf("verdict %+v, cleaned %v, %v", verdict, cleaned, err)
+		}
+		if !strings.Contains(verdict.Why, "ServiceAccount deleted") {
+			t.Fatalf("want the token refusal as the reason, got %q", verdict.Why)
+		}
+	})
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// tokenClient authenticates with a ServiceAccount token, as a pod does.
+func (c *cluster) tokenClient(t *testing.T, token string) client.Client {
+	cfg := &rest.Config{Host: c.base.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: c.base.CAData}}
+	cl, err := client.New(cfg, client.Options{Scheme: cmd.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// runOperator runs the operator in-process as its ServiceAccount (impersonated:
+// the RBAC is the bundle's), with leader election, deploying the agent.
+func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
+	cfg := rest.CopyConfig(c.admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	var once bool
+	stop = func() {
+		if !once {
+			once = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
