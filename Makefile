@@ -77,3 +77,9 @@ clean:
 ## (root; it works only inside network namespaces it creates and deletes)
 bench-dataplane:
 	go run ./bench/dataplane
+
+## bench-membership: how fast the agents' liveness layer declares a dead member dead, with our
+## tuned memberlist timers against memberlist's LAN defaults, members simulated on loopback
+## (SIZES=3,50 for a quick run; KILLS per size and way of dying)
+bench-membership:
+	go run ./bench/membership -sizes $${SIZES:-3,50,500,2000} -kills $${KILLS:-5}
