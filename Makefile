@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane bench-failover controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane bench-failover bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -126,3 +126,9 @@ bench-dataplane:
 ## tuned liveness timers against memberlist's LAN defaults (root)
 bench-failover: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkFailover -benchtime 1x -timeout 30m -count 1
+
+## bench-membership: how fast the agents' liveness layer declares a dead member dead, with our
+## tuned memberlist timers against memberlist's LAN defaults, members simulated on loopback
+## (SIZES=3,50 for a quick run; KILLS per size and way of dying)
+bench-membership:
+	go run ./bench/membership -sizes $${SIZES:-3,50,500,2000} -kills $${KILLS:-5}

@@ -123,6 +123,10 @@ func Start(cfg Config) (*Cluster, error) {
 	// a member without the key from joining or injecting state.
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
+	// memberlist compresses every packet with a fresh LZW writer (a 64 KiB
+	// table per packet): on a LAN that buys nothing and costs most of the
+	// CPU when changes are gossiped.
+	mc.EnableCompression = false
 	c.timers.applyTo(mc)
 	mc.Delegate = delegate{c}
 	mc.Events = delegate{c}

@@ -45,7 +45,7 @@ func TunedTimers() Timers {
 		ProbeTimeout:            100 * time.Millisecond,
 		SuspicionMult:           2,
 		SuspicionMaxTimeoutMult: 4,
-		GossipInterval:          50 * time.Millisecond,
+		GossipInterval:          100 * time.Millisecond,
 		GossipNodes:             4,
 		RetransmitMult:          4,
 		IndirectChecks:          3,
