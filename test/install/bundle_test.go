@@ -146,6 +146,8 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "create", "deployments.apps", namespace, "no"},
 			{operatorUser, "create", "pods", namespace, "no"},
 			{operatorUser, "get", "secrets", namespace, "no"},
+			{operatorUser, "create", "secrets", namespace, "yes"}, // the agents' gossip key, once
+			{operatorUser, "create", "secrets", "default", "no"},
 			{operatorUser, "create", "leases.coordination.k8s.io", namespace, "yes"},
 			{operatorUser, "create", "leases.coordination.k8s.io", "default", "no"},
 			{operatorUser, "get", "serviceaccounts/vip-allocator-agent", namespace, "yes"},
@@ -160,8 +162,14 @@ func TestBundleLifecycle(t *testing.T) {
 			{agentUser, "update", "services", "", "no"},
 			{agentUser, "patch", "services --subresource=status", "", "no"},
 			{agentUser, "create", "ips.paas.org", "", "no"},
-			{agentUser, "list", "ipgroups.paas.org", "", "no"},
+			{agentUser, "list", "ipgroups.paas.org", "", "yes"},                  // which VIPs to announce, and how
+			{agentUser, "patch", "ips.paas.org --subresource=status", "", "yes"}, // records the announcing node
+			{agentUser, "patch", "ips.paas.org", "", "no"},
+			{agentUser, "delete", "ips.paas.org", "", "no"},
+			{agentUser, "patch", "nodes", "", "yes"},                                 // publishes its interfaces
+			{agentUser, "get", "secrets/vip-allocator-memberlist", namespace, "yes"}, // the gossip key
 			{agentUser, "get", "secrets", namespace, "no"},
+			{agentUser, "get", "secrets/other", namespace, "no"},
 			{agentUser, "get", "daemonsets.apps/vip-allocator-agent", namespace, "yes"},
 			{agentUser, "get", "daemonsets.apps/other", namespace, "no"},
 			{agentUser, "list", "daemonsets.apps", namespace, "no"},
