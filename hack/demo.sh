@@ -135,8 +135,12 @@ kubectl get ipg,svc,ips.paas.org
 mac_of() { inns "$1" cat /sys/class/net/eth0/address; }
 node_of_mac() { for n in node1 node2 node3; do [[ "$(mac_of $n)" == "$1" ]] && echo "$n"; done; }
 say "who answers ARP for $vip on the LAN (arping from the client)"
-reply=$(inns client arping -c 1 -w 2 -I eth0 "$vip" | grep -io 'reply from .*\]' | head -1)
-mac=$(echo "$reply" | grep -o '\[.*\]' | tr -d '[]' | tr 'A-F' 'a-f')
+for _ in $(seq 20); do # right after start the agents may still be settling who owns what
+  reply=$(inns client arping -c 1 -w 2 -I eth0 "$vip" | grep -io 'reply from .*\]' | head -1)
+  mac=$(echo "$reply" | grep -o '\[.*\]' | tr -d '[]' | tr 'A-F' 'a-f')
+  [[ -n "$mac" && "$(node_of_mac "$mac")" == "$(announcer)" ]] && break
+  sleep 0.5
+done
 echo "$reply   → $(node_of_mac "$mac"), the owner the ledger names: $(announcer)"
 kubectl get service web -o jsonpath='{range .status.conditions[?(@.type=="vip.paas.org/Announced")]}{.type}: {.message}{"\n"}{end}'
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -115,10 +116,16 @@ func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
 }
 
 func (d *dataLab) startOperator(t testing.TB) {
-	// With a namespace the operator also creates the agents' gossip key (and a
-	// DaemonSet, which stays podless here: there is no kubelet).
-	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
-		Agent: controllers.AgentOptions{Namespace: "vip-allocator-operator", Image: "vip-allocator:e2e"}})
+	// The agents here are processes, not a DaemonSet: the operator deploys
+	// none, and the lab writes the gossip key it would create.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	if err := d.env.Admin.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vip-allocator-operator", Name: controllers.MemberlistSecret},
+		Data:       map[string][]byte{controllers.MemberlistKey: key}}); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}

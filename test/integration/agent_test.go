@@ -37,6 +37,22 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 		}).Should(Succeed())
 	})
 
+	It("gets a gossip key: a Secret of 32 random bytes the operator creates once and never rewrites", func() {
+		secret := &corev1.Secret{}
+		name := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: controllers.MemberlistSecret}
+		Eventually(func() error { return k8s.Get(context.Background(), name, secret) }).Should(Succeed())
+		gossipKey := secret.Data[controllers.MemberlistKey]
+		Expect(gossipKey).To(HaveLen(32))
+		Expect(gossipKey).NotTo(Equal(make([]byte, 32)))
+		// Reconciling again (the DaemonSet changes) keeps the key the agents use.
+		ds := &appsv1.DaemonSet{}
+		Expect(k8s.Get(context.Background(), key, ds)).To(Succeed())
+		Expect(k8s.Delete(context.Background(), ds)).To(Succeed())
+		Eventually(func(g Gomega) { getDS(g) }).Should(Succeed())
+		Expect(k8s.Get(context.Background(), name, secret)).To(Succeed())
+		Expect(secret.Data[controllers.MemberlistKey]).To(Equal(gossipKey))
+	})
+
 	It("is recreated when deleted by hand, and repaired when edited", func() {
 		ctx := context.Background()
 		ds := getDS(Default)
