@@ -1,0 +1,372 @@
+// Package migration converts legacy VirtualIPs (keepalived clone Services,
+// GroupSegmentMappings) into LoadBalancer Services served by vip-allocator,
+// one VirtualIP at a time, when it carries the annotation virtualips.paas.org/migrate.
+//
+// Every reconcile recomputes the next step from what it observes (Decide, a pure
+// function) and makes at most one write for it, so a crash between any two
+// writes is finished by the next run, and running a step twice changes nothing.
+// It never touches the allocator's memory or writes the ledger: the Service
+// controller takes the address over when the Service asks for it
+// (controllers.MigratingTo). It never deletes a Service other than the clone
+// the VirtualIP owns, and never removes the IP from the Service.
+package migration
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+)
+
+// Action is the one write a reconcile makes.
+type Action string
+
+// The actions, in the order a migration makes them.
+const (
+	ActionNone                  Action = ""
+	ActionCreateIPGroup         Action = "CreateIPGroup"
+	ActionConvertService        Action = "ConvertService"
+	ActionDeleteClone           Action = "DeleteClone"
+	ActionReleaseLoadBalancerIP Action = "ReleaseLoadBalancerIP"
+	ActionRemoveFinalizers      Action = "RemoveFinalizers"
+	ActionMarkMigrated          Action = "MarkMigrated"
+)
+
+// Actions lists every action in order (tests stop the operator after each).
+var Actions = []Action{ActionCreateIPGroup, ActionConvertService, ActionDeleteClone,
+	ActionReleaseLoadBalancerIP, ActionRemoveFinalizers, ActionMarkMigrated}
+
+// Reasons of the VirtualIP condition Migrated. Refusals first: each comes with
+// a message that names the fix, and the migration resumes once it is made.
+const (
+	ReasonNotValid          = "NotValid"
+	ReasonNoIP              = "NoIP"
+	ReasonServiceNotFound   = "ServiceNotFound"
+	ReasonServiceConflict   = "ServiceConflict"
+	ReasonIPInUse           = "IPInUse"
+	ReasonIPExcluded        = "IPExcluded"
+	ReasonGroupNotAllowed   = "GroupNotAllowed"
+	ReasonNoIPGroup         = "NoIPGroup"
+	ReasonIPGroupConflict   = "IPGroupConflict"
+	ReasonPreparingIPGroup  = "PreparingIPGroup"
+	ReasonConvertingService = "ConvertingService"
+	ReasonHandingOver       = "HandingOver"
+	ReasonCleaningUp        = "CleaningUp"
+	ReasonMigrated          = "Migrated"
+)
+
+// The intermediate states, as the original operator spelled them.
+const (
+	StatePreparingIPGroup  = paasv1.VirtualIPMigratingPrefix + "preparing IPGroup"
+	StateConvertingService = paasv1.VirtualIPMigratingPrefix + "converting Service"
+	StateHandingOver       = paasv1.VirtualIPMigratingPrefix + "handing over"
+	StateCleaningUp        = paasv1.VirtualIPMigratingPrefix + "cleaning up"
+)
+
+// AnnouncedCondition is the Service condition the announcer sets once a VIP is
+// announced; when a Service has it, the clone waits for it to be True.
+const AnnouncedCondition = "vip.paas.org/Announced"
+
+// CreatedFromLabel on an IPGroup names the GroupSegmentMapping it was made from.
+const CreatedFromLabel = "vip.paas.org/created-from-gsm"
+
+// Observed is what one decision needs, as read from the cluster.
+type Observed struct {
+	VIP *paasv1.VirtualIP
+	// Service is the target (spec.service); nil when it does not exist.
+	Service *corev1.Service
+	// NamespaceLabels are the labels of the VirtualIP's namespace (IPGroup selectors).
+	NamespaceLabels map[string]string
+	// Clone is the keepalived clone Service the VirtualIP owns; nil once gone.
+	Clone *corev1.Service
+	// Ledger is the IP object of the address; nil when there is none.
+	Ledger *paasv1.IP
+	Groups []paasv1.IPGroup
+	// GSM is the VirtualIP's GroupSegmentMapping (status.gsm); nil when missing.
+	GSM *paasv1.GroupSegmentMapping
+	// OwnClassOnly mirrors the operator's flag: converted Services get our class.
+	OwnClassOnly bool
+	// HandoverDelay is how long the Service must have held the IP (so every
+	// agent programs and announces it) before the keepalived path is removed.
+	HandoverDelay time.Duration
+	Now           time.Time
+}
+
+// Decision is the next step: one action (or none while waiting, blocked or
+// done) and the status that reports it.
+type Decision struct {
+	Action  Action
+	Refused bool
+	State   string
+	Reason  string
+	Message string
+	// IPGroup is the group the IP lives in (to create with ActionCreateIPGroup).
+	IPGroup *paasv1.IPGroup
+	// RequeueAfter is set while waiting on time rather than on an event.
+	RequeueAfter time.Duration
+}
+
+// Requested reports whether vip carries the migrate annotation.
+func Requested(vip *paasv1.VirtualIP) bool {
+	_, ok := vip.Annotations[paasv1.MigrateAnnotation]
+	return ok
+}
+
+// Accepted reports whether the migration of vip has started from a Valid
+// VirtualIP: later refusals set state Error, and must not read as "not Valid".
+func Accepted(vip *paasv1.VirtualIP) bool {
+	if strings.HasPrefix(vip.Status.State, paasv1.VirtualIPMigratingPrefix) || vip.Status.State == paasv1.VirtualIPMigrated {
+		return true
+	}
+	c := meta.FindStatusCondition(vip.Status.Conditions, paasv1.VirtualIPConditionMigrated)
+	return c != nil && c.Reason != ReasonNotValid
+}
+
+func refuse(reason, format string, args ...any) Decision {
+	return Decision{Refused: true, State: paasv1.VirtualIPError, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Decide computes the next step of o.VIP's migration.
+func Decide(o Observed) Decision {
+	vip := o.VIP
+	name := vip.Namespace + "/" + vip.Name
+	if vip.Status.State == paasv1.VirtualIPMigrated {
+		return Decision{State: paasv1.VirtualIPMigrated, Reason: ReasonMigrated, Message: vip.Status.Message}
+	}
+	if !Accepted(vip) && vip.Status.State != paasv1.VirtualIPValid {
+		return refuse(ReasonNotValid, "VirtualIP %s is in state %q, not Valid, so it holds no working IP to carry over; "+
+			"create Service %s as type LoadBalancer directly and delete this VirtualIP, or repair it to Valid", name, vip.Status.State, vip.Spec.Service)
+	}
+	addr, err := netip.ParseAddr(vip.Status.IP)
+	if err != nil {
+		return refuse(ReasonNoIP, "VirtualIP %s has no IP in status.ip (%q); it holds nothing to carry over: create Service %s as type LoadBalancer directly", name, vip.Status.IP, vip.Spec.Service)
+	}
+	addr = addr.Unmap()
+	svc := o.Service
+	svcName := vip.Namespace + "/" + vip.Spec.Service
+	if svc == nil || svc.DeletionTimestamp != nil {
+		return refuse(ReasonServiceNotFound, "Service %s (spec.service) does not exist; create it and the migration resumes (it gets %s)", svcName, addr)
+	}
+	if d, blocked := serviceConflict(o, addr); blocked {
+		return d
+	}
+	if l := o.Ledger; l != nil && l.Spec.Owner != nil && (l.Spec.Owner.Namespace != svc.Namespace || l.Spec.Owner.Name != svc.Name || l.Spec.Owner.UID != svc.UID) {
+		return refuse(ReasonIPInUse, "the ledger says %s is held by Service %s/%s, not by this VirtualIP; free it there (or migrate to that Service) and the migration resumes",
+			addr, l.Spec.Owner.Namespace, l.Spec.Owner.Name)
+	}
+	group, create, d, blocked := coveringGroup(o, addr)
+	if blocked {
+		return d
+	}
+	if create {
+		return Decision{Action: ActionCreateIPGroup, State: StatePreparingIPGroup, Reason: ReasonPreparingIPGroup, IPGroup: group,
+			Message: fmt.Sprintf("creating IPGroup %s from GroupSegmentMapping %s (segment %s) to hold %s", group.Name, o.GSM.Name, group.Spec.Segment, addr)}
+	}
+
+	converting := Decision{State: StateConvertingService, Reason: ReasonConvertingService,
+		Message: fmt.Sprintf("converting Service %s to type LoadBalancer with %s from IPGroup %s", svcName, addr, group.Name)}
+	holds := slices.Contains(controllers.IngressAddrs(svc), addr)
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (!holds && svc.Spec.LoadBalancerIP != addr.String() && !annotatedWith(svc, addr)) {
+		converting.Action = ActionConvertService
+		return converting
+	}
+	adopted := o.Ledger != nil && o.Ledger.Spec.Owner != nil
+	if !holds || !adopted {
+		if c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {
+			converting.Message += fmt.Sprintf("; waiting: the Service reports %s: %s", c.Reason, c.Message)
+		}
+		return converting
+	}
+
+	if o.Clone != nil {
+		handing := Decision{State: StateHandingOver, Reason: ReasonHandingOver,
+			Message: fmt.Sprintf("Service %s holds %s; the keepalived clone %s/%s goes once the new data path has carried the IP for %s",
+				svcName, addr, o.Clone.Namespace, o.Clone.Name, o.HandoverDelay)}
+		if c := meta.FindStatusCondition(svc.Status.Conditions, AnnouncedCondition); c != nil && c.Status != metav1.ConditionTrue {
+			handing.Message += fmt.Sprintf("; waiting for the announcement: %s", c.Message)
+			return handing
+		}
+		if wait := handoverLeft(svc, o.HandoverDelay, o.Now); wait > 0 {
+			handing.RequeueAfter = wait
+			return handing
+		}
+		handing.Action = ActionDeleteClone
+		return handing
+	}
+	cleaning := Decision{State: StateCleaningUp, Reason: ReasonCleaningUp,
+		Message: fmt.Sprintf("Service %s holds %s; removing spec.loadBalancerIP (unless the VirtualIP asked for the IP) and the legacy finalizers", svcName, addr)}
+	if vip.Spec.IP == "" && svc.Spec.LoadBalancerIP != "" {
+		cleaning.Action = ActionReleaseLoadBalancerIP
+		return cleaning
+	}
+	if hasLegacyFinalizers(vip) {
+		cleaning.Action = ActionRemoveFinalizers
+		return cleaning
+	}
+	return Decision{Action: ActionMarkMigrated, State: paasv1.VirtualIPMigrated, Reason: ReasonMigrated,
+		Message: fmt.Sprintf("migrated: Service %s is a LoadBalancer holding %s from IPGroup %s; this VirtualIP can be deleted", svcName, addr, group.Name)}
+}
+
+// serviceConflict refuses a target Service that cannot take the IP as it is.
+func serviceConflict(o Observed, addr netip.Addr) (Decision, bool) {
+	svc := o.Service
+	name := svc.Namespace + "/" + svc.Name
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return refuse(ReasonServiceConflict, "Service %s is of type ExternalName, which cannot hold an IP; make it a ClusterIP Service with a selector", name), true
+	}
+	for _, held := range controllers.IngressAddrs(svc) {
+		if held != addr {
+			return refuse(ReasonServiceConflict, "Service %s is already a LoadBalancer with %s, not %s; remove that address (or point spec.service at another Service) and the migration resumes", name, held, addr), true
+		}
+	}
+	if ip := svc.Spec.LoadBalancerIP; ip != "" && ip != addr.String() {
+		return refuse(ReasonServiceConflict, "Service %s asks for %s in spec.loadBalancerIP, not %s; clear it and the migration resumes", name, ip, addr), true
+	}
+	if v, ok := svc.Annotations[controllers.IPsAnnotation]; ok && !annotatedWith(svc, addr) {
+		return refuse(ReasonServiceConflict, "Service %s asks for %q in %s, which does not hold %s; remove the annotation and the migration resumes", name, v, controllers.IPsAnnotation, addr), true
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !lbclass.Handles(svc, o.OwnClassOnly) {
+		class := "none"
+		if svc.Spec.LoadBalancerClass != nil {
+			class = *svc.Spec.LoadBalancerClass
+		}
+		return refuse(ReasonServiceConflict, "Service %s is a LoadBalancer of class %s, which vip-allocator does not serve; the class cannot change, so recreate the Service as ClusterIP (without a class) and the migration resumes", name, class), true
+	}
+	return Decision{}, false
+}
+
+// coveringGroup finds the IPGroup that will hold addr: an existing one that may
+// hand it to the Service, or one to create from the GroupSegmentMapping (never
+// a second group over a segment another group already covers).
+func coveringGroup(o Observed, addr netip.Addr) (group *paasv1.IPGroup, create bool, d Decision, blocked bool) {
+	var containing, usable []string
+	var chosen *paasv1.IPGroup
+	parsed := map[string]*allocator.Group{}
+	for i := range o.Groups {
+		g, err := controllers.ParseIPGroup(&o.Groups[i])
+		if err != nil || !g.Contains(addr) {
+			continue
+		}
+		parsed[g.Name] = g
+		containing = append(containing, g.Name)
+		if g.IsExcluded(addr) {
+			continue
+		}
+		usable = append(usable, g.Name)
+		if chosen == nil || lessGroup(g, parsed[chosen.Name]) {
+			if admits(o, g) {
+				chosen = &o.Groups[i]
+			}
+		}
+	}
+	switch {
+	case chosen != nil:
+		return chosen, false, Decision{}, false
+	case len(usable) > 0:
+		return nil, false, refuse(ReasonGroupNotAllowed, "%s is in IPGroup %s, which does not admit Service %s/%s (namespaceSelector, serviceSelector or the vip.paas.org/ipgroup annotation); change the selectors or the annotation and the migration resumes",
+			addr, strings.Join(usable, ", "), o.Service.Namespace, o.Service.Name), true
+	case len(containing) > 0:
+		return nil, false, refuse(ReasonIPExcluded, "%s is excluded from IPGroup %s (spec.excludedIPs); remove it from excludedIPs and the migration resumes", addr, strings.Join(containing, ", ")), true
+	}
+	if o.GSM == nil {
+		gsm := o.VIP.Status.GSM
+		return nil, false, refuse(ReasonNoIPGroup, "%s is in no IPGroup and GroupSegmentMapping %q (status.gsm) does not exist to build one from; create an IPGroup whose segment holds %s and the migration resumes", addr, gsm, addr), true
+	}
+	g, err := ipGroupFromGSM(o.GSM)
+	if err != nil {
+		return nil, false, refuse(ReasonNoIPGroup, "%s is in no IPGroup and GroupSegmentMapping %s cannot become one: %s; create an IPGroup whose segment holds %s and the migration resumes", addr, o.GSM.Name, err, addr), true
+	}
+	segment := netip.MustParsePrefix(g.Spec.Segment)
+	if !segment.Contains(addr) {
+		return nil, false, refuse(ReasonNoIPGroup, "%s is in no IPGroup and outside the segment %s of GroupSegmentMapping %s; create an IPGroup whose segment holds %s and the migration resumes", addr, segment, o.GSM.Name, addr), true
+	}
+	for _, other := range o.Groups {
+		p, err := netip.ParsePrefix(other.Spec.Segment)
+		if other.Name == g.Name || (err == nil && p.Overlaps(segment)) {
+			return nil, false, refuse(ReasonIPGroupConflict, "%s is in no IPGroup, and the IPGroup to make from GroupSegmentMapping %s (%s) would clash with IPGroup %s (%s); widen that group to hold %s and the migration resumes",
+				addr, o.GSM.Name, segment, other.Name, other.Spec.Segment, addr), true
+		}
+	}
+	if !admits(o, mustParse(g)) {
+		return nil, false, refuse(ReasonGroupNotAllowed, "Service %s/%s names IPGroup %s in vip.paas.org/ipgroup, but %s will be in IPGroup %s; remove the annotation and the migration resumes",
+			o.Service.Namespace, o.Service.Name, o.Service.Annotations[controllers.IPGroupAnnotation], addr, g.Name), true
+	}
+	return g, true, Decision{}, false
+}
+
+// ipGroupFromGSM is the IPGroup equivalent of a GroupSegmentMapping: same name,
+// segment and exclusions. It hands out nothing to other Services by itself
+// (autoAssign false): migrating must not change where new Services get IPs.
+func ipGroupFromGSM(gsm *paasv1.GroupSegmentMapping) (*paasv1.IPGroup, error) {
+	segment, err := netip.ParsePrefix(gsm.Spec.Segment)
+	if err != nil {
+		return nil, fmt.Errorf("segment %q is not a CIDR", gsm.Spec.Segment)
+	}
+	g := &paasv1.IPGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: gsm.Name, Labels: map[string]string{CreatedFromLabel: gsm.Name}},
+		Spec: paasv1.IPGroupSpec{Segment: segment.Masked().String(), ExcludedIPs: slices.Clone(gsm.Spec.ExcludedIPs),
+			AutoAssign: new(bool)},
+	}
+	if _, err := controllers.ParseIPGroup(g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func mustParse(g *paasv1.IPGroup) *allocator.Group {
+	p, err := controllers.ParseIPGroup(g)
+	if err != nil {
+		panic(err) // ipGroupFromGSM parsed it already
+	}
+	return p
+}
+
+// admits reports whether g may hand its address to the target Service, as the
+// allocator will judge it.
+func admits(o Observed, g *allocator.Group) bool {
+	if named := controllers.SplitList(o.Service.Annotations[controllers.IPGroupAnnotation]); len(named) > 0 && !slices.Contains(named, g.Name) {
+		return false
+	}
+	return g.Admits == nil || g.Admits(o.NamespaceLabels, o.Service.Labels)
+}
+
+func lessGroup(x, y *allocator.Group) bool {
+	return x.Priority < y.Priority || (x.Priority == y.Priority && x.Name < y.Name)
+}
+
+// handoverLeft is how much longer the clone must stay: the Service must have
+// held the IP (its IPAllocated condition True) for delay.
+func handoverLeft(svc *corev1.Service, delay time.Duration, now time.Time) time.Duration {
+	c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionIPAllocated)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return delay
+	}
+	return c.LastTransitionTime.Add(delay).Sub(now)
+}
+
+func hasLegacyFinalizers(vip *paasv1.VirtualIP) bool {
+	return slices.ContainsFunc(vip.Finalizers, isLegacyFinalizer)
+}
+
+func isLegacyFinalizer(f string) bool {
+	return f == paasv1.VirtualIPIPFinalizer || f == paasv1.VirtualIPServiceFinalizer
+}
+
+func annotatedWith(svc *corev1.Service, addr netip.Addr) bool {
+	for _, s := range controllers.SplitList(svc.Annotations[controllers.IPsAnnotation]) {
+		if a, err := netip.ParseAddr(s); err == nil && a.Unmap() == addr {
+			return true
+		}
+	}
+	return false
+}
