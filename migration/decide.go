@@ -145,11 +145,11 @@ func Decide(o Observed) Decision {
 	}
 	if !Accepted(vip) && vip.Status.State != paasv1.VirtualIPValid {
 		return refuse(ReasonNotValid, "VirtualIP %s is in state %q, not Valid, so it holds no working IP to carry over; "+
-			"create Service %s as type LoadBalancer directly and delete this VirtualIP, or repair it to Valid", name, vip.Status.State, vip.Spec.Service)
+			"create Service %s/%s as type LoadBalancer directly and delete this VirtualIP, or repair it to Valid", name, vip.Status.State, vip.Namespace, vip.Spec.Service)
 	}
 	addr, err := netip.ParseAddr(vip.Status.IP)
 	if err != nil {
-		return refuse(ReasonNoIP, "VirtualIP %s has no IP in status.ip (%q); it holds nothing to carry over: create Service %s as type LoadBalancer directly", name, vip.Status.IP, vip.Spec.Service)
+		return refuse(ReasonNoIP, "VirtualIP %s has no IP in status.ip (%q); it holds nothing to carry over: create Service %s/%s as type LoadBalancer directly", name, vip.Status.IP, vip.Namespace, vip.Spec.Service)
 	}
 	addr = addr.Unmap()
 	svc := o.Service

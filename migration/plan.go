@@ -88,7 +88,10 @@ func describe(d Decision) string {
 	case ActionCreateIPGroup:
 		return fmt.Sprintf("create IPGroup %s (segment %s, %d excluded, autoAssign false)", d.IPGroup.Name, d.IPGroup.Spec.Segment, len(d.IPGroup.Spec.ExcludedIPs))
 	case ActionNone:
-		return "wait: " + d.Message
+		if d.Reason == ReasonHandingOver {
+			return "wait: the Service holds the IP; the new data path carries it for the hand-over delay, the keepalived clone still answers"
+		}
+		return "wait: the operator gives the Service the IP and relabels the ledger object (ipgroup=<group>, owned by the Service)"
 	}
 	return fmt.Sprintf("%s: %s", d.Action, d.Message)
 }

@@ -78,6 +78,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	d := Decide(observed)
 	if err := r.act(ctx, observed, d); err != nil {
+		if apierrors.IsConflict(err) {
+			// Decided on a cache older than the object: the watch event of the
+			// newer version (or this requeue) decides again, no alarm needed.
+			return ctrl.Result{Requeue: true}, nil
+		}
 		return r.ManageError(ctx, vip, fmt.Errorf("%s %s: %w", d.Action, req.NamespacedName, err))
 	}
 	if hook := r.Options.AfterAction; hook != nil && d.Action != ActionNone {
