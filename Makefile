@@ -11,7 +11,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane controlplane packages clean
 
 all: build
 
@@ -72,6 +72,10 @@ $(CONTROLLER_GEN):
 
 clean:
 	rm -rf $(BIN)
+
+## bench-migrate: 300 and 1,000 legacy VirtualIPs migrated at once against the bare writes (N=300,1000)
+bench-migrate: build controlplane
+	go run ./bench/migrate -n $${N:-300,1000}
 
 ## bench-dataplane: the iptables data plane at 1,000 and 10,000 Services against one call per rule
 ## (root; it works only inside network namespaces it creates and deletes)

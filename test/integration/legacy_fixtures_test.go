@@ -8,16 +8,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // legacyVIP describes one VirtualIP as the original operator left it.
@@ -43,75 +40,20 @@ func createGSM(name, segment string, excluded ...string) {
 }
 
 // allowVirtualIPCreation lifts the deny-create admission policy while f builds
-// fixtures (the legacy objects predate it in a real cluster), and restores it
-// even when f fails.
+// fixtures, and restores it even when f fails.
 func allowVirtualIPCreation(f func()) {
-	ctx := context.Background()
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Name: "vip-allocator-virtualip-deprecated"}, binding)).To(Succeed())
-	Expect(k8s.Delete(ctx, binding)).To(Succeed())
-	Eventually(func() error { return k8s.Create(ctx, probeVIP(), client.DryRunAll) }).Should(Succeed())
-	defer func() {
-		restored := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: binding.Name}, Spec: binding.Spec}
-		Expect(k8s.Create(ctx, restored)).To(Succeed())
-		Eventually(func() bool { return apierrors.IsForbidden(k8s.Create(ctx, probeVIP(), client.DryRunAll)) }).Should(BeTrue())
-	}()
+	restore, err := testenv.AllowVirtualIPCreation(context.Background(), k8s)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { Expect(restore()).To(Succeed()) }()
 	f()
 }
 
-func probeVIP() *paasv1.VirtualIP {
-	return &paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "probe"}, Spec: paasv1.VirtualIPSpec{Service: "probe"}}
-}
-
 // createLegacy builds the legacy state of one VirtualIP exactly as the
-// original left it: the target Service (ClusterIP), the VirtualIP with its
-// finalizers and Valid status, the keepalived clone Service owned by it, and
-// the ledger IP object labelled with the GSM. Call inside allowVirtualIPCreation.
+// original left it (testenv.CreateLegacy). Call inside allowVirtualIPCreation.
 func createLegacy(l legacyVIP) *paasv1.VirtualIP {
-	ctx := context.Background()
-	if !l.noService {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.service},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: map[string]string{"app": l.service},
-				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
-		Expect(k8s.Create(ctx, svc)).To(Succeed())
-	}
-	vip := &paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.name,
-		Finalizers: []string{paasv1.VirtualIPIPFinalizer, paasv1.VirtualIPServiceFinalizer}},
-		Spec: paasv1.VirtualIPSpec{Service: l.service}}
-	if l.specIP {
-		vip.Spec.IP = l.ip
-	}
-	if l.migrate {
-		vip.Annotations = map[string]string{paasv1.MigrateAnnotation: ""}
-	}
-	Expect(k8s.Create(ctx, vip)).To(Succeed())
-	clone := l.name + paasv1.CloneServiceSuffix
-	// Retried: an annotated VirtualIP may get the operator's verdict first.
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(vip), vip); err != nil {
-			return err
-		}
-		vip.Status.State, vip.Status.IP, vip.Status.Service, vip.Status.ClonedService = l.state, l.ip, l.service, clone
-		vip.Status.GSM, vip.Status.KeepalivedGroup = l.gsm, "keepalived/"+l.gsm
-		if vip.Status.State == "" {
-			vip.Status.State = paasv1.VirtualIPValid
-		}
-		return k8s.Status().Update(ctx, vip)
-	})).To(Succeed())
-	Expect(k8s.Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clone,
-			Annotations: map[string]string{paasv1.KeepalivedGroupAnnotation: "keepalived/" + l.gsm},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: paasv1.GroupVersion.String(), Kind: "VirtualIP",
-				Name: vip.Name, UID: vip.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ExternalIPs: []string{l.ip}, Selector: map[string]string{"app": l.service},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	})).To(Succeed())
-	// The ledger is written by the operator's identity only (admission policy),
-	// as the original operator wrote it.
-	ledger := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(netip.MustParseAddr(l.ip)),
-		Labels:      map[string]string{paasv1.LegacyGSMLabel: l.gsm},
-		Annotations: map[string]string{paasv1.OwnerAnnotation: l.ns + "/" + l.name}}}
-	Expect(env.Operator.Create(ctx, ledger)).To(Succeed())
+	vip, err := testenv.CreateLegacy(context.Background(), k8s, env.Operator, testenv.LegacyVIP{Namespace: l.ns, Name: l.name,
+		Service: l.service, IP: l.ip, GSM: l.gsm, State: l.state, SpecIP: l.specIP, NoService: l.noService, Migrate: l.migrate})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	DeferCleanup(func() { deleteLegacy(l) })
 	return vip
 }
