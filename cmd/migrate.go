@@ -14,8 +14,10 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/migration"
@@ -47,9 +49,12 @@ func runMigrate(args []string) error {
 	fs.StringVar(&o.Namespace, "namespace", "", "only the VirtualIPs of this namespace; empty: all")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "as the operator's flag")
 	fs.DurationVar(&o.HandoverDelay, "migration-handover-delay", migration.DefaultHandoverDelay, "as the operator's flag")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	loading := clientcmd.NewDefaultClientConfigLoadingRules()
 	loading.ExplicitPath = o.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, nil).ClientConfig()

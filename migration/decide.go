@@ -122,6 +122,14 @@ func Requested(vip *paasv1.VirtualIP) bool {
 	return ok
 }
 
+// LegacyARPExpected reports whether the old keepalived node may still answer
+// ARP for vip's address next to the new announcer: from the annotation until
+// Migrated (keepalived lets go when the clone is deleted, during the hand-over).
+// The layer-2 split-brain detector must not raise an alarm for such an address.
+func LegacyARPExpected(vip *paasv1.VirtualIP) bool {
+	return Requested(vip) && vip.Status.State != paasv1.VirtualIPMigrated
+}
+
 // Accepted reports whether the migration of vip has started from a Valid
 // VirtualIP: later refusals set state Error, and must not read as "not Valid".
 func Accepted(vip *paasv1.VirtualIP) bool {

@@ -220,3 +220,27 @@ func TestPlanListsEveryStep(t *testing.T) {
 		t.Fatal("PlanFor must not change what it was given")
 	}
 }
+
+func TestLegacyARPExpected(t *testing.T) {
+	o := legacy()
+	for _, c := range []struct {
+		desc      string
+		annotated bool
+		state     string
+		want      bool
+	}{
+		{"legacy, not migrating: the new announcer does not carry it", false, paasv1.VirtualIPValid, false},
+		{"migrating", true, StateHandingOver, true},
+		{"blocked", true, paasv1.VirtualIPError, true},
+		{"migrated: keepalived let go", true, paasv1.VirtualIPMigrated, false},
+	} {
+		vip := o.VIP.DeepCopy()
+		if !c.annotated {
+			vip.Annotations = nil
+		}
+		vip.Status.State = c.state
+		if got := LegacyARPExpected(vip); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.desc, got, c.want)
+		}
+	}
+}

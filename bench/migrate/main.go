@@ -26,11 +26,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -52,6 +54,7 @@ func main() {
 	workers := flag.Int("workers", 8, "operator --workers, and the baseline's concurrency")
 	delay := flag.Duration("handover-delay", migration.DefaultHandoverDelay, "operator --migration-handover-delay, and the baseline's wait")
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard()) // the in-process "migrate all" client logs nothing worth reading here
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

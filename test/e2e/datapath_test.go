@@ -52,8 +52,8 @@ func setup(t *testing.T) *dataLab {
 		t.Fatal("the data-path tests build network namespaces and need root")
 	}
 	root := testenv.RepoRoot()
-	if _, err := os.Stat(filepath.Join(root, "bin", "vip-allocator")); err != nil {
-		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does)")
+	if _, err := os.Stat(binary(root)); err != nil {
+		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does), or point $VIP_ALLOCATOR_BIN at a build")
 	}
 	d := &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}}
 	d.addNS("sw", "client", "node1", "node2", "backend1", "backend2")
@@ -102,6 +102,14 @@ func setup(t *testing.T) *dataLab {
 	return d
 }
 
+// binary is the vip-allocator the agents run: $VIP_ALLOCATOR_BIN, or bin/vip-allocator.
+func binary(root string) string {
+	if b := os.Getenv("VIP_ALLOCATOR_BIN"); b != "" {
+		return b
+	}
+	return filepath.Join(root, "bin", "vip-allocator")
+}
+
 func (d *dataLab) startOperator(t *testing.T) {
 	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
 	if err != nil {
@@ -115,7 +123,7 @@ func (d *dataLab) startOperator(t *testing.T) {
 
 // startAgent runs a real agent process in node's namespace.
 func (d *dataLab) startAgent(t *testing.T, node string) {
-	c := exec.Command("ip", "netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
+	c := exec.Command("ip", "netns", "exec", d.ns(node), binary(d.root), "agent",
 		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	log, err := os.Create(filepath.Join(t.TempDir(), node+"-agent.log"))
@@ -478,7 +486,7 @@ func TestDataPath(t *testing.T) {
 		if _, err := d.curl(vipURL); err != nil {
 			t.Fatalf("rules must survive the agent: %v", err)
 		}
-		out, err := exec.Command("ip", "netns", "exec", d.ns("node1"), filepath.Join(d.root, "bin", "vip-allocator"), "agent", "cleanup").CombinedOutput()
+		out, err := exec.Command("ip", "netns", "exec", d.ns("node1"), binary(d.root), "agent", "cleanup").CombinedOutput()
 		if err != nil {
 			t.Fatalf("agent cleanup: %v\n%s", err, out)
 		}

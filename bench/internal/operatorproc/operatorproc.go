@@ -11,12 +11,21 @@ import (
 	"time"
 )
 
+// Binary is the vip-allocator binary the benchmarks run: $VIP_ALLOCATOR_BIN, or
+// bin/vip-allocator (what 'make build' writes).
+func Binary(root string) string {
+	if b := os.Getenv("VIP_ALLOCATOR_BIN"); b != "" {
+		return b
+	}
+	return filepath.Join(root, "bin", "vip-allocator")
+}
+
 // Start runs the operator with dir/operator.kubeconfig (its ServiceAccount),
 // no leader election, logging to dir/operator.log, and the extra flags.
 func Start(root, dir string, flags ...string) (*exec.Cmd, error) {
 	args := append([]string{"operator", "--kubeconfig", filepath.Join(dir, "operator.kubeconfig"), "--leader-elect=false",
 		"--zap-log-level", "info"}, flags...)
-	c := exec.Command(filepath.Join(root, "bin", "vip-allocator"), args...)
+	c := exec.Command(Binary(root), args...)
 	log, err := os.OpenFile(filepath.Join(dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
