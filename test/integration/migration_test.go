@@ -281,6 +281,15 @@ var _ = Describe("migration of legacy VirtualIPs", func() {
 		// Other edits stay possible during the migration.
 		Expect(patchVIP(ns, v.name, `{"metadata":{"labels":{"team":"web"}}}`)).To(Succeed())
 		Expect(getVIP(ns, v.name).Spec.Service).To(Equal("renamed"))
+
+		By("the operator may delete clones of VirtualIPs, and no other Service")
+		plain := createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}})
+		err = env.Operator.Delete(ctx, plain)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("deletes only the keepalived clone Services of VirtualIPs"))
+		clone := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pinned.name + paasv1.CloneServiceSuffix}}
+		Expect(env.Operator.Delete(ctx, clone)).To(Succeed())
 	})
 
 	It("plans without writing, and 'migrate all' annotates only what can go", func() {
