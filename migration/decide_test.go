@@ -202,7 +202,8 @@ func TestExistingGroupIsUsedNeverASecond(t *testing.T) {
 
 func TestPlanListsEveryStep(t *testing.T) {
 	p := PlanFor(legacy())
-	want := []string{"create IPGroup segment-a", "ConvertService", "wait: the operator gives", "wait: the Service holds", "DeleteClone", "ReleaseLoadBalancerIP", "RemoveFinalizers", "MarkMigrated"}
+	want := []string{"create IPGroup segment-a", "make Service shop/web type LoadBalancer", "wait: the operator gives", "wait 5s: the new data path",
+		"delete the keepalived clone", "clear spec.loadBalancerIP", "remove the legacy finalizers", "state Migrated"}
 	if p.Blocked != "" || len(p.Steps) != len(want) {
 		t.Fatalf("plan: %+v", p)
 	}

@@ -40,7 +40,7 @@ func PlanFor(o Observed) Plan {
 		if d.Action == ActionNone && d.Reason == ReasonMigrated {
 			return p
 		}
-		p.Steps = append(p.Steps, describe(d))
+		p.Steps = append(p.Steps, describe(o, d))
 		addr, _ := netip.ParseAddr(o.VIP.Status.IP)
 		switch d.Action {
 		case ActionCreateIPGroup:
@@ -83,17 +83,27 @@ func waitFor(o *Observed, d Decision, addr netip.Addr) {
 	}
 }
 
-func describe(d Decision) string {
+// describe says in one line what step d will do to o.
+func describe(o Observed, d Decision) string {
+	svc := o.VIP.Namespace + "/" + o.VIP.Spec.Service
 	switch d.Action {
 	case ActionCreateIPGroup:
 		return fmt.Sprintf("create IPGroup %s (segment %s, %d excluded, autoAssign false)", d.IPGroup.Name, d.IPGroup.Spec.Segment, len(d.IPGroup.Spec.ExcludedIPs))
-	case ActionNone:
-		if d.Reason == ReasonHandingOver {
-			return "wait: the Service holds the IP; the new data path carries it for the hand-over delay, the keepalived clone still answers"
-		}
-		return "wait: the operator gives the Service the IP and relabels the ledger object (ipgroup=<group>, owned by the Service)"
+	case ActionConvertService:
+		return fmt.Sprintf("make Service %s type LoadBalancer with spec.loadBalancerIP %s", svc, o.VIP.Status.IP)
+	case ActionDeleteClone:
+		return fmt.Sprintf("delete the keepalived clone Service %s/%s", o.Clone.Namespace, o.Clone.Name)
+	case ActionReleaseLoadBalancerIP:
+		return fmt.Sprintf("clear spec.loadBalancerIP of Service %s (it keeps %s)", svc, o.VIP.Status.IP)
+	case ActionRemoveFinalizers:
+		return "remove the legacy finalizers from the VirtualIP"
+	case ActionMarkMigrated:
+		return "state Migrated: " + d.Message
 	}
-	return fmt.Sprintf("%s: %s", d.Action, d.Message)
+	if d.Reason == ReasonHandingOver {
+		return fmt.Sprintf("wait %s: the new data path carries %s while the keepalived clone still answers", o.HandoverDelay, o.VIP.Status.IP)
+	}
+	return fmt.Sprintf("wait: the operator gives Service %s the IP and relabels the ledger object %s (ipgroup=<group>, owned by the Service)", svc, o.VIP.Status.IP)
 }
 
 func deepCopyObserved(o Observed) Observed {

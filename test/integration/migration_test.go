@@ -312,8 +312,8 @@ var _ = Describe("migration of legacy VirtualIPs", func() {
 		GinkgoWriter.Println(out.String())
 		Expect(plans).To(HaveLen(2))
 		Expect(out.String()).To(ContainSubstring("create IPGroup gsm-cli (segment 10.248.0.0/24"))
-		Expect(out.String()).To(ContainSubstring("ConvertService: converting Service " + ns + "/ready to type LoadBalancer with 10.248.0.10"))
-		Expect(out.String()).To(ContainSubstring("DeleteClone"))
+		Expect(out.String()).To(ContainSubstring("make Service " + ns + "/ready type LoadBalancer with spec.loadBalancerIP 10.248.0.10"))
+		Expect(out.String()).To(ContainSubstring("delete the keepalived clone Service " + ns + "/ready-vip-keepalived-clone"))
 		Expect(out.String()).To(ContainSubstring("BLOCKED: Service " + ns + "/nowhere (spec.service) does not exist"))
 		Expect(out.String()).To(ContainSubstring("2 VirtualIPs: 1 can migrate, 1 blocked"))
 		for _, l := range []legacyVIP{ready, blocked} {
