@@ -144,33 +144,15 @@ func refuse(reason, format string, args ...any) Decision {
 	return Decision{Refused: true, State: paasv1.VirtualIPError, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
-// Decide computes the next step of o.VIP's migration.
+// Decide computes the next step of o.VIP's migration: the refusals first, then
+// the IPGroup, then the first phase that still has something to do.
 func Decide(o Observed) Decision {
-	vip := o.VIP
-	name := vip.Namespace + "/" + vip.Name
-	if vip.Status.State == paasv1.VirtualIPMigrated {
-		return Decision{State: paasv1.VirtualIPMigrated, Reason: ReasonMigrated, Message: vip.Status.Message}
+	if o.VIP.Status.State == paasv1.VirtualIPMigrated {
+		return Decision{State: paasv1.VirtualIPMigrated, Reason: ReasonMigrated, Message: o.VIP.Status.Message}
 	}
-	if !Accepted(vip) && vip.Status.State != paasv1.VirtualIPValid {
-		return refuse(ReasonNotValid, "VirtualIP %s is in state %q, not Valid, so it holds no working IP to carry over; "+
-			"create Service %s/%s as type LoadBalancer directly and delete this VirtualIP, or repair it to Valid", name, vip.Status.State, vip.Namespace, vip.Spec.Service)
-	}
-	addr, err := netip.ParseAddr(vip.Status.IP)
-	if err != nil {
-		return refuse(ReasonNoIP, "VirtualIP %s has no IP in status.ip (%q); it holds nothing to carry over: create Service %s/%s as type LoadBalancer directly", name, vip.Status.IP, vip.Namespace, vip.Spec.Service)
-	}
-	addr = addr.Unmap()
-	svc := o.Service
-	svcName := vip.Namespace + "/" + vip.Spec.Service
-	if svc == nil || svc.DeletionTimestamp != nil {
-		return refuse(ReasonServiceNotFound, "Service %s (spec.service) does not exist; create it and the migration resumes (it gets %s)", svcName, addr)
-	}
-	if d, blocked := serviceConflict(o, addr); blocked {
+	addr, d, blocked := refusal(o)
+	if blocked {
 		return d
-	}
-	if l := o.Ledger; l != nil && l.Spec.Owner != nil && (l.Spec.Owner.Namespace != svc.Namespace || l.Spec.Owner.Name != svc.Name || l.Spec.Owner.UID != svc.UID) {
-		return refuse(ReasonIPInUse, "the ledger says %s is held by Service %s/%s, not by this VirtualIP; free it there (or migrate to that Service) and the migration resumes",
-			addr, l.Spec.Owner.Namespace, l.Spec.Owner.Name)
 	}
 	group, create, d, blocked := coveringGroup(o, addr)
 	if blocked {
@@ -180,50 +162,103 @@ func Decide(o Observed) Decision {
 		return Decision{Action: ActionCreateIPGroup, State: StatePreparingIPGroup, Reason: ReasonPreparingIPGroup, IPGroup: group,
 			Message: fmt.Sprintf("creating IPGroup %s from GroupSegmentMapping %s (segment %s) to hold %s", group.Name, o.GSM.Name, group.Spec.Segment, addr)}
 	}
-
-	converting := Decision{State: StateConvertingService, Reason: ReasonConvertingService,
-		Message: fmt.Sprintf("converting Service %s to type LoadBalancer with %s from IPGroup %s", svcName, addr, group.Name)}
-	holds := slices.Contains(controllers.IngressAddrs(svc), addr)
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (!holds && svc.Spec.LoadBalancerIP != addr.String() && !annotatedWith(svc, addr)) {
-		converting.Action = ActionConvertService
-		return converting
-	}
-	adopted := o.Ledger != nil && o.Ledger.Spec.Owner != nil
-	if !holds || !adopted {
-		if c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {
-			converting.Message += fmt.Sprintf("; waiting: the Service reports %s: %s", c.Reason, c.Message)
+	for _, phase := range []func(Observed, netip.Addr, string) (Decision, bool){convertingService, handingOver, cleaningUp} {
+		if d, busy := phase(o, addr, group.Name); busy {
+			return d
 		}
-		return converting
-	}
-
-	if o.Clone != nil {
-		handing := Decision{State: StateHandingOver, Reason: ReasonHandingOver,
-			Message: fmt.Sprintf("Service %s holds %s; the keepalived clone %s/%s goes once the new data path has carried the IP for %s",
-				svcName, addr, o.Clone.Namespace, o.Clone.Name, o.HandoverDelay)}
-		if c := meta.FindStatusCondition(svc.Status.Conditions, AnnouncedCondition); c != nil && c.Status != metav1.ConditionTrue {
-			handing.Message += fmt.Sprintf("; waiting for the announcement: %s", c.Message)
-			return handing
-		}
-		if wait := handoverLeft(svc, o.HandoverDelay, o.Now); wait > 0 {
-			handing.RequeueAfter = wait
-			return handing
-		}
-		handing.Action = ActionDeleteClone
-		return handing
-	}
-	cleaning := Decision{State: StateCleaningUp, Reason: ReasonCleaningUp,
-		Message: fmt.Sprintf("Service %s holds %s; removing spec.loadBalancerIP (unless the VirtualIP asked for the IP) and the legacy finalizers", svcName, addr)}
-	if vip.Spec.IP == "" && svc.Spec.LoadBalancerIP != "" {
-		cleaning.Action = ActionReleaseLoadBalancerIP
-		return cleaning
-	}
-	if hasLegacyFinalizers(vip) {
-		cleaning.Action = ActionRemoveFinalizers
-		return cleaning
 	}
 	return Decision{Action: ActionMarkMigrated, State: paasv1.VirtualIPMigrated, Reason: ReasonMigrated,
-		Message: fmt.Sprintf("migrated: Service %s is a LoadBalancer holding %s from IPGroup %s; this VirtualIP can be deleted", svcName, addr, group.Name)}
+		Message: fmt.Sprintf("migrated: Service %s is a LoadBalancer holding %s from IPGroup %s; this VirtualIP can be deleted", targetName(o.VIP), addr, group.Name)}
 }
+
+// refusal checks what must hold before anything is written, and returns the
+// VirtualIP's address when nothing blocks.
+func refusal(o Observed) (netip.Addr, Decision, bool) {
+	vip, svc := o.VIP, o.Service
+	name := vip.Namespace + "/" + vip.Name
+	if !Accepted(vip) && vip.Status.State != paasv1.VirtualIPValid {
+		return netip.Addr{}, refuse(ReasonNotValid, "VirtualIP %s is in state %q, not Valid, so it holds no working IP to carry over; "+
+			"create Service %s as type LoadBalancer directly and delete this VirtualIP, or repair it to Valid", name, vip.Status.State, targetName(vip)), true
+	}
+	addr, err := netip.ParseAddr(vip.Status.IP)
+	if err != nil {
+		return netip.Addr{}, refuse(ReasonNoIP, "VirtualIP %s has no IP in status.ip (%q); it holds nothing to carry over: create Service %s as type LoadBalancer directly",
+			name, vip.Status.IP, targetName(vip)), true
+	}
+	addr = addr.Unmap()
+	if svc == nil || svc.DeletionTimestamp != nil {
+		return addr, refuse(ReasonServiceNotFound, "Service %s (spec.service) does not exist; create it and the migration resumes (it gets %s)", targetName(vip), addr), true
+	}
+	if d, blocked := serviceConflict(o, addr); blocked {
+		return addr, d, true
+	}
+	if l := o.Ledger; l != nil && l.Spec.Owner != nil && (l.Spec.Owner.Namespace != svc.Namespace || l.Spec.Owner.Name != svc.Name || l.Spec.Owner.UID != svc.UID) {
+		return addr, refuse(ReasonIPInUse, "the ledger says %s is held by Service %s/%s, not by this VirtualIP; free it there (or migrate to that Service) and the migration resumes",
+			addr, l.Spec.Owner.Namespace, l.Spec.Owner.Name), true
+	}
+	return addr, Decision{}, false
+}
+
+// convertingService: the Service becomes a LoadBalancer asking for the IP, then
+// waits until the Service controller has given it the IP and adopted the ledger.
+func convertingService(o Observed, addr netip.Addr, group string) (Decision, bool) {
+	svc := o.Service
+	d := Decision{State: StateConvertingService, Reason: ReasonConvertingService,
+		Message: fmt.Sprintf("converting Service %s to type LoadBalancer with %s from IPGroup %s", targetName(o.VIP), addr, group)}
+	holds := slices.Contains(controllers.IngressAddrs(svc), addr)
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (!holds && svc.Spec.LoadBalancerIP != addr.String() && !annotatedWith(svc, addr)) {
+		d.Action = ActionConvertService
+		return d, true
+	}
+	adopted := o.Ledger != nil && o.Ledger.Spec.Owner != nil
+	if holds && adopted {
+		return Decision{}, false
+	}
+	if c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {
+		d.Message += fmt.Sprintf("; waiting: the Service reports %s: %s", c.Reason, c.Message)
+	}
+	return d, true
+}
+
+// handingOver: the keepalived clone stays until the new path has carried the
+// IP for the hand-over delay (and is announced, when the Service says so).
+func handingOver(o Observed, addr netip.Addr, _ string) (Decision, bool) {
+	if o.Clone == nil {
+		return Decision{}, false
+	}
+	d := Decision{State: StateHandingOver, Reason: ReasonHandingOver,
+		Message: fmt.Sprintf("Service %s holds %s; the keepalived clone %s/%s goes once the new data path has carried the IP for %s",
+			targetName(o.VIP), addr, o.Clone.Namespace, o.Clone.Name, o.HandoverDelay)}
+	if c := meta.FindStatusCondition(o.Service.Status.Conditions, AnnouncedCondition); c != nil && c.Status != metav1.ConditionTrue {
+		d.Message += fmt.Sprintf("; waiting for the announcement: %s", c.Message)
+		return d, true
+	}
+	if wait := handoverLeft(o.Service, o.HandoverDelay, o.Now); wait > 0 {
+		d.RequeueAfter = wait
+		return d, true
+	}
+	d.Action = ActionDeleteClone
+	return d, true
+}
+
+// cleaningUp: spec.loadBalancerIP goes (unless the VirtualIP asked for its IP),
+// then the legacy finalizers.
+func cleaningUp(o Observed, addr netip.Addr, _ string) (Decision, bool) {
+	d := Decision{State: StateCleaningUp, Reason: ReasonCleaningUp,
+		Message: fmt.Sprintf("Service %s holds %s; removing spec.loadBalancerIP (unless the VirtualIP asked for the IP) and the legacy finalizers", targetName(o.VIP), addr)}
+	switch {
+	case o.VIP.Spec.IP == "" && o.Service.Spec.LoadBalancerIP != "":
+		d.Action = ActionReleaseLoadBalancerIP
+	case hasLegacyFinalizers(o.VIP):
+		d.Action = ActionRemoveFinalizers
+	default:
+		return Decision{}, false
+	}
+	return d, true
+}
+
+// targetName is "<namespace>/<spec.service>".
+func targetName(vip *paasv1.VirtualIP) string { return vip.Namespace + "/" + vip.Spec.Service }
 
 // serviceConflict refuses a target Service that cannot take the IP as it is.
 func serviceConflict(o Observed, addr netip.Addr) (Decision, bool) {
