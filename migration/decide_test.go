@@ -245,3 +245,17 @@ func TestLegacyARPExpected(t *testing.T) {
 		}
 	}
 }
+
+func TestIPv6VirtualIP(t *testing.T) {
+	o := legacy()
+	o.VIP.Status.IP = "2001:db8:1::10"
+	o.GSM.Spec = paasv1.GroupSegmentMappingSpec{Segment: "2001:db8:1::/64", ExcludedIPs: []string{"2001:db8:1::1"}}
+	d := Decide(o)
+	if d.Action != ActionCreateIPGroup || d.IPGroup.Spec.Segment != "2001:db8:1::/64" {
+		t.Fatalf("IPv6 GSM becomes an IPv6 IPGroup: got %+v", d)
+	}
+	o.Groups = []paasv1.IPGroup{*d.IPGroup}
+	if d := Decide(o); d.Action != ActionConvertService || !strings.Contains(d.Message, "2001:db8:1::10") {
+		t.Fatalf("then the Service is converted: got %+v", d)
+	}
+}
