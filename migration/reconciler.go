@@ -85,6 +85,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return r.ManageError(ctx, vip, fmt.Errorf("%s %s: %w", d.Action, req.NamespacedName, err))
 	}
+	if d.Action != ActionNone && d.Action != ActionMarkMigrated {
+		migrationSteps.WithLabelValues(string(d.Action)).Inc()
+	}
 	if hook := r.Options.AfterAction; hook != nil && d.Action != ActionNone {
 		if err := hook(ctx, req.NamespacedName, d.Action); err != nil {
 			return ctrl.Result{}, err
@@ -217,8 +220,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, vip *paasv1.VirtualIP, d D
 	}
 	switch {
 	case d.Refused && vip.Status.Message != d.Message:
+		migrationRefusals.WithLabelValues(d.Reason).Inc()
 		r.GetRecorder().Event(vip, corev1.EventTypeWarning, EventMigrationBlocked, d.Message)
 	case d.Action == ActionMarkMigrated:
+		migrationSteps.WithLabelValues(string(d.Action)).Inc()
 		r.GetRecorder().Event(vip, corev1.EventTypeNormal, EventMigrated, d.Message)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
@@ -143,6 +144,8 @@ var _ = Describe("migration of legacy VirtualIPs", func() {
 		Expect(cond).NotTo(BeNil())
 		Expect(cond.Status).To(Equal(metav1.ConditionTrue))
 		eventuallyEvent(vip, corev1.EventTypeNormal, migration.EventMigrated, "holding 10.251.0.10")
+		Expect(counter("vip_allocator_migration_steps_total", "action", "MarkMigrated")).To(BeNumerically(">=", 1))
+		Expect(counter("vip_allocator_migration_steps_total", "action", "DeleteClone")).To(BeNumerically(">=", 1))
 		eventuallyEvent(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, corev1.EventTypeNormal, "IPMigrated", "Took over 10.251.0.10 from VirtualIP "+ns+"/web-vip")
 
 		By("a second VirtualIP of the same GSM reuses the group, and keeps spec.loadBalancerIP since it set spec.ip")
@@ -477,3 +480,22 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 		})
 	}
 })
+
+// counter reads a counter of the in-process operator's metrics registry.
+func counter(name, label, value string) float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
