@@ -79,16 +79,23 @@ func deleteLegacy(l legacyVIP) {
 // createLegacyMany builds n legacy VirtualIPs vip-i -> Service svc-i with the
 // addresses ips[i], 16 at a time.
 func createLegacyMany(ns, gsm string, ips []string) {
+	inParallel(len(ips), func(i int) {
+		createLegacy(legacyVIP{ns: ns, name: fmt.Sprintf("vip-%d", i), service: fmt.Sprintf("svc-%d", i), ip: ips[i], gsm: gsm})
+	})
+}
+
+// inParallel runs f(0..n-1), 16 at a time, and waits for all.
+func inParallel(n int, f func(i int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for i, ip := range ips {
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer GinkgoRecover()
 			defer wg.Done()
 			defer func() { <-sem }()
-			createLegacy(legacyVIP{ns: ns, name: fmt.Sprintf("vip-%d", i), service: fmt.Sprintf("svc-%d", i), ip: ip, gsm: gsm})
+			f(i)
 		}()
 	}
 	wg.Wait()
