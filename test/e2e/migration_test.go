@@ -66,14 +66,14 @@ func (d *dataLab) startCurlLoop(url string) *curlLoop {
 	l := &curlLoop{stop: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
 	go func() {
 		defer close(l.done)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
+		// Request k starts at started + k*50ms: a late wake-up (a loaded
+		// machine) starts the missed ones at once instead of dropping them.
+		for k := 1; ; k++ {
 			select {
 			case <-l.stop:
 				l.requests.Wait()
 				return
-			case <-tick.C:
+			case <-time.After(time.Until(l.started.Add(time.Duration(k) * 50 * time.Millisecond))):
 			}
 			l.requests.Add(1)
 			go func() {
