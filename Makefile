@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-dataplane bench-failover bench-membership controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -32,7 +32,7 @@ generate: $(CONTROLLER_GEN)
 ## manifests: CRDs and RBAC in config/ from the markers in api/ and controllers/
 manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...}" output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths=./nodeagent/... output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
@@ -116,6 +116,10 @@ $(CONTROLLER_GEN):
 
 clean:
 	rm -rf $(BIN)
+
+## bench-migrate: 300 and 1,000 legacy VirtualIPs migrated at once against the bare writes (N=300,1000)
+bench-migrate: build controlplane
+	go run ./bench/migrate -n $${N:-300,1000}
 
 ## bench-dataplane: the iptables data plane at 1,000 and 10,000 Services against one call per rule
 ## (root; it works only inside network namespaces it creates and deletes)

@@ -28,6 +28,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
 // OperatorOptions are the operator's flags.
@@ -46,6 +47,9 @@ type OperatorOptions struct {
 	IPMode string
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent controllers.AgentOptions
+	// Migration configures the legacy VirtualIP migration (OwnClassOnly and
+	// Workers are taken from the flags above).
+	Migration migration.Options
 }
 
 func runOperator(args []string) error {
@@ -64,6 +68,7 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
+	fs.DurationVar(&o.Migration.HandoverDelay, "migration-handover-delay", migration.DefaultHandoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")
 	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")
 	tolerations := fs.String("agent-tolerations", "", `tolerations of the agent DaemonSet as JSON, e.g. [{"key":"role","operator":"Equal","value":"edge","effect":"NoSchedule"}]; empty tolerates every taint`)
 	zapOpts := zap.Options{}
@@ -156,6 +161,11 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		if err := (&controllers.AgentReconciler{ReconcilerBase: base("vip-allocator"), Options: o.Agent}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up agent controller: %w", err)
 		}
+	}
+	migrationOptions := o.Migration
+	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(o.Workers, 1)
+	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up migration controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

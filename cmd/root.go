@@ -12,6 +12,8 @@ commands:
   operator        run the operator (IP allocation for LoadBalancer Services)
   agent           run the node agent (iptables from VIP:port to ready endpoints)
   agent cleanup   remove every rule and chain the agent ever wrote on this node
+  migrate plan    for every legacy VirtualIP, what its migration will do and what blocks it (dry run)
+  migrate all     mark every legacy VirtualIP that can migrate with virtualips.paas.org/migrate
 
 Run "vip-allocator <command> -h" for the flags of a command.`
 
@@ -25,6 +27,8 @@ func Run(args []string) error {
 		return runOperator(args[1:])
 	case "agent":
 		return runAgent(args[1:])
+	case "migrate":
+		return runMigrate(args[1:])
 	case "-h", "--help", "help":
 		fmt.Println(usage)
 		return nil

@@ -114,6 +114,11 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		return fmt.Errorf("get Namespace %s: %w", svc.Namespace, err)
 	}
 	request, requestErr := requestFor(svc, ns.Labels)
+	if requestErr == nil {
+		if err := r.adoptMigrating(ctx, svc, request); err != nil {
+			return err
+		}
+	}
 
 	var result allocation
 	for attempt := 0; ; attempt++ {

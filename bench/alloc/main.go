@@ -16,7 +16,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -36,6 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/bench/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers"
@@ -60,20 +61,11 @@ func main() {
 
 func run(n, workers int) error {
 	root := testenv.RepoRoot()
-	dir, err := os.MkdirTemp("", "vip-allocator-bench")
+	dir, down, err := operatorproc.ClusterUp(root, 17443, 13379)
 	if err != nil {
 		return err
 	}
-	cluster := func(verb string) error {
-		c := exec.Command(filepath.Join(root, "hack", "local-cluster.sh"), verb, dir)
-		c.Env = append(os.Environ(), "API_PORT=17443", "ETCD_PORT=13379")
-		c.Stdout, c.Stderr = os.Stderr, os.Stderr
-		return c.Run()
-	}
-	if err := cluster("up"); err != nil {
-		return fmt.Errorf("local control plane: %w", err)
-	}
-	defer cluster("down")
+	defer down()
 
 	admin, adminCS, err := clients(filepath.Join(dir, "kubeconfig"))
 	if err != nil {
@@ -94,12 +86,12 @@ func run(n, workers int) error {
 		return err
 	}
 	fmt.Printf("creating %d + %d pending LoadBalancer Services...\n", n, n)
-	if err := parallel(16, n, func(i int) error {
+	if err := fanout.Run(16, n, func(i int) error {
 		return admin.Create(ctx, service(baselineNS, i, ptr.To("bench.example/baseline")))
 	}); err != nil {
 		return err
 	}
-	if err := parallel(16, n, func(i int) error { return admin.Create(ctx, service(benchNS, i, nil)) }); err != nil {
+	if err := fanout.Run(16, n, func(i int) error { return admin.Create(ctx, service(benchNS, i, nil)) }); err != nil {
 		return err
 	}
 
@@ -121,13 +113,13 @@ func run(n, workers int) error {
 		return err
 	}
 	start := time.Now()
-	if err := parallel(workers, n, func(i int) error { return baselineWrites(ctx, operator, &pending.Items[i], i) }); err != nil {
+	if err := fanout.Run(workers, n, func(i int) error { return baselineWrites(ctx, operator, &pending.Items[i], i) }); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
 	<-baseWatch.allServed
 	baseline := time.Since(start)
 	start = time.Now()
-	if err := parallel(workers, n, func(i int) error { return baselineMove(ctx, operator, &pending.Items[i], i) }); err != nil {
+	if err := fanout.Run(workers, n, func(i int) error { return baselineMove(ctx, operator, &pending.Items[i], i) }); err != nil {
 		return fmt.Errorf("baseline moves: %w", err)
 	}
 	if err := baseWatch.waitAllIn(baselineTo, n, 5*time.Minute); err != nil {
@@ -141,10 +133,10 @@ func run(n, workers int) error {
 	if err := operator.List(ctx, &baseLedger); err != nil {
 		return err
 	}
-	if err := parallel(workers, len(baseLedger.Items), func(i int) error { return operator.Delete(ctx, &baseLedger.Items[i]) }); err != nil {
+	if err := fanout.Run(workers, len(baseLedger.Items), func(i int) error { return operator.Delete(ctx, &baseLedger.Items[i]) }); err != nil {
 		return fmt.Errorf("delete baseline ledger: %w", err)
 	}
-	if err := parallel(16, n, func(i int) error {
+	if err := fanout.Run(16, n, func(i int) error {
 		return admin.Delete(ctx, service(baselineNS, i, nil))
 	}); err != nil {
 		return fmt.Errorf("delete baseline Services: %w", err)
@@ -273,31 +265,11 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 }
 
 func startOperator(root, dir string, workers int) (*exec.Cmd, error) {
-	c := exec.Command(filepath.Join(root, "bin", "vip-allocator"), "operator",
-		"--kubeconfig", filepath.Join(dir, "operator.kubeconfig"), "--leader-elect=false",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probeAddr,
-		"--workers", fmt.Sprint(workers), "--zap-log-level", "info", "--pprof-bind-address", os.Getenv("PPROF"))
-	log, err := os.OpenFile(filepath.Join(dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	c.Stdout, c.Stderr = log, log
-	return c, c.Start()
+	return operatorproc.Start(root, dir, "--metrics-bind-address", "0", "--health-probe-bind-address", probeAddr,
+		"--workers", fmt.Sprint(workers), "--pprof-bind-address", os.Getenv("PPROF"))
 }
 
-func waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + probeAddr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return fmt.Errorf("operator not ready after %s", timeout)
-}
+func waitReady(timeout time.Duration) error { return operatorproc.WaitReady(probeAddr, timeout) }
 
 // ipWatch follows the bench namespace's Services with a watch, so measuring
 // costs the API server no repeated lists.
@@ -370,29 +342,4 @@ func compare(before, after map[string]string) (changed, doubled int) {
 		seen[ip] = true
 	}
 	return changed, doubled
-}
-
-// parallel runs f(0..n-1) on w goroutines and returns the first error.
-func parallel(w, n int, f func(int) error) error {
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	next := make(chan int)
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
 }

@@ -80,8 +80,8 @@ func newDataLab(t testing.TB) *dataLab {
 		t.Fatal("the data-path tests build network namespaces and need root")
 	}
 	root := testenv.RepoRoot()
-	if _, err := os.Stat(filepath.Join(root, "bin", "vip-allocator")); err != nil {
-		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does)")
+	if _, err := os.Stat(binary(root)); err != nil {
+		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does), or point $VIP_ALLOCATOR_BIN at a build")
 	}
 	return &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}}
 }
@@ -113,6 +113,14 @@ func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
 		d.addNode(t, n, ip, nil)
 	}
 	d.agentKC = writeKubeconfig(t, agentUserEnv.Config(), "https://127.0.0.1:6443")
+}
+
+// binary is the vip-allocator the agents run: $VIP_ALLOCATOR_BIN, or bin/vip-allocator.
+func binary(root string) string {
+	if b := os.Getenv("VIP_ALLOCATOR_BIN"); b != "" {
+		return b
+	}
+	return filepath.Join(root, "bin", "vip-allocator")
 }
 
 func (d *dataLab) startOperator(t testing.TB) {
@@ -149,7 +157,7 @@ func (d *dataLab) addNode(t testing.TB, name, internalIP string, labels map[stri
 
 // startAgent runs a real agent process in node's namespace.
 func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
-	args := append([]string{"netns", "exec", d.ns(node), filepath.Join(d.root, "bin", "vip-allocator"), "agent",
+	args := append([]string{"netns", "exec", d.ns(node), binary(d.root), "agent",
 		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
 	c := exec.Command("ip", args...)
@@ -513,7 +521,7 @@ func TestDataPath(t *testing.T) {
 		if _, err := d.curl(vipURL); err != nil {
 			t.Fatalf("rules must survive the agent: %v", err)
 		}
-		out, err := exec.Command("ip", "netns", "exec", d.ns("node1"), filepath.Join(d.root, "bin", "vip-allocator"), "agent", "cleanup").CombinedOutput()
+		out, err := exec.Command("ip", "netns", "exec", d.ns("node1"), binary(d.root), "agent", "cleanup").CombinedOutput()
 		if err != nil {
 			t.Fatalf("agent cleanup: %v\n%s", err, out)
 		}

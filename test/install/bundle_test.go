@@ -108,7 +108,7 @@ func TestBundleLifecycle(t *testing.T) {
 				c.mustKubectl("delete", "virtualip", "-n", "default", "old")
 				return fmt.Errorf("created")
 			}
-			if !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-legacy-virtualip-create'") ||
+			if !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-virtualip-deprecated'") ||
 				!strings.Contains(out, `vip.paas.org/ips: "192.0.2.7"`) {
 				return fmt.Errorf("refused, but not by the policy: %s", out)
 			}

@@ -312,7 +312,7 @@ var _ = Describe("legacy VirtualIPs", Ordered, func() {
 		ctx := context.Background()
 		ns := newNamespace(nil)
 		vip := &paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old-vip"}, Spec: paasv1.VirtualIPSpec{Service: "app"}}
-		Expect(k8s.Create(ctx, vip)).To(Succeed())
+		allowVirtualIPCreation(func() { Expect(k8s.Create(ctx, vip)).To(Succeed()) }) // the deny-create policy would refuse it
 		vip.Status = paasv1.VirtualIPStatus{State: "Valid", IP: "203.0.113.200", Service: "app", ClonedService: "old-vip-keepalived-clone", GSM: "gsm-a", KeepalivedGroup: "ns/kg"}
 		Expect(k8s.Status().Update(ctx, vip)).To(Succeed())
 		DeferCleanup(func() { Expect(k8s.Delete(ctx, vip)).To(Succeed()) })

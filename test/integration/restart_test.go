@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,19 +14,9 @@ import (
 
 // createServices creates n LoadBalancer Services named prefix-i, 16 at a time.
 func createServices(ns, prefix string, from, to int) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := from; i < to; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer GinkgoRecover()
-			defer wg.Done()
-			defer func() { <-sem }()
-			Expect(k8s.Create(context.Background(), lbService(ns, fmt.Sprintf("%s-%d", prefix, i)))).To(Succeed())
-		}()
-	}
-	wg.Wait()
+	inParallel(to-from, func(i int) {
+		Expect(k8s.Create(context.Background(), lbService(ns, fmt.Sprintf("%s-%d", prefix, from+i)))).To(Succeed())
+	})
 }
 
 // holdings maps each Service holding addresses to them.

@@ -24,6 +24,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -65,7 +66,8 @@ var _ = AfterSuite(func() {
 
 // operatorOptions are the flags the suite's operator runs with.
 var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 8, IPMode: "Proxy",
-	Agent: controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}}
+	Agent:     controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
+	Migration: migration.Options{HandoverDelay: 2 * time.Second}}
 
 // startOperator runs the operator's manager in-process as the operator's ServiceAccount.
 func startOperator() {

@@ -1,0 +1,70 @@
+// Package operatorproc runs, for the benchmarks, the local control plane of
+// hack/local-cluster.sh and bin/vip-allocator operator against it as a real process.
+package operatorproc
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// Binary is the vip-allocator binary the benchmarks run: $VIP_ALLOCATOR_BIN, or
+// bin/vip-allocator (what 'make build' writes).
+func Binary(root string) string {
+	if b := os.Getenv("VIP_ALLOCATOR_BIN"); b != "" {
+		return b
+	}
+	return filepath.Join(root, "bin", "vip-allocator")
+}
+
+// Start runs the operator with dir/operator.kubeconfig (its ServiceAccount),
+// no leader election, logging to dir/operator.log, and the extra flags.
+func Start(root, dir string, flags ...string) (*exec.Cmd, error) {
+	args := append([]string{"operator", "--kubeconfig", filepath.Join(dir, "operator.kubeconfig"), "--leader-elect=false",
+		"--zap-log-level", "info"}, flags...)
+	c := exec.Command(Binary(root), args...)
+	log, err := os.OpenFile(filepath.Join(dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	c.Stdout, c.Stderr = log, log
+	return c, c.Start()
+}
+
+// WaitReady polls the operator's /readyz at probeAddr (ready = allocator rebuilt).
+func WaitReady(probeAddr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + probeAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("operator not ready after %s", timeout)
+}
+
+// ClusterUp starts a local control plane (hack/local-cluster.sh) in a new
+// temporary directory on the given ports and returns the directory, which holds
+// kubeconfig (admin) and operator.kubeconfig, and the function that stops it.
+func ClusterUp(root string, apiPort, etcdPort int) (dir string, down func(), err error) {
+	dir, err = os.MkdirTemp("", "vip-allocator-bench")
+	if err != nil {
+		return "", nil, err
+	}
+	cluster := func(verb string) error {
+		c := exec.Command(filepath.Join(root, "hack", "local-cluster.sh"), verb, dir)
+		c.Env = append(os.Environ(), fmt.Sprintf("API_PORT=%d", apiPort), fmt.Sprintf("ETCD_PORT=%d", etcdPort))
+		c.Stdout, c.Stderr = os.Stderr, os.Stderr
+		return c.Run()
+	}
+	if err := cluster("up"); err != nil {
+		return "", nil, fmt.Errorf("local control plane: %w", err)
+	}
+	return dir, func() { _ = cluster("down") }, nil
+}

@@ -1,0 +1,146 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+)
+
+// EventIPMigrated is the Service Event of a hand-over from a legacy VirtualIP.
+const EventIPMigrated = "IPMigrated"
+
+// legacyKeyPrefix starts every allocator key of a legacy VirtualIP (legacyKey).
+const legacyKeyPrefix = "VirtualIP "
+
+// ParseIPGroup turns an IPGroup into the allocator's plain type, exactly as the
+// allocator sees it (the migration checks with it which group admits a Service).
+func ParseIPGroup(g *paasv1.IPGroup) (*allocator.Group, error) { return parseIPGroup(g) }
+
+// MigratingTo reports whether vip is being migrated to Service svc and still
+// holds addr: the only case where a legacy address may change hands.
+func MigratingTo(vip *paasv1.VirtualIP, svc types.NamespacedName, addr netip.Addr) bool {
+	_, annotated := vip.Annotations[paasv1.MigrateAnnotation]
+	held, err := netip.ParseAddr(vip.Status.IP)
+	return annotated && vip.Namespace == svc.Namespace && vip.Spec.Service == svc.Name &&
+		err == nil && held.Unmap() == addr && vip.Status.State != paasv1.VirtualIPMigrated
+}
+
+// adoptMigrating hands the addresses of legacy VirtualIPs that migrate to svc
+// over to svc, before the allocator is asked: in memory, and in the ledger by
+// relabelling the legacy IP object in place (an update, so the object that
+// locks the address never disappears, and its resourceVersion makes the
+// hand-over happen once). Without it, the Service that asks for its VirtualIP's
+// address would be told the address is in use by that VirtualIP.
+func (r *ServiceReconciler) adoptMigrating(ctx context.Context, svc *corev1.Service, req allocator.Request) error {
+	key := client.ObjectKeyFromObject(svc)
+	candidates := slices.Clone(req.IPs)
+	for _, addr := range ingressAddrs(svc) {
+		if !slices.Contains(candidates, addr) {
+			candidates = append(candidates, addr)
+		}
+	}
+	for _, addr := range candidates {
+		if err := r.adoptOne(ctx, svc, key, addr); err != nil {
+			return fmt.Errorf("adopt %s from its VirtualIP for %s: %w", addr, key, err)
+		}
+	}
+	return nil
+}
+
+func (r *ServiceReconciler) adoptOne(ctx context.Context, svc *corev1.Service, key types.NamespacedName, addr netip.Addr) error {
+	r.state.mu.Lock()
+	holder, held := r.state.alloc.Owner(addr)
+	r.state.mu.Unlock()
+
+	ledger := &paasv1.IP{}
+	err := r.GetClient().Get(ctx, types.NamespacedName{Name: paasv1.IPObjectName(addr)}, ledger)
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get ledger IP: %w", err)
+	}
+	found := err == nil
+	var legacyOwner string // "<namespace>/<virtualip>"
+	switch {
+	case found && ledger.Spec.Owner != nil:
+		// Already a Service's. If it is ours (relabelled before a restart or by
+		// our last reconcile), memory may still say the VirtualIP holds it.
+		if ledger.Spec.Owner.UID == svc.UID && held && strings.HasPrefix(holder, legacyKeyPrefix) {
+			r.moveHold(addr, key)
+		}
+		return nil
+	case found:
+		legacyOwner = ledger.Annotations[paasv1.OwnerAnnotation]
+	case held && strings.HasPrefix(holder, legacyKeyPrefix):
+		legacyOwner = strings.TrimPrefix(holder, legacyKeyPrefix)
+	default:
+		return nil
+	}
+	ns, name, ok := strings.Cut(legacyOwner, "/")
+	if !ok || ns != svc.Namespace {
+		return nil
+	}
+	vip := &paasv1.VirtualIP{}
+	if err := r.GetClient().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, vip); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !MigratingTo(vip, key, addr) {
+		return nil
+	}
+	if found {
+		r.state.mu.Lock()
+		if err := r.state.syncGroups(ctx, r.GetClient()); err != nil {
+			r.state.mu.Unlock()
+			return err
+		}
+		group := groupOf(r.state.alloc, addr)
+		r.state.mu.Unlock()
+		adopted := ledger.DeepCopy()
+		if adopted.Labels == nil {
+			adopted.Labels = map[string]string{}
+		}
+		delete(adopted.Labels, paasv1.LegacyGSMLabel)
+		adopted.Labels[paasv1.IPGroupLabel] = group
+		if adopted.Annotations == nil {
+			adopted.Annotations = map[string]string{}
+		}
+		adopted.Annotations[paasv1.OwnerAnnotation] = key.String()
+		adopted.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group,
+			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
+		// Update, not patch: the resourceVersion makes a stale cache fail with a
+		// conflict instead of relabelling twice.
+		if err := r.GetClient().Update(ctx, adopted, FieldOwner); err != nil {
+			if apierrors.IsConflict(err) {
+				return fmt.Errorf("relabel ledger IP %s (changed meanwhile, retrying): %w", ledger.Name, err)
+			}
+			return fmt.Errorf("relabel ledger IP %s: %w", ledger.Name, err)
+		}
+		// The cache has not shown the relabelled object yet: do not create it again.
+		r.state.ledgerCreated(ledger.Name, svc.UID)
+	}
+	r.moveHold(addr, key)
+	r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPMigrated, "Took over %s from VirtualIP %s/%s", addr, ns, name)
+	return nil
+}
+
+// moveHold makes key hold addr in memory, whoever held it.
+func (r *ServiceReconciler) moveHold(addr netip.Addr, key types.NamespacedName) {
+	r.state.mu.Lock()
+	defer r.state.mu.Unlock()
+	r.state.alloc.ReleaseAddr(addr)
+	_ = r.state.alloc.Assign(key.String(), addr)
+}
+
+// IngressAddrs reads the addresses in a Service's status, as the allocator does.
+func IngressAddrs(svc *corev1.Service) []netip.Addr { return ingressAddrs(svc) }
+
+// SplitList splits a comma-separated annotation value, as the allocator does.
+func SplitList(s string) []string { return splitList(s) }
