@@ -24,6 +24,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 )
@@ -75,7 +76,7 @@ const EventARPConflict = "ARPConflict"
 // announceRequest is the Announcer's only work item, like the data plane's.
 var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "announce"}}
 
-// +kubebuilder:rbac:groups=paas.org,resources=ipgroups;ips,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups;ips;virtualips,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=ips/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-memberlist,namespace=vip-allocator-operator
@@ -362,6 +363,11 @@ func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
 	if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(c.VIP)}, &ip); err != nil {
 		return err
 	}
+	if expected, err := a.legacyAnnouncer(ctx, c.VIP); err != nil || expected {
+		// A legacy VirtualIP migrating to this address: its keepalived node
+		// answers too until the hand-over ends. That is the plan, not a conflict.
+		return err
+	}
 	msg := fmt.Sprintf("%s answers ARP for %s on the segment of %s/%s, which announces it: another host uses the address or a second load balancer announces it; remove it there, or exclude %s from the IPGroup",
 		c.MAC, c.VIP, a.NodeName, c.Interface, c.VIP)
 	a.Recorder.Event(&ip, corev1.EventTypeWarning, EventARPConflict, msg)
@@ -373,6 +379,21 @@ func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
 	meta := metav1.Condition{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC, Message: msg}
 	setCondition(&ip.Status.Conditions, meta)
 	return a.Client.Status().Patch(ctx, &ip, patch)
+}
+
+// legacyAnnouncer reports whether a legacy VirtualIP of vip is being migrated,
+// so its keepalived node may still answer ARP for it.
+func (a *Announcer) legacyAnnouncer(ctx context.Context, vip netip.Addr) (bool, error) {
+	var legacy paasv1.VirtualIPList
+	if err := a.Client.List(ctx, &legacy); err != nil {
+		return false, fmt.Errorf("list VirtualIPs: %w", err)
+	}
+	for i := range legacy.Items {
+		if addr, err := netip.ParseAddr(legacy.Items[i].Status.IP); err == nil && addr.Unmap() == vip && migration.LegacyARPExpected(&legacy.Items[i]) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
