@@ -72,9 +72,10 @@ contexts:
 current-context: local
 KUBECONFIG
 
-  for i in $(seq 120); do
+  # Up to 2 minutes: a loaded CI machine starting several API servers at once is slow.
+  for i in $(seq 240); do
     kubectl get --raw /readyz >/dev/null 2>&1 && break
-    [[ $i == 120 ]] && { echo "kube-apiserver did not become ready; see $dir/kube-apiserver.log" >&2; exit 1; }
+    [[ $i == 240 ]] && { echo "kube-apiserver did not become ready; the end of $dir/kube-apiserver.log:" >&2; tail -20 "$dir/kube-apiserver.log" >&2; exit 1; }
     sleep 0.5
   done
   for i in $(seq 60); do kubectl get namespace default >/dev/null 2>&1 && break; sleep 0.5; done

@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +20,10 @@ func TestDemo(t *testing.T) {
 		t.Fatal("the demo builds network namespaces and needs root")
 	}
 	root := testenv.RepoRoot()
-	port := 20000 + rand.IntN(20000)
+	// Ports the kernel says are free now (etcd also takes ETCD_PORT+1).
+	api, etcd := freePort(t), freePort(t)
 	c := exec.Command(filepath.Join(root, "hack", "demo.sh"))
-	c.Env = append(os.Environ(), fmt.Sprintf("API_PORT=%d", port), fmt.Sprintf("ETCD_PORT=%d", port+2))
+	c.Env = append(os.Environ(), fmt.Sprintf("API_PORT=%d", api), fmt.Sprintf("ETCD_PORT=%d", etcd))
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("hack/demo.sh: %v\n%s", err, out)
@@ -46,4 +47,13 @@ func TestDemo(t *testing.T) {
 	if t.Failed() {
 		t.Logf("demo output:\n%s", out)
 	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

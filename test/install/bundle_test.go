@@ -136,7 +136,7 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "list", "services", "", "yes"},
 			{operatorUser, "patch", "services --subresource=status", "", "yes"},
 			{operatorUser, "update", "services", "", "no"},
-			{operatorUser, "delete", "services", "", "no"},
+			{operatorUser, "delete", "services", "", "yes"}, // migration deletes keepalived clones; an admission policy allows only those
 			{operatorUser, "create", "ips.paas.org", "", "yes"},
 			{operatorUser, "delete", "ips.paas.org", "", "yes"},
 			{operatorUser, "patch", "ipgroups.paas.org --subresource=status", "", "yes"},
