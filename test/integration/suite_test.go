@@ -34,6 +34,8 @@ var (
 	stopOp  context.CancelFunc
 	opDone  chan struct{}
 	tempDir string
+	// stopAnnouncer ends standInAnnouncer.
+	stopAnnouncer context.CancelFunc
 )
 
 func TestIntegration(t *testing.T) {
@@ -52,9 +54,15 @@ var _ = BeforeSuite(func() {
 	tempDir, err = os.MkdirTemp("", "vip-allocator-integration")
 	Expect(err).NotTo(HaveOccurred())
 	startOperator()
+	var announcerCtx context.Context
+	announcerCtx, stopAnnouncer = context.WithCancel(context.Background())
+	standInAnnouncer(announcerCtx)
 })
 
 var _ = AfterSuite(func() {
+	if stopAnnouncer != nil {
+		stopAnnouncer()
+	}
 	if stopOp != nil {
 		stopOperator()
 	}
