@@ -254,7 +254,7 @@ var _ = Describe("migration of legacy VirtualIPs", func() {
 		err := k8s.Create(ctx, &paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}, Spec: paasv1.VirtualIPSpec{Service: "x"}})
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("deprecated"))
-		Expect(err.Error()).To(ContainSubstring("use a LoadBalancer Service"))
+		Expect(err.Error()).To(ContainSubstring("use a Service of type LoadBalancer"))
 
 		By("migration can start only from Valid")
 		err = annotateMigrate(ns, broken.name)
