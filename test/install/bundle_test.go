@@ -66,8 +66,8 @@ func TestBundleLifecycle(t *testing.T) {
 	objects := readObjects(t, "deploy/bundle.yaml")
 
 	t.Run("kubectl create namespace && kubectl create -f deploy/bundle.yaml", func(t *testing.T) {
-		c.mustKubectl("create", "namespace", namespace)
-		out := c.mustKubectl("create", "-f", "deploy/bundle.yaml")
+		c.mustKubectl(t, "create", "namespace", namespace)
+		out := c.mustKubectl(t, "create", "-f", "deploy/bundle.yaml")
 		if got := strings.Count(out, " created"); got != len(objects) {
 			t.Fatalf("%d of %d objects created:\n%s", got, len(objects), out)
 		}
@@ -76,7 +76,7 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Run("every object is there and every CRD is Established", func(t *testing.T) {
 		var crds []string
 		for _, o := range objects {
-			c.mustKubectl("get", "-n", namespace, ref(o))
+			c.mustKubectl(t, "get", "-n", namespace, ref(o))
 			if o.GetKind() == "CustomResourceDefinition" {
 				crds = append(crds, ref(o))
 			}
@@ -84,7 +84,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if len(crds) != 4 {
 			t.Fatalf("want the 4 CRDs, the bundle has %v", crds)
 		}
-		c.mustKubectl(append([]string{"wait", "--for", "condition=Established", "--timeout", "60s"}, crds...)...)
+		c.mustKubectl(t, append([]string{"wait", "--for", "condition=Established", "--timeout", "60s"}, crds...)...)
 	})
 
 	t.Run("one image reference, the operator's", func(t *testing.T) {
@@ -99,13 +99,13 @@ func TestBundleLifecycle(t *testing.T) {
 
 	t.Run("admission policies are active", func(t *testing.T) {
 		// jane may create VirtualIPs and IPs as far as RBAC goes: what stops her is the policy.
-		c.mustKubectl("create", "clusterrole", "jane", "--verb=create,delete", "--resource=virtualips.paas.org,ips.paas.org")
-		c.mustKubectl("create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
+		c.mustKubectl(t, "create", "clusterrole", "jane", "--verb=create,delete", "--resource=virtualips.paas.org,ips.paas.org")
+		c.mustKubectl(t, "create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
 		vip := "apiVersion: paas.org/v1\nkind: VirtualIP\nmetadata: {name: old, namespace: default}\nspec: {service: web, ip: 192.0.2.7}\n"
 		eventually(t, "a VirtualIP create is refused by the policy, with the way out", func() error {
 			out, err := c.kubectl(vip, "create", "-f", "-", "--as=jane")
 			if err == nil {
-				c.mustKubectl("delete", "virtualip", "-n", "default", "old")
+				c.mustKubectl(t, "delete", "virtualip", "-n", "default", "old")
 				return fmt.Errorf("created")
 			}
 			if !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-virtualip-deprecated'") ||
@@ -125,7 +125,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operatorUser); err != nil {
 			t.Fatalf("the operator must write the ledger: %s", out)
 		}
-		c.mustKubectl("delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
+		c.mustKubectl(t, "delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
 	})
 
 	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
@@ -256,9 +256,9 @@ func TestBundleLifecycle(t *testing.T) {
 			{namespace, "", ds.Spec.Template.Spec, true},
 		} {
 			if tc.level != "" {
-				c.mustKubectl("create", "namespace", tc.ns)
-				c.mustKubectl("label", "namespace", tc.ns, "pod-security.kubernetes.io/enforce="+tc.level)
-				c.mustKubectl("create", "serviceaccount", "-n", tc.ns, tc.pod.ServiceAccountName)
+				c.mustKubectl(t, "create", "namespace", tc.ns)
+				c.mustKubectl(t, "label", "namespace", tc.ns, "pod-security.kubernetes.io/enforce="+tc.level)
+				c.mustKubectl(t, "create", "serviceaccount", "-n", tc.ns, tc.pod.ServiceAccountName)
 			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "psa-probe"}, Spec: tc.pod}
 			err := admin.Create(ctx, pod, client.DryRunAll)
@@ -272,8 +272,8 @@ func TestBundleLifecycle(t *testing.T) {
 	})
 
 	t.Run("a LoadBalancer Service gets an address with the bundle's permissions", func(t *testing.T) {
-		c.mustKubectl("create", "-f", "config/samples/ipgroup.yaml")
-		c.mustKubectl("create", "service", "loadbalancer", "web", "--tcp=80:8080")
+		c.mustKubectl(t, "create", "-f", "config/samples/ipgroup.yaml")
+		c.mustKubectl(t, "create", "service", "loadbalancer", "web", "--tcp=80:8080")
 		eventually(t, "web holds 192.0.2.1", func() error {
 			out, err := c.kubectl("", "get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 			if err != nil || out != "192.0.2.1" {
@@ -283,7 +283,7 @@ func TestBundleLifecycle(t *testing.T) {
 		})
 	})
 
-	agentToken := strings.TrimSpace(c.mustKubectl("create", "token", "-n", namespace, controllers.AgentServiceAccount))
+	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount))
 	agentDS := types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}
 
 	t.Run("an agent that stops while installed keeps its rules", func(t *testing.T) {
@@ -307,7 +307,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if out, err := c.kubectl(next, "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
 			t.Fatal(out)
 		}
-		out := c.mustKubectl("get", "deployment", "-n", namespace, "vip-allocator-operator", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		out := c.mustKubectl(t, "get", "deployment", "-n", namespace, "vip-allocator-operator", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 		if out != "registry.example/mirror/vip-allocator:9.9.9" {
 			t.Fatalf("image after the upgrade: %s", out)
 		}
@@ -316,25 +316,25 @@ func TestBundleLifecycle(t *testing.T) {
 	stopOperator() // its Deployment goes with the bundle; here it is a process
 
 	t.Run("uninstall: kubectl delete -f deploy/bundle.yaml removes every object", func(t *testing.T) {
-		c.mustKubectl("delete", "service", "web")
-		c.mustKubectl("delete", "-f", "deploy/bundle.yaml", "--timeout=60s")
+		c.mustKubectl(t, "delete", "service", "web")
+		c.uninstall(t, "deploy/bundle.yaml")
 		for _, o := range objects {
-			if out := c.mustKubectl("get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
+			if out := c.mustKubectl(t, "get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
 				t.Errorf("left behind: %s", out)
 			}
 		}
 	})
 
 	t.Run("install and uninstall with kubectl apply --server-side", func(t *testing.T) {
-		c.mustKubectl("apply", "--server-side", "-f", "deploy/bundle.yaml")
+		c.mustKubectl(t, "apply", "--server-side", "-f", "deploy/bundle.yaml")
 		// Applying the same file again changes nothing and needs no force.
-		c.mustKubectl("apply", "--server-side", "-f", "deploy/bundle.yaml")
+		c.mustKubectl(t, "apply", "--server-side", "-f", "deploy/bundle.yaml")
 		for _, o := range objects {
-			c.mustKubectl("get", "-n", namespace, ref(o))
+			c.mustKubectl(t, "get", "-n", namespace, ref(o))
 		}
-		c.mustKubectl("delete", "-f", "deploy/bundle.yaml", "--timeout=60s")
+		c.uninstall(t, "deploy/bundle.yaml")
 		for _, o := range objects {
-			if out := c.mustKubectl("get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
+			if out := c.mustKubectl(t, "get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
 				t.Errorf("left behind: %s", out)
 			}
 		}

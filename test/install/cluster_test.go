@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,13 +26,36 @@ import (
 
 // cluster is an empty control plane and a kubectl pointed at it as admin.
 type cluster struct {
-	t          *testing.T
 	root       string
 	kubectlBin string
 	kubeconfig string
 	base       *rest.Config
 	admin      *rest.Config
 	env        *envtest.Environment
+	apiLog     *syncBuffer // the API server's stderr, shown when an uninstall hangs
+}
+
+// syncBuffer is a bytes.Buffer the API server process and the test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// tail is the last n lines written.
+func (b *syncBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -47,6 +71,8 @@ func startCluster(t *testing.T) *cluster {
 	}
 	// No CRDs, RBAC or policies: the bundle must bring everything itself.
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: cmd.Scheme()}
+	apiLog := &syncBuffer{}
+	env.ControlPlane.GetAPIServer().Err = apiLog
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
@@ -64,7 +90,7 @@ func startCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, root: root, kubectlBin: filepath.Join(assets, "kubectl"), kubeconfig: path, base: cfg, admin: admin.Config(), env: env}
+	return &cluster{apiLog: apiLog, root: root, kubectlBin: filepath.Join(assets, "kubectl"), kubeconfig: path, base: cfg, admin: admin.Config(), env: env}
 }
 
 // kubectl runs the real kubectl; stdin, when given, is piped in.
@@ -81,13 +107,27 @@ func (c *cluster) kubectl(stdin string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-func (c *cluster) mustKubectl(args ...string) string {
-	c.t.Helper()
+// mustKubectl fails t, the (sub)test that runs it, when kubectl does.
+func (c *cluster) mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
 	out, err := c.kubectl("", args...)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return out
+}
+
+// uninstall deletes the objects of a bundle file and waits until they are gone,
+// as a user's 'kubectl delete -f' does. A CRD goes only after the API server's
+// finalizer has removed its instances (it polls every 5 s), so on a loaded
+// machine this may take a while; when it takes too long the CRDs' conditions
+// and the API server's last log lines say why.
+func (c *cluster) uninstall(t *testing.T, file string) {
+	t.Helper()
+	if _, err := c.kubectl("", "delete", "-f", file, "--timeout=3m"); err != nil {
+		crds, _ := c.kubectl("", "get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.conditions}{\"\\n\"}{end}")
+		t.Fatalf("%v\nCRDs left:\n%s\nAPI server log:\n%s", err, crds, c.apiLog.tail(60))
+	}
 }
 
 // readObjects parses a multi-document YAML file of the repository.

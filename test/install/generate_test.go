@@ -229,14 +229,14 @@ func TestOpenShiftBundleIsAcceptedWithTheRealSCCSchema(t *testing.T) {
 		t.Fatalf("go mod download: %s %v", out, err)
 	}
 	c := startCluster(t)
-	c.mustKubectl("create", "-f", filepath.Join(mod.Dir, "security", "v1", "zz_generated.crd-manifests", "0000_03_config-operator_01_securitycontextconstraints.crd.yaml"))
-	c.mustKubectl("wait", "--for", "condition=Established", "--timeout", "60s", "crd/securitycontextconstraints.security.openshift.io")
-	c.mustKubectl("create", "namespace", namespace)
-	created := c.mustKubectl("create", "-f", "deploy/bundle-openshift.yaml")
+	c.mustKubectl(t, "create", "-f", filepath.Join(mod.Dir, "security", "v1", "zz_generated.crd-manifests", "0000_03_config-operator_01_securitycontextconstraints.crd.yaml"))
+	c.mustKubectl(t, "wait", "--for", "condition=Established", "--timeout", "60s", "crd/securitycontextconstraints.security.openshift.io")
+	c.mustKubectl(t, "create", "namespace", namespace)
+	created := c.mustKubectl(t, "create", "-f", "deploy/bundle-openshift.yaml")
 	if n, want := strings.Count(created, " created"), len(readObjects(t, "deploy/bundle-openshift.yaml")); n != want {
 		t.Fatalf("%d of %d objects created:\n%s", n, want, created)
 	}
-	caps := c.mustKubectl("get", "securitycontextconstraints.security.openshift.io", "vip-allocator-agent", "-o", "jsonpath={.allowedCapabilities}")
+	caps := c.mustKubectl(t, "get", "securitycontextconstraints.security.openshift.io", "vip-allocator-agent", "-o", "jsonpath={.allowedCapabilities}")
 	if caps != `["NET_ADMIN","NET_RAW"]` {
 		t.Fatalf("SCC as stored: allowedCapabilities %s", caps)
 	}
