@@ -77,7 +77,7 @@ func failoverLab(b *testing.B, timers string) (*l2Lab, string) {
 // VIP names another node's MAC; then it brings the node back.
 func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
 	from := d.owner(b, vip, "")
-	l := d.curlLoop("http://" + vip + "/") // keeps the client's entry fresh
+	l := d.curlLoop(vipURL(vip)) // keeps the client's entry fresh
 	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	switch how {
@@ -115,7 +115,7 @@ func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
 // SIGTERM restart, under a 20 Hz curl loop; it returns good and failed requests.
 func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64) {
 	from := d.owner(b, vip, "")
-	l := d.curlLoop("http://" + vip + "/")
+	l := d.curlLoop(vipURL(vip))
 	time.Sleep(500 * time.Millisecond)
 	if cordon {
 		d.cordon(b, from, true)
