@@ -1,12 +1,17 @@
 package l2
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 
 	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // ndpWire is IPv6's wire: one ICMPv6 socket on the interface, bound to its
@@ -16,10 +21,26 @@ import (
 // Solicitations for a VIP go to the VIP's solicited-node multicast group, so
 // the socket joins that group while the VIP is owned; the kernel then delivers
 // them to us (and, the VIP being on no interface, answers none itself).
+//
+// A host that already knows the VIP's MAC checks it now and then with a
+// solicitation sent to the VIP itself (neighbour unreachability detection,
+// RFC 4861 7.3). The kernel delivers no packet for an address it does not
+// have to any ICMPv6 socket, so a packet socket, filtered in the kernel to
+// unicast Neighbor Solicitations, reads those; without answers the host would
+// drop its entry and resolve again every few minutes.
 type ndpWire struct {
-	ifi    *net.Interface
-	conn   *ndp.Conn
-	groups groups
+	ifi     *net.Interface
+	conn    *ndp.Conn
+	unicast *packet.Conn
+	groups  groups
+
+	heard chan readResult // from both sockets
+	done  chan struct{}
+}
+
+type readResult struct {
+	h   heard
+	err error
 }
 
 func listenNDP(ifi *net.Interface) (*ndpWire, error) {
@@ -40,12 +61,64 @@ func listenNDP(ifi *net.Interface) (*ndpWire, error) {
 		_ = conn.Close()
 		return nil, &net.OpError{Op: "listen ndp", Net: ifi.Name, Err: err}
 	}
-	return &ndpWire{ifi: ifi, conn: conn, groups: groups{}}, nil
+	unicast, err := packet.Listen(ifi, packet.Datagram, unix.ETH_P_IPV6, &packet.Config{Filter: unicastSolicitations})
+	if err != nil {
+		_ = conn.Close()
+		return nil, &net.OpError{Op: "listen ndp unicast", Net: ifi.Name, Err: err}
+	}
+	w := &ndpWire{ifi: ifi, conn: conn, unicast: unicast, groups: groups{}, heard: make(chan readResult), done: make(chan struct{})}
+	go w.pump(w.readMulticast)
+	go w.pump(w.readUnicast)
+	return w, nil
+}
+
+// unicastSolicitations passes IPv6 packets (from their IPv6 header on, as a
+// datagram packet socket sees them) that carry ICMPv6 (next header 58, no
+// extension header: NDP has none) of type 135, Neighbor Solicitation, to a
+// destination that is not multicast (its first byte is not 0xff).
+var unicastSolicitations = func() []bpf.RawInstruction {
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 6, Size: 1}, // next header
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 58, SkipTrue: 5},
+		bpf.LoadAbsolute{Off: 24, Size: 1}, // first byte of the destination
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xff, SkipTrue: 3},
+		bpf.LoadAbsolute{Off: 40, Size: 1}, // ICMPv6 type
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(ipv6.ICMPTypeNeighborSolicitation), SkipTrue: 1},
+		bpf.RetConstant{Val: 1 << 16},
+		bpf.RetConstant{Val: 0},
+	})
+	if err != nil {
+		panic(err) // a constant program
+	}
+	return prog
+}()
+
+// pump hands what read returns to next until the wire closes.
+func (w *ndpWire) pump(read func() (heard, error)) {
+	for {
+		h, err := read()
+		select {
+		case w.heard <- readResult{h, err}:
+		case <-w.done:
+			return
+		}
+	}
 }
 
 func (w *ndpWire) protocol() string { return "NDP" }
 
 func (w *ndpWire) next() (heard, error) {
+	select {
+	case r := <-w.heard:
+		return r.h, r.err
+	case <-w.done:
+		return heard{}, net.ErrClosed
+	}
+}
+
+// readMulticast reads what the ICMPv6 socket gets: solicitations to the groups
+// joined, advertisements to all nodes or to us.
+func (w *ndpWire) readMulticast() (heard, error) {
 	for {
 		m, cm, src, err := w.conn.ReadFrom()
 		if err != nil {
@@ -59,6 +132,38 @@ func (w *ndpWire) next() (heard, error) {
 			return h, nil
 		}
 	}
+}
+
+// readUnicast reads the solicitations sent to an address itself.
+func (w *ndpWire) readUnicast() (heard, error) {
+	b := make([]byte, max(w.ifi.MTU, 1280))
+	for {
+		n, _, err := w.unicast.ReadFrom(b)
+		if err != nil {
+			return heard{}, err
+		}
+		// The socket sees this node's own solicitations on the way out too.
+		if h, ok := unicastSolicitation(b[:n]); ok && !bytes.Equal(h.claimer, w.ifi.HardwareAddr) {
+			return h, nil
+		}
+	}
+}
+
+// unicastSolicitation reads an IPv6 packet the unicastSolicitations filter
+// passed; ok is false when it is no well-formed solicitation from the link.
+func unicastSolicitation(b []byte) (heard, bool) {
+	const ipv6Header = 40
+	if len(b) < ipv6Header || b[0]>>4 != 6 || b[6] != 58 {
+		return heard{}, false
+	}
+	m, err := ndp.ParseMessage(b[ipv6Header:])
+	if err != nil {
+		return heard{}, false
+	}
+	if _, ok := m.(*ndp.NeighborSolicitation); !ok {
+		return heard{}, false
+	}
+	return interpretNDP(m, netip.AddrFrom16([16]byte(b[8:24])), int(b[7]))
 }
 
 func (w *ndpWire) answer(h heard) error {
@@ -103,7 +208,10 @@ func (w *ndpWire) stop(vip netip.Addr) error {
 	return nil
 }
 
-func (w *ndpWire) close() error { return w.conn.Close() }
+func (w *ndpWire) close() error {
+	close(w.done)
+	return errors.Join(w.conn.Close(), w.unicast.Close())
+}
 
 // interpretNDP says what an NDP message from src means. ok is false for
 // messages to ignore: not a solicitation or advertisement, or sent from off

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,17 @@ import (
 // every answer (solicited advertisement) for it heard within 700 ms.
 func (s *segment) solicit(vip string) []string {
 	s.t.Helper()
+	group, err := ndp.SolicitedNodeMulticast(netip.MustParseAddr(vip))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.solicitAt(vip, group)
+}
+
+// solicitAt is solicit with the solicitation sent to dst: the VIP itself is
+// how a host that knows the VIP's MAC checks it is still reachable.
+func (s *segment) solicitAt(vip string, dst netip.Addr) []string {
+	s.t.Helper()
 	target := netip.MustParseAddr(vip)
 	var macs []string
 	err := s.inClientThread(func() error {
@@ -32,7 +44,7 @@ func (s *segment) solicit(vip string) []string {
 			return err
 		}
 		defer c.Close()
-		ns, dst, err := solicitation(target, ifi.HardwareAddr)
+		ns, _, err := solicitation(target, ifi.HardwareAddr)
 		if err != nil {
 			return err
 		}
@@ -94,6 +106,52 @@ func TestNDPv6SpeakerAnswersOnlyOwnedVIPs(t *testing.T) {
 	}
 	if macs := (s.solicit("2001:db8::100")); len(macs) != 0 {
 		t.Fatalf("still answering after giving the VIP up: %v", macs)
+	}
+}
+
+// A host that knows the VIP's MAC checks it with solicitations sent to the
+// VIP itself (unicast to the owner's MAC), which no ICMPv6 socket receives.
+func TestNDPv6AnswersUnicastSolicitations(t *testing.T) {
+	s := newSegment6(t)
+	sp := NewSpeaker(testr.New(t), nil, 0)
+	defer sp.Close()
+	vip := netip.MustParseAddr("2001:db8::100")
+	if err := sp.SetOwned(map[netip.Addr]string{vip: "spk0"}); err != nil {
+		t.Fatal(err)
+	}
+	// The client's kernel resolves the VIP, so its unicast goes to the owner's MAC.
+	_ = exec.Command("ip", "netns", "exec", s.client, "curl", "-s", "--connect-timeout", "1", "http://[2001:db8::100]/").Run()
+	if n := s.neigh("2001:db8::100"); !strings.Contains(n, "lladdr "+s.mac) {
+		t.Fatalf("client's neighbour entry: %q, want the owner's MAC %s", n, s.mac)
+	}
+	if macs := s.solicitAt("2001:db8::100", vip); len(macs) != 1 || macs[0] != s.mac {
+		t.Fatalf("answers to a solicitation sent to the VIP: %v, want exactly the owner's %s", macs, s.mac)
+	}
+	// The kernel's own check of the entry: STALE, used, DELAY for 5 s, then
+	// PROBE by unicast solicitations 1 s apart. Answered, it turns REACHABLE
+	// at once; unanswered, it would probe for 3 s and fail.
+	s.inClient("ip", "-6", "neigh", "change", "2001:db8::100", "dev", "cli0", "nud", "stale")
+	go func() {
+		_ = exec.Command("ip", "netns", "exec", s.client, "bash", "-c",
+			"for i in $(seq 90); do echo x > /dev/udp/2001:db8::100/9; sleep 0.1; done").Run()
+	}()
+	var probing time.Duration
+	var states []string
+	for deadline := time.Now().Add(9 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		f := strings.Fields(s.neigh("2001:db8::100"))
+		if len(f) == 0 {
+			continue
+		}
+		state := f[len(f)-1]
+		if state == "probe" {
+			probing += 50 * time.Millisecond
+		}
+		if len(states) == 0 || states[len(states)-1] != state {
+			states = append(states, state)
+		}
+	}
+	if states[len(states)-1] != "reachable" || slices.Contains(states, "failed") || slices.Contains(states, "incomplete") || probing >= time.Second {
+		t.Fatalf("client's entry went %v, probing for %s; want it reachable again after at most one unicast probe", states, probing)
 	}
 }
 

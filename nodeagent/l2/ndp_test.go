@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mdlayher/ndp"
+	"golang.org/x/net/bpf"
 )
 
 var (
@@ -153,5 +154,69 @@ func TestGroupsJoinOnceLeaveWithTheLastVIP(t *testing.T) {
 	}
 	if _, leave := g.remove(b); leave {
 		t.Fatal("removing a VIP not counted left a group")
+	}
+}
+
+// ipv6Packet is an IPv6 header (no extension headers) with payload.
+func ipv6Packet(src, dst netip.Addr, hopLimit byte, nextHeader byte, payload []byte) []byte {
+	b := make([]byte, 40, 40+len(payload))
+	b[0] = 0x60
+	b[4], b[5] = byte(len(payload)>>8), byte(len(payload))
+	b[6], b[7] = nextHeader, hopLimit
+	s, d := src.As16(), dst.As16()
+	copy(b[8:24], s[:])
+	copy(b[24:40], d[:])
+	return append(b, payload...)
+}
+
+func TestUnicastSolicitations(t *testing.T) {
+	vm, err := func() (*bpf.VM, error) {
+		prog, ok := bpf.Disassemble(unicastSolicitations)
+		if !ok {
+			t.Fatal("filter does not disassemble")
+		}
+		return bpf.NewVM(prog)
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marshal := func(m ndp.Message) []byte {
+		b, err := ndp.MarshalMessage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ns := marshal(&ndp.NeighborSolicitation{TargetAddress: vip6, Options: []ndp.Option{lla(ndp.Source, otherMAC)}})
+	group, _ := ndp.SolicitedNodeMulticast(vip6)
+	for _, c := range []struct {
+		desc   string
+		packet []byte
+		pass   bool       // through the kernel filter
+		asked  netip.Addr // as read, had it passed
+	}{
+		{"a solicitation to the VIP itself", ipv6Packet(clientIP6, vip6, 255, 58, ns), true, vip6},
+		{"a solicitation to the solicited-node group (the ICMPv6 socket's)", ipv6Packet(clientIP6, group, 255, 58, ns), false, vip6},
+		{"an advertisement", ipv6Packet(clientIP6, vip6, 255, 58, marshal(unsolicited(vip6, otherMAC))), false, netip.Addr{}},
+		{"not ICMPv6", ipv6Packet(clientIP6, vip6, 255, 17, ns), false, netip.Addr{}},
+		{"a solicitation forwarded from off the link", ipv6Packet(clientIP6, vip6, 254, 58, ns), true, netip.Addr{}},
+		{"truncated", ipv6Packet(clientIP6, vip6, 255, 58, ns)[:44], true, netip.Addr{}},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			n, err := vm.Run(c.packet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (n > 0) != c.pass {
+				t.Fatalf("filter keeps %d bytes, want pass=%v", n, c.pass)
+			}
+			h, ok := unicastSolicitation(c.packet)
+			if ok != c.asked.IsValid() || h.asked != c.asked {
+				t.Fatalf("read asked=%v ok=%v, want %v", h.asked, ok, c.asked)
+			}
+			if ok && (h.packet != clientIP6 || h.claimer.String() != otherMAC.String()) {
+				t.Fatalf("answer goes to %v, asker's MAC %v; want %s, %s", h.packet, h.claimer, clientIP6, otherMAC)
+			}
+		})
 	}
 }
