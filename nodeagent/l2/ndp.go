@@ -26,8 +26,8 @@ import (
 // solicitation sent to the VIP itself (neighbour unreachability detection,
 // RFC 4861 7.3). The kernel delivers no packet for an address it does not
 // have to any ICMPv6 socket, so a packet socket, filtered in the kernel to
-// unicast Neighbor Solicitations, reads those; without answers the host would
-// drop its entry and resolve again every few minutes.
+// unicast Neighbor Solicitations, reads those. Unanswered, the host's entry
+// would fail after 3 s of probing and be resolved again.
 type ndpWire struct {
 	ifi     *net.Interface
 	conn    *ndp.Conn
