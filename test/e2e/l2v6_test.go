@@ -196,6 +196,25 @@ func TestL2DualStack(t *testing.T) {
 		return nil
 	})
 
+	t.Run("a planned move (cordon) of the IPv6 VIP loses no request", func(t *testing.T) {
+		from := d.owner(t, vip6, "")
+		l := d.curlLoop(vipURL(vip6))
+		time.Sleep(time.Second)
+		d.cordon(t, from, true)
+		to := d.owner(t, vip6, from)
+		time.Sleep(3 * time.Second) // past the hand-over: the old owner is quiet now
+		ok, failed, first := l.end()
+		t.Logf("cordoned %s: %s took %s over; %d requests, %d failed", from, to, vip6, ok+failed, failed)
+		if failed > 0 || ok < 20 {
+			t.Fatalf("%d of %d requests failed during the move (first: %v)", failed, ok+failed, first)
+		}
+		if mac := d.clientNeighbour(vip6); mac != d.macs[to] {
+			t.Fatalf("client's neighbour entry for %s: %q, want the new owner %s's %s", vip6, mac, to, d.macs[to])
+		}
+		d.cordon(t, from, false)
+		d.waitAnnouncer(t, vip6, from) // rendezvous hashing gives it back
+	})
+
 	t.Run("SIGKILL of the IPv6 owner's agent moves the IPv6 VIP within 2 s", func(t *testing.T) {
 		from := d.owner(t, vip6, "")
 		l := d.curlLoop(vipURL(vip6)) // keeps the client's entry in use, as real traffic does
