@@ -96,7 +96,7 @@ func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, 
 		// (the first agent of a cluster, or a one-node cluster).
 		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },
 	}
-	r.speaker = l2.NewSpeaker(log.WithName("arp"), a.OurMACs(ctx), opts.probePeriod)
+	r.speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(ctx), opts.probePeriod)
 	a.Speaker = r.speaker
 	if err := a.SetupWithManager(mgr); err != nil {
 		return nil, err

@@ -65,13 +65,18 @@ func ipAllocatedCondition(svc *corev1.Service, held []netip.Addr, groupOf func(n
 			parts = append(parts, addr.String())
 		}
 	}
-	partialOK := len(held) > 0 && (svc.Spec.IPFamilyPolicy == nil || *svc.Spec.IPFamilyPolicy != corev1.IPFamilyPolicyRequireDualStack)
+	partialOK := len(held) > 0 && !requiresDualStack(svc)
 	switch {
 	case err == nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAllocated, "holds "+strings.Join(parts, ", ")
 	case partialOK && !hasRequestError(err):
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonAllocated
 		c.Message = fmt.Sprintf("holds %s; other family: %s", strings.Join(parts, ", "), oneLine(err))
+	case requiresDualStack(svc) && len(held) == 1 && !hasRequestError(err):
+		got := allocator.FamilyOf(held[0])
+		c.Status, c.Reason = metav1.ConditionFalse, reasonOf(err)
+		c.Message = fmt.Sprintf("ipFamilyPolicy RequireDualStack needs an IPv4 and an IPv6 address, and only %s was allocated: %s; or set ipFamilyPolicy PreferDualStack to be served by %s alone (keeps %s meanwhile)",
+			got, oneLine(err), got, strings.Join(parts, ", "))
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonOf(err), oneLine(err)
 		if len(held) > 0 {
@@ -79,6 +84,10 @@ func ipAllocatedCondition(svc *corev1.Service, held []netip.Addr, groupOf func(n
 		}
 	}
 	return c
+}
+
+func requiresDualStack(svc *corev1.Service) bool {
+	return svc.Spec.IPFamilyPolicy != nil && *svc.Spec.IPFamilyPolicy == corev1.IPFamilyPolicyRequireDualStack
 }
 
 // hasRequestError is true when the Service asked for something it cannot get,

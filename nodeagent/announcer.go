@@ -39,7 +39,8 @@ type Liveness interface {
 	Changed() <-chan struct{}
 }
 
-// Announcer makes this node answer ARP for the L2 VIPs it owns. Every agent
+// Announcer makes this node answer ARP (IPv4) and NDP (IPv6) for the L2 VIPs
+// it owns. Every agent
 // computes the same owner for every VIP (package election) from the same
 // inputs: the alive agents, the Node objects, the IPGroups and the Services'
 // endpoints.
@@ -70,7 +71,8 @@ type handover struct {
 }
 
 // EventARPConflict is the reason of the Warning Event raised when another MAC
-// claims a VIP this node announces.
+// claims a VIP this node announces, by ARP or, for IPv6, by a Neighbor
+// Advertisement (one reason for both: alerts match on it).
 const EventARPConflict = "ARPConflict"
 
 // announceRequest is the Announcer's only work item, like the data plane's.
@@ -110,7 +112,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	vipsAnnounced.Set(float64(len(answer)))
 	agentsAlive.Set(float64(len(nodes)))
 	if err := a.Speaker.SetOwned(answer); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "answering ARP on some interfaces failed")
+		ctrl.LoggerFrom(ctx).Error(err, "answering ARP/NDP on some interfaces failed")
 	}
 	for vip := range owned {
 		if err := a.claim(ctx, vip); err != nil {
@@ -352,7 +354,7 @@ func (a *Announcer) ReportConflicts(ctx context.Context) {
 		case c := <-a.Speaker.Conflicts():
 			arpConflicts.Inc()
 			if err := a.reportConflict(ctx, c); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "report ARP conflict", "vip", c.VIP, "mac", c.MAC.String())
+				ctrl.LoggerFrom(ctx).Error(err, "report address conflict", "vip", c.VIP, "mac", c.MAC.String())
 			}
 		}
 	}
@@ -368,8 +370,8 @@ func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
 		// answers too until the hand-over ends. That is the plan, not a conflict.
 		return err
 	}
-	msg := fmt.Sprintf("%s answers ARP for %s on the segment of %s/%s, which announces it: another host uses the address or a second load balancer announces it; remove it there, or exclude %s from the IPGroup",
-		c.MAC, c.VIP, a.NodeName, c.Interface, c.VIP)
+	msg := fmt.Sprintf("%s answers %s for %s on the segment of %s/%s, which announces it: another host uses the address or a second load balancer announces it; remove it there, or exclude %s from the IPGroup",
+		c.MAC, protocolOf(c.VIP), c.VIP, a.NodeName, c.Interface, c.VIP)
 	a.Recorder.Event(&ip, corev1.EventTypeWarning, EventARPConflict, msg)
 	if o := ip.Spec.Owner; o != nil {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID}}
@@ -379,6 +381,14 @@ func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
 	meta := metav1.Condition{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC, Message: msg}
 	setCondition(&ip.Status.Conditions, meta)
 	return a.Client.Status().Patch(ctx, &ip, patch)
+}
+
+// protocolOf names what resolves vip on a LAN: ARP, or NDP for IPv6.
+func protocolOf(vip netip.Addr) string {
+	if vip.Is4() {
+		return "ARP"
+	}
+	return "NDP"
 }
 
 // legacyAnnouncer reports whether a legacy VirtualIP of vip is being migrated,

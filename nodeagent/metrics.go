@@ -21,7 +21,7 @@ var (
 	}, []string{"family"})
 	vipsAnnounced = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_vips_announced",
-		Help: "VIPs this node answers ARP for (as owner, or still handing over).",
+		Help: "VIPs this node answers ARP or NDP for (as owner, or still handing over).",
 	})
 	agentsAlive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_agents_alive",
@@ -33,7 +33,7 @@ var (
 	}, []string{"change"})
 	arpConflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_arp_conflicts_total",
-		Help: "ARP packets from a foreign MAC claiming a VIP this node announces (reported at most once a minute per VIP and MAC).",
+		Help: "ARP packets or IPv6 Neighbor Advertisements from a foreign MAC claiming a VIP this node announces (reported at most once a minute per VIP and MAC).",
 	})
 )
 

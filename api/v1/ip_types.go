@@ -110,9 +110,20 @@ type IPList struct {
 	Items           []IP `json:"items"`
 }
 
-// IPObjectName is the ledger object name of addr: object names may not hold ':'.
+// IPObjectName is the ledger object name of addr. Object names may not hold
+// ':' and must start and end with a letter or digit, so IPv6 writes each ':'
+// as '-' (the original operator's spelling, kept for its ledgers) and a
+// leading or trailing "::" gets the zero it stands for: 2001:db8::5 is
+// 2001-db8--5, 2001:db8:: is 2001-db8--0, ::1 is 0--1. Addr reads every form.
 func IPObjectName(addr netip.Addr) string {
-	return strings.ReplaceAll(addr.String(), ":", "-")
+	name := strings.ReplaceAll(addr.Unmap().WithZone("").String(), ":", "-")
+	if strings.HasPrefix(name, "-") {
+		name = "0" + name
+	}
+	if strings.HasSuffix(name, "-") {
+		name += "0"
+	}
+	return name
 }
 
 // Addr is the address an IP object stands for, from its name; ok is false for a

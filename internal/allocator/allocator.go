@@ -295,6 +295,9 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		}
 	}
 	switch {
+	case SubnetRouterAnycast(addr) && len(containing) > 0:
+		return fail(ErrExcluded,
+			"requested %s is the subnet-router anycast address of its /64, which every forwarding node on that link answers for; request another address", addr)
 	case len(containing) == 0:
 		return fail(ErrOutsideGroups,
 			"requested %s is in no IPGroup; request an address inside an IPGroup's segment or create an IPGroup that holds it", addr)

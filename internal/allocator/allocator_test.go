@@ -162,9 +162,10 @@ func TestGroupSelection(t *testing.T) {
 		{desc: "named group admits prod namespace", key: "d", req: Request{Families: v4, Groups: []string{"prod"}, NamespaceLabels: prod}, want: []string{"192.0.2.128"}},
 		{desc: "requested IP in a group the service may not use", key: "e", req: Request{Families: v4, IPs: addrs("192.0.2.130")}, wantErr: ErrGroupNotAllowed},
 		{desc: "requested IP outside the named group", key: "e", req: Request{Families: v4, IPs: addrs("198.51.100.3"), Groups: []string{"manual"}}, wantErr: ErrGroupNotAllowed},
-		{desc: "dual-stack gets one per family, in family order", key: "f", req: Request{Families: []Family{IPv6, IPv4}}, want: []string{"2001:db8::", "203.0.113.1"}},
+		{desc: "dual-stack gets one per family, in family order", key: "f", req: Request{Families: []Family{IPv6, IPv4}}, want: []string{"2001:db8::1", "203.0.113.1"}},
 		{desc: "dual-stack turned single-stack releases the other family", key: "f", req: Request{Families: v4}, want: []string{"203.0.113.1"}},
-		{desc: "one named group per family", key: "g", req: Request{Families: dual, Groups: []string{"manual", "v6"}}, want: []string{"192.0.2.1", "2001:db8::"}},
+		{desc: "one named group per family", key: "g", req: Request{Families: dual, Groups: []string{"manual", "v6"}}, want: []string{"192.0.2.1", "2001:db8::1"}},
+		{desc: "the subnet-router anycast address is never requested", key: "i", req: Request{Families: v6, IPs: addrs("2001:db8::")}, wantErr: ErrExcluded},
 		{desc: "named groups missing a family fail that family only", key: "h", req: Request{Families: dual, Groups: []string{"manual"}}, want: []string{"192.0.2.2"}, wantErr: ErrNoGroup},
 	})
 }
@@ -257,6 +258,23 @@ func BenchmarkAllocateSlash16(b *testing.B) {
 			if _, err := a.Allocate(fmt.Sprint(i), Request{Families: v4}); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+func TestSubnetRouterAnycastIsSkipped(t *testing.T) {
+	// A /63 holds two /64s, each with its anycast address; the first /64 is
+	// excluded, so the first address found is the second /64's anycast one.
+	small := Group{Name: "v6", Segment: pfx("2001:db8::/63"), Excluded: pfxs("2001:db8::/64"), AutoAssign: true}
+	runSteps(t, []step{
+		{desc: "first free of 2001:db8:0:1::/64 is ::1 past its anycast address", groups: []Group{small}, key: "a", req: Request{Families: v6}, want: []string{"2001:db8:0:1::1"}},
+	})
+	for _, c := range []struct {
+		addr string
+		want bool
+	}{{"2001:db8::", true}, {"2001:db8:0:1::", true}, {"2001:db8::1", false}, {"2001:db8::1:0:0:0", false}, {"192.0.2.0", false}, {"::ffff:192.0.2.0", false}} {
+		if got := SubnetRouterAnycast(netip.MustParseAddr(c.addr)); got != c.want {
+			t.Errorf("SubnetRouterAnycast(%s) = %v, want %v", c.addr, got, c.want)
 		}
 	}
 }

@@ -72,7 +72,22 @@ func (g *Group) IsExcluded(addr netip.Addr) bool {
 }
 
 // Usable reports whether addr may be handed out from this group.
-func (g *Group) Usable(addr netip.Addr) bool { return g.Contains(addr) && !g.IsExcluded(addr) }
+func (g *Group) Usable(addr netip.Addr) bool {
+	return g.Contains(addr) && !g.IsExcluded(addr) && !SubnetRouterAnycast(addr)
+}
+
+// SubnetRouterAnycast reports whether addr is an IPv6 address whose interface
+// identifier (its low 64 bits) is zero: the subnet-router anycast address of
+// its /64 (RFC 4291 2.6.1). Every node that forwards, which Kubernetes nodes
+// do, answers Neighbor Solicitations for it on the links of that /64, so as a
+// VIP it would be answered by all of them at once. It is never handed out.
+func SubnetRouterAnycast(addr netip.Addr) bool {
+	if !addr.Is6() || addr.Is4In6() {
+		return false
+	}
+	b := addr.As16()
+	return [8]byte(b[8:]) == [8]byte{}
+}
 
 // Capacity is the number of usable addresses. It is a big.Int because an IPv6
 // segment holds up to 2^128 addresses.
@@ -100,10 +115,14 @@ func (g *Group) excludedSpanAt(addr netip.Addr) (span, bool) {
 func (g *Group) nextUsable(from netip.Addr) (netip.Addr, bool) {
 	for from.IsValid() && g.Segment.Contains(from) {
 		s, ok := g.excludedSpanAt(from)
-		if !ok {
+		switch {
+		case ok:
+			from = s.last.Next()
+		case SubnetRouterAnycast(from):
+			from = from.Next()
+		default:
 			return from, true
 		}
-		from = s.last.Next()
 	}
 	return netip.Addr{}, false
 }

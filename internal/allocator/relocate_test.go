@@ -151,8 +151,8 @@ func TestRelocateDualStackMovesOnlyTheStrandedFamily(t *testing.T) {
 	v4b := Group{Name: "v4", Segment: pfx("203.0.113.0/28"), AutoAssign: true}
 	six := Group{Name: "v6", Segment: pfx("2001:db8::/64"), AutoAssign: true}
 	runSteps(t, []step{
-		{desc: "dual", groups: []Group{v4a, six}, key: "d", req: Request{Families: dual}, want: []string{"192.0.2.0", "2001:db8::"}},
-		{desc: "the IPv4 group moves; IPv6 stays", groups: []Group{v4b, six}, key: "d", req: Request{Families: dual}, want: []string{"203.0.113.0", "2001:db8::"}},
+		{desc: "dual", groups: []Group{v4a, six}, key: "d", req: Request{Families: dual}, want: []string{"192.0.2.0", "2001:db8::1"}},
+		{desc: "the IPv4 group moves; IPv6 stays", groups: []Group{v4b, six}, key: "d", req: Request{Families: dual}, want: []string{"203.0.113.0", "2001:db8::1"}},
 	})
 }
 

@@ -162,3 +162,35 @@ func TestOwnerIgnoresOrderAndPicksOnlyEligible(t *testing.T) {
 		t.Fatal("a VIP on no node's subnet got an owner")
 	}
 }
+
+// IPv6 VIPs are placed like IPv4 ones: on the interface with an address on
+// their subnet, whichever family the node's other interfaces have.
+func TestEligibleIPv6(t *testing.T) {
+	dual := lan("n1", "192.0.2.11/24")
+	dual.Interfaces = append(dual.Interfaces,
+		Interface{Name: "eth0", Prefix: netip.MustParsePrefix("2001:db8::11/64")},
+		Interface{Name: "eth1", Prefix: netip.MustParsePrefix("2001:db8:1::11/64")})
+	v4only := lan("n2", "192.0.2.12/24")
+	for _, tt := range []struct {
+		desc      string
+		node      Node
+		vip       string
+		c         Candidacy
+		wantIface string
+		wantOK    bool
+	}{
+		{"IPv6 VIP on the subnet of eth0", dual, "2001:db8::100", Candidacy{}, "eth0", true},
+		{"IPv6 VIP on the subnet of eth1", dual, "2001:db8:1::100", Candidacy{}, "eth1", true},
+		{"IPv6 VIP on no subnet of the node", dual, "2001:db8:2::100", Candidacy{}, "", false},
+		{"IPv6 VIP on a node with IPv4 only", v4only, "2001:db8::100", Candidacy{}, "", false},
+		{"IPv6 VIP on an interface not allowed", dual, "2001:db8:1::100", Candidacy{Interfaces: []string{"eth0"}}, "", false},
+		{"IPv4 VIP of the same node still on eth0", dual, "192.0.2.100", Candidacy{}, "eth0", true},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			iface, ok := Eligible(tt.node, netip.MustParseAddr(tt.vip), tt.c)
+			if iface != tt.wantIface || ok != tt.wantOK {
+				t.Errorf("Eligible = %q, %v; want %q, %v", iface, ok, tt.wantIface, tt.wantOK)
+			}
+		})
+	}
+}

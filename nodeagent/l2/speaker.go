@@ -1,8 +1,13 @@
 // Package l2 makes VIPs reachable on their layer-2 segment without adding them
-// to any interface: it answers ARP requests for the VIPs this node owns, sends
-// gratuitous ARP when it takes one over, and listens for anyone else claiming
-// them. Which VIPs this node owns is decided elsewhere (package election); the
-// Speaker only does what it is told, one raw ARP socket per interface.
+// to any interface: it answers ARP requests (IPv4) and Neighbor Solicitations
+// (IPv6) for the VIPs this node owns, announces a VIP when it takes it over
+// (gratuitous ARP, unsolicited Neighbor Advertisement), and listens for anyone
+// else claiming them. Which VIPs this node owns is decided elsewhere (package
+// election); the Speaker only does what it is told.
+//
+// The two families share everything but the wire: the set of owned VIPs, the
+// takeover cadence, probing and conflict reporting live here, once; arp.go and
+// ndp.go only read, answer and send packets.
 package l2
 
 import (
@@ -14,29 +19,29 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/mdlayher/arp"
-	"github.com/mdlayher/ethernet"
 )
 
-// Gratuitous ARP cadence on takeover: at once, then every GARPInterval until
-// GARPDuration has passed (so switches and hosts that missed one see the next).
+// Takeover announcement cadence, for both families: at once, then every
+// GARPInterval until GARPDuration has passed (so switches and hosts that missed
+// one see the next).
 const (
 	GARPInterval = 1100 * time.Millisecond
 	GARPDuration = 5 * time.Second
 )
 
-// Conflict is an ARP packet from another MAC claiming a VIP this node owns:
-// another host uses the address, or a second announcer answers for it.
+// Conflict is a packet from another MAC claiming a VIP this node owns (an ARP
+// packet sent from the VIP, or a Neighbor Advertisement for it): another host
+// uses the address, or a second announcer answers for it.
 type Conflict struct {
 	VIP       netip.Addr
 	MAC       net.HardwareAddr
 	Interface string
 }
 
-// Speaker answers ARP for the VIPs it is given.
+// Speaker answers ARP and NDP for the VIPs it is given.
 type Speaker struct {
 	log logr.Logger
-	// Ours reports MACs of the cluster's own nodes: their ARP for a VIP is a
+	// Ours reports MACs of the cluster's own nodes: their claim of a VIP is a
 	// hand-over in progress, not a conflict.
 	ours      func(net.HardwareAddr) bool
 	conflicts chan Conflict
@@ -44,7 +49,13 @@ type Speaker struct {
 	probeEvery time.Duration
 
 	mu         sync.Mutex
-	responders map[string]*responder // by interface name
+	responders map[link]*responder
+}
+
+// link is where a responder serves: one interface, one family.
+type link struct {
+	iface string
+	ipv6  bool
 }
 
 // NewSpeaker returns a Speaker; ours may be nil (every other MAC is foreign).
@@ -52,7 +63,7 @@ func NewSpeaker(log logr.Logger, ours func(net.HardwareAddr) bool, probeEvery ti
 	if ours == nil {
 		ours = func(net.HardwareAddr) bool { return false }
 	}
-	return &Speaker{log: log, ours: ours, probeEvery: probeEvery, conflicts: make(chan Conflict, 64), responders: map[string]*responder{}}
+	return &Speaker{log: log, ours: ours, probeEvery: probeEvery, conflicts: make(chan Conflict, 64), responders: map[link]*responder{}}
 }
 
 // Conflicts delivers the conflicts heard; a slow reader loses some, never
@@ -60,33 +71,33 @@ func NewSpeaker(log logr.Logger, ours func(net.HardwareAddr) bool, probeEvery ti
 func (s *Speaker) Conflicts() <-chan Conflict { return s.conflicts }
 
 // SetOwned makes the speaker answer for exactly these VIPs, each on the named
-// interface. VIPs new to an interface are announced with gratuitous ARP.
-// Errors name the interfaces that could not be served; the others are.
+// interface. VIPs new to an interface are announced at once. Errors name the
+// interfaces that could not be served; the others are.
 func (s *Speaker) SetOwned(owned map[netip.Addr]string) error {
-	byIface := map[string][]netip.Addr{}
+	byLink := map[link][]netip.Addr{}
 	for vip, iface := range owned {
-		if vip.Is4() {
-			byIface[iface] = append(byIface[iface], vip)
-		}
+		vip = vip.Unmap()
+		l := link{iface: iface, ipv6: vip.Is6()}
+		byLink[l] = append(byLink[l], vip)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for name, r := range s.responders {
-		if _, ok := byIface[name]; !ok {
+	for l, r := range s.responders {
+		if _, ok := byLink[l]; !ok {
 			r.close()
-			delete(s.responders, name)
+			delete(s.responders, l)
 		}
 	}
-	for name, list := range byIface {
-		r, ok := s.responders[name]
+	for l, list := range byLink {
+		r, ok := s.responders[l]
 		if !ok {
 			var err error
-			if r, err = s.listen(name); err != nil {
+			if r, err = s.listen(l); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			s.responders[name] = r
+			s.responders[l] = r
 		}
 		r.set(list)
 	}
@@ -98,10 +109,10 @@ func (s *Speaker) Owned() map[netip.Addr]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[netip.Addr]string{}
-	for name, r := range s.responders {
+	for l, r := range s.responders {
 		r.mu.Lock()
 		for vip := range r.owned {
-			out[vip] = name
+			out[vip] = l.iface
 		}
 		r.mu.Unlock()
 	}
@@ -113,12 +124,41 @@ func (s *Speaker) Close() {
 	_ = s.SetOwned(nil)
 }
 
-// responder serves the VIPs of one interface.
+// wire is one family's protocol on one interface: ARP or NDP.
+type wire interface {
+	// protocol names it in logs: "ARP" or "NDP".
+	protocol() string
+	// next blocks until the next packet worth a look and says what it means.
+	next() (heard, error)
+	// answer replies to a question next reported, for a VIP we own.
+	answer(h heard) error
+	// announce tells the segment that vip is here now (gratuitous ARP,
+	// unsolicited Neighbor Advertisement with Override).
+	announce(vip netip.Addr) error
+	// probe asks whether anyone else has vip.
+	probe(vip netip.Addr) error
+	// start and stop bracket the time vip is owned (NDP joins and leaves its
+	// solicited-node multicast group).
+	start(vip netip.Addr) error
+	stop(vip netip.Addr) error
+	close() error
+}
+
+// heard is what a packet means to the responder: someone claims an address
+// for a MAC, or asks who has an address, or both (an ARP request does).
+type heard struct {
+	claimed netip.Addr // invalid: no claim
+	claimer net.HardwareAddr
+	asked   netip.Addr // invalid: no question
+	packet  any        // what answer needs to reply
+}
+
+// responder serves the VIPs of one family on one interface.
 type responder struct {
-	s      *Speaker
-	ifi    *net.Interface
-	client *arp.Client
-	done   chan struct{}
+	s    *Speaker
+	ifi  *net.Interface
+	w    wire
+	done chan struct{}
 
 	mu    sync.Mutex
 	owned map[netip.Addr]chan struct{} // VIP → closed when no longer owned
@@ -126,16 +166,21 @@ type responder struct {
 	reported map[string]time.Time
 }
 
-func (s *Speaker) listen(name string) (*responder, error) {
-	ifi, err := net.InterfaceByName(name)
+func (s *Speaker) listen(l link) (*responder, error) {
+	ifi, err := net.InterfaceByName(l.iface)
 	if err != nil {
 		return nil, err
 	}
-	client, err := arp.Dial(ifi)
-	if err != nil {
-		return nil, &net.OpError{Op: "listen arp", Net: name, Err: err}
+	var w wire
+	if l.ipv6 {
+		w, err = listenNDP(ifi)
+	} else {
+		w, err = listenARP(ifi)
 	}
-	r := &responder{s: s, ifi: ifi, client: client, done: make(chan struct{}), owned: map[netip.Addr]chan struct{}{}, reported: map[string]time.Time{}}
+	if err != nil {
+		return nil, err
+	}
+	r := &responder{s: s, ifi: ifi, w: w, done: make(chan struct{}), owned: map[netip.Addr]chan struct{}{}, reported: map[string]time.Time{}}
 	go r.serve()
 	if s.probeEvery > 0 {
 		go r.probe()
@@ -154,14 +199,23 @@ func (r *responder) set(vips []netip.Addr) {
 		if !want[vip] {
 			close(gone)
 			delete(r.owned, vip)
+			if err := r.w.stop(vip); err != nil {
+				r.s.log.Error(err, "stop answering", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
+			}
 		}
 	}
 	for vip := range want {
-		if _, ok := r.owned[vip]; !ok {
-			gone := make(chan struct{})
-			r.owned[vip] = gone
-			go r.announce(vip, gone)
+		if _, ok := r.owned[vip]; ok {
+			continue
 		}
+		if err := r.w.start(vip); err != nil {
+			// Not owned, so the next SetOwned tries again.
+			r.s.log.Error(err, "start answering", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
+			continue
+		}
+		gone := make(chan struct{})
+		r.owned[vip] = gone
+		go r.announce(vip, gone)
 	}
 }
 
@@ -180,18 +234,18 @@ func (r *responder) close() {
 	}
 	r.mu.Unlock()
 	close(r.done)
-	_ = r.client.Close() // ends serve's Read
+	_ = r.w.close() // ends serve's read; group memberships go with the socket
 }
 
-// announce sends gratuitous ARP for vip: at once, then every GARPInterval for
-// GARPDuration, unless the VIP is given up meanwhile.
+// announce announces vip at once, then every GARPInterval for GARPDuration,
+// unless the VIP is given up meanwhile.
 func (r *responder) announce(vip netip.Addr, gone <-chan struct{}) {
 	tick := time.NewTicker(GARPInterval)
 	defer tick.Stop()
 	deadline := time.Now().Add(GARPDuration)
 	for {
-		if err := r.garp(vip); err != nil {
-			r.s.log.Error(err, "gratuitous ARP", "vip", vip, "interface", r.ifi.Name)
+		if err := r.w.announce(vip); err != nil {
+			r.s.log.Error(err, "announce", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
 		}
 		select {
 		case <-gone:
@@ -206,20 +260,10 @@ func (r *responder) announce(vip netip.Addr, gone <-chan struct{}) {
 	}
 }
 
-// garp broadcasts a gratuitous ARP request (sender = target = vip), which
-// updates the entry of every host that already has one for the VIP.
-func (r *responder) garp(vip netip.Addr) error {
-	p, err := arp.NewPacket(arp.OperationRequest, r.ifi.HardwareAddr, vip, ethernet.Broadcast, vip)
-	if err != nil {
-		return err
-	}
-	return r.client.WriteTo(p, ethernet.Broadcast)
-}
-
-// serve answers requests for owned VIPs and watches for other claimants.
+// serve answers questions about owned VIPs and watches for other claimants.
 func (r *responder) serve() {
 	for {
-		p, _, err := r.client.Read()
+		h, err := r.w.next()
 		if err != nil {
 			select {
 			case <-r.done:
@@ -228,27 +272,25 @@ func (r *responder) serve() {
 			}
 			// A link going down does not end the socket; anything else is
 			// unexpected: retry after a pause rather than spin.
-			r.s.log.Error(err, "read ARP", "interface", r.ifi.Name)
+			r.s.log.Error(err, "read", "protocol", r.w.protocol(), "interface", r.ifi.Name)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		if bytes.Equal(p.SenderHardwareAddr, r.ifi.HardwareAddr) {
-			continue // our own packet, seen on the way out
+		if h.claimed.IsValid() && r.owns(h.claimed) && !bytes.Equal(h.claimer, r.ifi.HardwareAddr) && !r.s.ours(h.claimer) {
+			r.conflict(h.claimed, h.claimer)
 		}
-		if r.owns(p.SenderIP) && !r.s.ours(p.SenderHardwareAddr) {
-			r.conflict(p.SenderIP, p.SenderHardwareAddr)
-		}
-		if p.Operation == arp.OperationRequest && p.SenderIP != p.TargetIP && r.owns(p.TargetIP) {
-			if err := r.client.Reply(p, r.ifi.HardwareAddr, p.TargetIP); err != nil {
-				r.s.log.Error(err, "ARP reply", "vip", p.TargetIP, "interface", r.ifi.Name)
+		if h.asked.IsValid() && r.owns(h.asked) {
+			if err := r.w.answer(h); err != nil {
+				r.s.log.Error(err, "answer", "protocol", r.w.protocol(), "vip", h.asked, "interface", r.ifi.Name)
 			}
 		}
 	}
 }
 
-// probe asks, now and then, who else has each owned VIP (an RFC 5227 probe,
-// sender address 0.0.0.0): a host using the address answers, and serve
-// reports it. Gratuitous ARP from a second announcer is heard without asking.
+// probe asks, now and then, who else has each owned VIP (RFC 5227 for ARP,
+// a Neighbor Solicitation for NDP): a host using the address answers, and
+// serve reports it. Announcements of a second announcer are heard without
+// asking.
 func (r *responder) probe() {
 	tick := time.NewTicker(r.s.probeEvery)
 	defer tick.Stop()
@@ -265,12 +307,8 @@ func (r *responder) probe() {
 		}
 		r.mu.Unlock()
 		for _, vip := range vips {
-			p, err := arp.NewPacket(arp.OperationRequest, r.ifi.HardwareAddr, netip.IPv4Unspecified(), ethernet.Broadcast, vip)
-			if err == nil {
-				err = r.client.WriteTo(p, ethernet.Broadcast)
-			}
-			if err != nil {
-				r.s.log.Error(err, "ARP probe", "vip", vip, "interface", r.ifi.Name)
+			if err := r.w.probe(vip); err != nil {
+				r.s.log.Error(err, "probe", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
 			}
 		}
 	}

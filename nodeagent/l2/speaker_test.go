@@ -22,7 +22,14 @@ type segment struct {
 	mac    string // spk0's MAC
 }
 
-func newSegment(t *testing.T) *segment {
+func newSegment(t *testing.T) *segment { return newSegmentOf(t, false) }
+
+// newSegment6 is newSegment with IPv6 too: spk0 2001:db8::11/64 ↔ cli0
+// 2001:db8::50/64, duplicate address detection off (no tentative addresses
+// to wait for, and NDP sockets can bind the link-local address at once).
+func newSegment6(t *testing.T) *segment { return newSegmentOf(t, true) }
+
+func newSegmentOf(t *testing.T, ipv6 bool) *segment {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces")
 	}
@@ -34,11 +41,29 @@ func newSegment(t *testing.T) *segment {
 	s := &segment{t: t, client: "vipa-l2c-" + strings.TrimPrefix(t.Name(), "Test")}
 	s.run("ip", "netns", "add", s.client)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", s.client).Run() })
+	if ipv6 {
+		for _, key := range []string{"net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"} {
+			s.run("sysctl", "-qw", key+"=0")
+			s.inClient("sysctl", "-qw", key+"=0")
+		}
+	}
 	s.run("ip", "link", "add", "spk0", "type", "veth", "peer", "name", "cli0", "netns", s.client)
 	s.run("ip", "addr", "add", "192.0.2.11/24", "dev", "spk0")
-	s.run("ip", "link", "set", "spk0", "up")
 	s.inClient("ip", "addr", "add", "192.0.2.50/24", "dev", "cli0")
+	if ipv6 {
+		s.run("ip", "addr", "add", "2001:db8::11/64", "dev", "spk0")
+		s.inClient("ip", "addr", "add", "2001:db8::50/64", "dev", "cli0")
+	}
+	s.run("ip", "link", "set", "spk0", "up")
 	s.inClient("ip", "link", "set", "cli0", "up")
+	if ipv6 {
+		// Link-local addresses appear once both ends have carrier; NDP
+		// sockets bind them.
+		eventually(t, "link-local addresses on both ends", func() bool {
+			return strings.Contains(s.run("ip", "-6", "addr", "show", "dev", "spk0", "scope", "link"), "fe80::") &&
+				strings.Contains(s.inClient("ip", "-6", "addr", "show", "dev", "cli0", "scope", "link"), "fe80::")
+		})
+	}
 	ifi, err := net.InterfaceByName("spk0")
 	if err != nil {
 		t.Fatal(err)

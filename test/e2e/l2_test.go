@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -98,7 +99,7 @@ func (d *l2Lab) vipOf(t testing.TB, svc *corev1.Service) string {
 // announcer is the node the ledger says announces vip ("" for none).
 func (d *l2Lab) announcer(vip string) string {
 	var ip paasv1.IP
-	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: vip}, &ip); err != nil || len(ip.Status.AnnouncedBy) != 1 {
+	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: paasv1.IPObjectName(netip.MustParseAddr(vip))}, &ip); err != nil || len(ip.Status.AnnouncedBy) != 1 {
 		return ""
 	}
 	return ip.Status.AnnouncedBy[0]
@@ -118,18 +119,22 @@ func (d *l2Lab) arpAnswers(vip string) []string {
 	return macs
 }
 
-// owner waits until exactly one node, other than not, answers ARP for vip and
-// the ledger names it; it returns that node.
+// owner waits until exactly one node, other than not, answers ARP (NDP for
+// IPv6) for vip and the ledger names it; it returns that node.
 func (d *l2Lab) owner(t testing.TB, vip, not string) string {
 	t.Helper()
 	var node string
-	eventually(t, "one node answers ARP for "+vip, func() error {
+	answers, protocol := d.arpAnswers, "ARP"
+	if strings.Contains(vip, ":") {
+		answers, protocol = d.ndpAnswers, "NDP"
+	}
+	eventually(t, "one node answers "+protocol+" for "+vip, func() error {
 		node = d.announcer(vip)
 		if node == "" || node == not {
 			return fmt.Errorf("ledger says %q announces %s", node, vip)
 		}
-		if macs := d.arpAnswers(vip); len(macs) != 1 || macs[0] != d.macs[node] {
-			return fmt.Errorf("ARP answers for %s: %v, want only %s's %s", vip, macs, node, d.macs[node])
+		if macs := answers(vip); len(macs) != 1 || macs[0] != d.macs[node] {
+			return fmt.Errorf("%s answers for %s: %v, want only %s's %s", protocol, vip, macs, node, d.macs[node])
 		}
 		return nil
 	})

@@ -1,0 +1,78 @@
+package l2
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+)
+
+// arpWire is IPv4's wire: one raw ARP socket on the interface.
+type arpWire struct {
+	ifi    *net.Interface
+	client *arp.Client
+}
+
+func listenARP(ifi *net.Interface) (*arpWire, error) {
+	client, err := arp.Dial(ifi)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen arp", Net: ifi.Name, Err: err}
+	}
+	return &arpWire{ifi: ifi, client: client}, nil
+}
+
+func (w *arpWire) protocol() string { return "ARP" }
+
+// next reads the next ARP packet. Any ARP packet claims its sender address for
+// the sender MAC; a request also asks for its target (unless it is a
+// gratuitous one, which asks nothing).
+func (w *arpWire) next() (heard, error) {
+	for {
+		p, _, err := w.client.Read()
+		if err != nil {
+			return heard{}, err
+		}
+		if w.ours(p.SenderHardwareAddr) {
+			continue // our own packet, seen on the way out
+		}
+		h := heard{claimed: p.SenderIP, claimer: p.SenderHardwareAddr, packet: p}
+		if p.Operation == arp.OperationRequest && p.SenderIP != p.TargetIP {
+			h.asked = p.TargetIP
+		}
+		return h, nil
+	}
+}
+
+func (w *arpWire) ours(mac net.HardwareAddr) bool { return string(mac) == string(w.ifi.HardwareAddr) }
+
+func (w *arpWire) answer(h heard) error {
+	p := h.packet.(*arp.Packet)
+	return w.client.Reply(p, w.ifi.HardwareAddr, p.TargetIP)
+}
+
+// announce broadcasts a gratuitous ARP request (sender = target = vip), which
+// updates the entry of every host that already has one for the VIP.
+func (w *arpWire) announce(vip netip.Addr) error {
+	p, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, vip, ethernet.Broadcast, vip)
+	if err != nil {
+		return err
+	}
+	return w.client.WriteTo(p, ethernet.Broadcast)
+}
+
+// probe is an RFC 5227 probe (sender address 0.0.0.0): a host using vip
+// answers it.
+func (w *arpWire) probe(vip netip.Addr) error {
+	p, err := arp.NewPacket(arp.OperationRequest, w.ifi.HardwareAddr, netip.IPv4Unspecified(), ethernet.Broadcast, vip)
+	if err != nil {
+		return err
+	}
+	return w.client.WriteTo(p, ethernet.Broadcast)
+}
+
+// ARP requests are broadcast: nothing to join.
+func (w *arpWire) start(netip.Addr) error { return nil }
+func (w *arpWire) stop(netip.Addr) error  { return nil }
+
+func (w *arpWire) close() error { return w.client.Close() }
