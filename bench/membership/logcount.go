@@ -63,7 +63,8 @@ func (s counterSink) Info(_ int, msg string, _ ...any) {
 	case strings.HasPrefix(msg, "Refuting a suspect message"):
 		s.l.refutes.Add(1)
 	case strings.HasPrefix(msg, "Marking ") && strings.Contains(msg, " as failed"):
-		name := strings.Fields(msg)[1]
+		// memberlist's node names carry membership's incarnation suffix: name/suffix.
+		name, _, _ := strings.Cut(strings.Fields(msg)[1], "/")
 		s.l.mu.Lock()
 		defer s.l.mu.Unlock()
 		if !s.l.victims[name] {
@@ -72,6 +73,9 @@ func (s counterSink) Info(_ int, msg string, _ ...any) {
 			}
 			phase, _ := s.l.phase.Load().(string)
 			s.l.falseDeaths[phase]++
+			if s.l.falseDeaths[phase] <= 3 { // the first few say who
+				fmt.Fprintf(os.Stderr, "  false death (%s): %s\n", phase, msg)
+			}
 		}
 	}
 }

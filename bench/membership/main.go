@@ -49,11 +49,15 @@ func main() {
 	timers := flag.String("victim-timers", "tuned", "internal: the victim's timer preset")
 	flag.DurationVar(&convergeLimit, "converge-limit", convergeLimit, "give up on a size whose cluster has not formed by then")
 	tune := flag.String("tune", "", "override tuned timers, e.g. ProbeInterval=150ms,SuspicionMult=3 (field names of membership.Timers)")
+	dilateBy := flag.Int("dilate", 1, "run every timer this many times slower and divide the detection times by it (to simulate clusters too big for this machine's cores in real time)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of a -one run to this file")
 	flag.Parse()
 
 	if *tune != "" {
 		os.Setenv(tuneEnv, *tune) // children inherit it
+	}
+	if *dilateBy > 1 {
+		os.Setenv(dilateEnv, strconv.Itoa(*dilateBy))
 	}
 	if *victim != "" {
 		runVictim(*victim, *join, *timers)

@@ -49,7 +49,12 @@ func printTable(results []result) {
 	w := os.Stdout
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(w, "\nbench-membership: detection of a dead member as seen by every other member, all members in one process on loopback\n")
-	fmt.Fprintf(w, "(load average at the end: %s)\n\n", strings.TrimSpace(string(load)))
+	fmt.Fprintf(w, "(load average at the end: %s)\n", strings.TrimSpace(string(load)))
+	if len(results) > 0 && results[0].Dilation > 1 {
+		d := results[0].Dilation
+		fmt.Fprintf(w, "(dilated: every timer %dx slower, detection times divided by %d; CPU%%/mbr is at the dilated rate, about 1/%d of real time)\n", d, d, d)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%6s %-7s %-9s %6s %10s %10s %12s %7s %9s %10s %9s %8s  %s\n",
 		"N", "timers", "way", "kills", "all:median", "all:worst", "first:median", "missed",
 		"converge", "CPU%/mbr", "KiB/mbr", "refutes", "false deaths by phase")

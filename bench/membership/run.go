@@ -30,6 +30,11 @@ const scaleFactor = 3
 var benchKey = []byte("bench-membership-key-32-bytes!!!")
 
 func presetTimers(set string) (membership.Timers, error) {
+	t, err := undilatedTimers(set)
+	return dilate(t, dilation()), err
+}
+
+func undilatedTimers(set string) (membership.Timers, error) {
 	switch set {
 	case "tuned":
 		return tunedTimers()
@@ -54,6 +59,34 @@ var convergeLimit = 4 * time.Minute
 
 // tuneEnv carries -tune to the child processes.
 const tuneEnv = "BENCH_MEMBERSHIP_TUNE"
+
+// dilateEnv carries -dilate to the child processes.
+const dilateEnv = "BENCH_MEMBERSHIP_DILATE"
+
+// dilation is the -dilate factor: every timer of every preset is multiplied
+// by it and every measured detection time divided by it. A member's work is
+// driven by its timers, so a cluster dilated D times costs 1/D of the CPU per
+// second and a simulation too big for this machine's cores in real time
+// (2,000 members) runs without starving; the protocol's rounds keep their
+// proportions, so detection measured in dilated time and divided by D is what
+// the same cluster shows when every member has a core of its own. Processing
+// delays (packets, encryption, the scheduler) shrink D times in the figure:
+// the comparison at a size that fits undilated shows how much that matters.
+func dilation() int {
+	d, err := strconv.Atoi(os.Getenv(dilateEnv))
+	if err != nil || d < 1 {
+		return 1
+	}
+	return d
+}
+
+// dilate multiplies every duration of t by d.
+func dilate(t membership.Timers, d int) membership.Timers {
+	for _, v := range []*time.Duration{&t.ProbeInterval, &t.ProbeTimeout, &t.GossipInterval, &t.PushPullInterval, &t.TCPTimeout} {
+		*v *= time.Duration(d)
+	}
+	return t
+}
 
 // tunedTimers are membership.TunedTimers with the -tune overrides, e.g.
 // "ProbeInterval=150ms,SuspicionMult=3", to try other values.
@@ -103,6 +136,8 @@ type result struct {
 	// killed; Refutes counts suspicions a healthy member had to refute. Both show overload.
 	FalseDeaths string
 	Refutes     int64
+	// Dilation is the -dilate factor the times were measured with; they are already divided by it.
+	Dilation int
 	// Failure says why the cluster could not be measured (it did not form).
 	Failure string `json:",omitempty"`
 	// Errors counts memberlist's own error lines (failed sends, undecryptable packets).
@@ -133,7 +168,7 @@ func runOne(size int, set string, kills int, frozen bool, idle time.Duration) (r
 	if err != nil {
 		return result{}, err
 	}
-	res := result{Size: size, Timers: set}
+	res := result{Size: size, Timers: set, Dilation: dilation()}
 	rssBefore, _ := procmem.Read("self")
 	counter := &logCounter{}
 	at := addressing{octet: byte(100 + rand.IntN(150)), port: 20000 + rand.IntN(20000)}
@@ -220,6 +255,7 @@ func runOne(size int, set string, kills int, frozen bool, idle time.Duration) (r
 			}
 			counter.killed(name)
 			first, all, missed := obs.measure(name, limit, kill)
+			first, all = first/time.Duration(res.Dilation), all/time.Duration(res.Dilation)
 			cr.First, cr.All, cr.Missed = append(cr.First, first), append(cr.All, all), cr.Missed+missed
 			fmt.Fprintf(os.Stderr, "  N=%d %s %s kill %d: first %.2fs, all %.2fs, missed %d\n",
 				size, set, way, k+1, first.Seconds(), all.Seconds(), missed)
