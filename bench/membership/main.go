@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
 )
 
 // timerSets are the timer presets a run can use; "lan" is the baseline.
@@ -50,6 +52,7 @@ func main() {
 	flag.DurationVar(&convergeLimit, "converge-limit", convergeLimit, "give up on a size whose cluster has not formed by then")
 	tune := flag.String("tune", "", "override tuned timers, e.g. ProbeInterval=150ms,SuspicionMult=3 (field names of membership.Timers)")
 	dilateBy := flag.Int("dilate", 1, "run every timer this many times slower and divide the detection times by it (to simulate clusters too big for this machine's cores in real time)")
+	maxRSS := flag.Int("max-rss", 8192, "MiB: a simulation whose process grows past this stops (the members' state grows with N squared; the machine is shared)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of a -one run to this file")
 	flag.Parse()
 
@@ -67,6 +70,7 @@ func main() {
 		// The members of a whole cluster share one heap here, where a real
 		// agent has its own: fewer collections keep GC from dominating.
 		debug.SetGCPercent(400)
+		go guardRSS(float64(*maxRSS))
 		n, set, _ := strings.Cut(*one, ",")
 		size, err := strconv.Atoi(n)
 		if err != nil {
@@ -123,6 +127,7 @@ func runChild(size, set string, kills int, frozen bool, idle time.Duration) (res
 		return result{}, fmt.Errorf("find own executable: %w", err)
 	}
 	cmd := exec.Command(self, "-one", size+","+set, "-kills", strconv.Itoa(kills), "-converge-limit", convergeLimit.String(),
+		"-max-rss", flag.Lookup("max-rss").Value.String(),
 		"-frozen="+strconv.FormatBool(frozen), "-idle", idle.String())
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the run
@@ -139,6 +144,17 @@ func runChild(size, set string, kills int, frozen bool, idle time.Duration) (res
 		}
 	}
 	return res, nil
+}
+
+// guardRSS ends a simulation that outgrows limit MiB before it takes the
+// machine's memory: every member holds the state of every other, so the
+// process grows with N squared (about 10 GiB for 1,700 members).
+func guardRSS(limit float64) {
+	for range time.Tick(time.Second) {
+		if rss, _ := procmem.Read("self"); rss > limit {
+			fatal(fmt.Errorf("the simulation outgrew -max-rss: %.0f MiB RSS", rss))
+		}
+	}
 }
 
 func fatal(err error) {
