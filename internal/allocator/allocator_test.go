@@ -278,3 +278,29 @@ func TestSubnetRouterAnycastIsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacity counts what can be handed out: IPv6 subnet-router anycast
+// addresses are never handed out, so they are not capacity either, and one
+// that is also excluded is not taken off twice.
+func TestCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		segment  string
+		excluded []string
+		want     string
+	}{
+		{segment: "192.0.2.0/24", want: "256"},
+		{segment: "192.0.2.0/24", excluded: []string{"192.0.2.0/30"}, want: "252"},
+		{segment: "2001:db8::/120", want: "255"},
+		{segment: "2001:db8::100/120", want: "256"},
+		{segment: "2001:db8::/64", want: "18446744073709551615"},
+		{segment: "2001:db8::/63", want: "36893488147419103230"},
+		{segment: "2001:db8::/63", excluded: []string{"2001:db8:0:1::/128"}, want: "36893488147419103230"},
+		{segment: "2001:db8::/63", excluded: []string{"2001:db8:0:0:ffff:ffff:ffff:ffff/128"}, want: "36893488147419103229"},
+		{segment: "2001:db8::/63", excluded: []string{"2001:db8::/64"}, want: "18446744073709551615"},
+	} {
+		g := mustGroup(t, Group{Name: "g", Segment: pfx(tc.segment), Excluded: pfxs(tc.excluded...), AutoAssign: true})
+		if got := g.Capacity().String(); got != tc.want {
+			t.Errorf("capacity of %s minus %v = %s, want %s", tc.segment, tc.excluded, got, tc.want)
+		}
+	}
+}

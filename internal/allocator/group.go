@@ -89,14 +89,36 @@ func SubnetRouterAnycast(addr netip.Addr) bool {
 	return [8]byte(b[8:]) == [8]byte{}
 }
 
-// Capacity is the number of usable addresses. It is a big.Int because an IPv6
-// segment holds up to 2^128 addresses.
+// Capacity is the number of usable addresses: the segment minus its excluded
+// ranges and, for IPv6, minus the subnet-router anycast addresses it never
+// hands out. It is a big.Int because an IPv6 segment holds up to 2^128 addresses.
 func (g *Group) Capacity() *big.Int {
-	total := new(big.Int).Lsh(big.NewInt(1), uint(g.Segment.Addr().BitLen()-g.Segment.Bits()))
+	whole := span{first: g.Segment.Masked().Addr(), last: lastAddr(g.Segment)}
+	total := spanSize(whole)
+	if g.Family() == IPv6 {
+		total.Sub(total, anycastsIn(whole))
+	}
 	for _, s := range g.excluded {
 		total.Sub(total, spanSize(s))
+		if g.Family() == IPv6 {
+			total.Add(total, anycastsIn(s)) // already taken off with the segment's
+		}
 	}
 	return total
+}
+
+// anycastsIn counts the IPv6 addresses in s whose low 64 bits are zero: the
+// multiples of 2^64 between its ends.
+func anycastsIn(s span) *big.Int {
+	first := new(big.Int).SetBytes(s.first.AsSlice())
+	last := new(big.Int).SetBytes(s.last.AsSlice())
+	firstBlock := first.Add(first, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 64), big.NewInt(1))).Rsh(first, 64)
+	lastBlock := last.Rsh(last, 64)
+	n := lastBlock.Sub(lastBlock, firstBlock).Add(lastBlock, big.NewInt(1))
+	if n.Sign() < 0 {
+		return new(big.Int)
+	}
+	return n
 }
 
 // excludedSpanAt finds the excluded span holding addr by binary search.
