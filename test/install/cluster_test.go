@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -124,9 +125,36 @@ func (c *cluster) mustKubectl(t *testing.T, args ...string) string {
 // and the API server's last log lines say why.
 func (c *cluster) uninstall(t *testing.T, file string) {
 	t.Helper()
-	if _, err := c.kubectl("", "delete", "-f", file, "--timeout=3m"); err != nil {
+	c.waitListable(t, file)
+	if _, err := c.kubectl("", "delete", "-f", file, "--timeout=5m"); err != nil {
 		crds, _ := c.kubectl("", "get", "crd", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.conditions}{\"\\n\"}{end}")
 		t.Fatalf("%v\nCRDs left:\n%s\nAPI server log:\n%s", err, crds, c.apiLog.tail(60))
+	}
+}
+
+// waitListable waits until the API server serves lists of every custom
+// resource the file defines. A CRD deleted while its storage still
+// initialises (seconds after it was created) fails the API server's
+// instance-deletion step, which then backs off for minutes: a known
+// apiextensions behaviour (operator-framework/operator-controller#1437)
+// that no real uninstall, minutes after an install, runs into.
+func (c *cluster) waitListable(t *testing.T, file string) {
+	t.Helper()
+	for _, o := range readObjects(t, file) {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out, err := c.kubectl("", "get", o.GetName(), "-A", "-o", "name")
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never became listable: %s", o.GetName(), out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 }
 
