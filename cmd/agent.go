@@ -41,6 +41,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&l2.onStop, "on-stop", "auto", "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
 	fs.StringVar(&l2.timers, "liveness-timers", "tuned", "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
 	fs.DurationVar(&l2.probePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
+	handoff := fs.Bool("connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
 	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
 	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
 	daemonSet := fs.String("daemonset", "", "namespace/name of the DaemonSet that runs this agent: on stop, remove the rules when it is gone (uninstall) and keep them otherwise (restart); empty: always keep")
@@ -91,6 +92,9 @@ func runAgent(args []string) error {
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
+	}
+	if *handoff {
+		l2.handoff = agent.Handoff
 	}
 	ctx := ctrl.SetupSignalHandler()
 	announcer, err := startAnnouncer(ctx, cfg, mgr, o, l2)

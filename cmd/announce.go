@@ -17,6 +17,7 @@ import (
 
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
@@ -30,6 +31,9 @@ type l2Options struct {
 	probePeriod   time.Duration
 	onStop        string // auto, handover or restart
 	timers        string // liveness timer preset: tuned or lan
+	// handoff sends the mid-stream TCP segments of VIPs taken over in a planned
+	// move on to the previous owner (nil: off).
+	handoff func(dataplane.Handoffs) error
 }
 
 // settleAlone is how long an agent that sees no other agent waits before it
@@ -92,6 +96,7 @@ func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, 
 		OwnClassOnly:  o.OwnClassOnly,
 		Liveness:      liveness{cluster},
 		HandoverDelay: opts.handoverDelay,
+		Handoff:       opts.handoff,
 		// Settled once another agent is seen, or after a few seconds alone
 		// (the first agent of a cluster, or a one-node cluster).
 		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },

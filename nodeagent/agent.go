@@ -8,6 +8,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -101,6 +102,16 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	}
 	// Come back to check the canary, and for the periodic full sync.
 	return reconcile.Result{RequeueAfter: a.Options.CheckPeriod}, nil
+}
+
+// Handoff gives every data plane its family's connection handoffs (see
+// dataplane.Handoffs).
+func (a *Agent) Handoff(h dataplane.Handoffs) error {
+	var errs []error
+	for _, p := range a.Planes {
+		errs = append(errs, p.SetHandoffs(h))
+	}
+	return errors.Join(errs...)
 }
 
 // desired lists the served Services with their endpoints, from the cache.

@@ -25,6 +25,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/migration"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 )
@@ -60,9 +61,16 @@ type Announcer struct {
 	// go quiet, so a planned move drops nothing.
 	HandoverDelay time.Duration
 
+	// Handoff programs the data path to send the mid-stream TCP segments of the
+	// VIPs this node took over to their previous owners (nil: not at all).
+	Handoff func(dataplane.Handoffs) error
+
 	mu        sync.Mutex
 	owned     map[netip.Addr]string   // VIP → interface, as last computed
 	releasing map[netip.Addr]handover // VIPs lost, still answered for a while
+	// handoffFrom names the node each VIP was taken over from; only Reconcile
+	// (one worker) uses it.
+	handoffFrom map[netip.Addr]string
 }
 
 type handover struct {
@@ -96,6 +104,9 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		return reconcile.Result{}, err
 	}
 	owned := map[netip.Addr]string{}
+	if a.handoffFrom == nil {
+		a.handoffFrom = map[netip.Addr]string{}
+	}
 	if !a.inMajority(nodes, known) {
 		// Cut off from most agents (our link is down, or a partition): the
 		// others elect owners without us, so we must go quiet rather than
@@ -108,6 +119,13 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		}
 	}
 	a.logChanges(ctx, owned, nodes, known)
+	// Open connections are handed back to the previous owner before the first
+	// gratuitous ARP moves their clients here.
+	if a.Handoff != nil {
+		if err := a.handOff(ctx, owned, nodes); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "handing open connections back to previous owners failed")
+		}
+	}
 	answer, next := a.withHandovers(owned, time.Now())
 	vipsAnnounced.Set(float64(len(answer)))
 	agentsAlive.Set(float64(len(nodes)))
@@ -120,6 +138,55 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		}
 	}
 	return reconcile.Result{RequeueAfter: next}, nil
+}
+
+// handOff programs the connection handoffs of the VIPs owned: it learns from
+// the ledger which node announced each VIP before this one took it over.
+func (a *Announcer) handOff(ctx context.Context, owned map[netip.Addr]string, alive []election.Node) error {
+	for vip := range owned {
+		var ip paasv1.IP
+		if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
+			continue // not in the ledger (yet): nobody announced it before
+		}
+		for _, n := range ip.Status.AnnouncedBy {
+			if n != a.NodeName {
+				a.handoffFrom[vip] = n
+				break
+			}
+		}
+	}
+	handoffs := handoffTargets(owned, a.handoffFrom, alive)
+	for vip := range a.handoffFrom {
+		if _, ok := handoffs[vip]; !ok {
+			delete(a.handoffFrom, vip) // lost the VIP, or its previous owner died
+		}
+	}
+	handoffsActive.Set(float64(len(handoffs)))
+	return a.Handoff(handoffs)
+}
+
+// handoffTargets maps each owned VIP that this node took over from a node still alive to that
+// node's address on the VIP's subnet, where its open connections still are (see
+// dataplane.Handoffs). A VIP whose previous owner is dead, or has no address on the subnet,
+// gets none: its connections are gone anyway.
+func handoffTargets(owned map[netip.Addr]string, from map[netip.Addr]string, alive []election.Node) dataplane.Handoffs {
+	out := dataplane.Handoffs{}
+	for vip, prev := range from {
+		if _, ours := owned[vip]; !ours {
+			continue
+		}
+		i := slices.IndexFunc(alive, func(n election.Node) bool { return n.Name == prev })
+		if i < 0 {
+			continue
+		}
+		for _, ifc := range alive[i].Interfaces {
+			if ifc.Prefix.Contains(vip) && ifc.Prefix.Addr() != vip {
+				out[vip] = ifc.Prefix.Addr()
+				break
+			}
+		}
+	}
+	return out
 }
 
 // logChanges logs the VIPs this node takes and gives up, with the view it

@@ -31,6 +31,10 @@ var (
 		Name: "vip_allocator_agent_ownership_changes_total",
 		Help: "VIPs this node took over or handed over.",
 	}, []string{"change"})
+	handoffsActive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_connection_handoffs",
+		Help: "VIPs this node took over in a planned move whose mid-stream TCP segments it sends on to the previous owner, which holds those connections.",
+	})
 	arpConflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_arp_conflicts_total",
 		Help: "ARP packets or IPv6 Neighbor Advertisements from a foreign MAC claiming a VIP this node announces (reported at most once a minute per VIP and MAC).",
@@ -38,5 +42,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive)
 }

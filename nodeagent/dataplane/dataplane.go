@@ -60,6 +60,10 @@ type Dataplane struct {
 	// last is the state after the last successful Sync; nil forces a full Sync (at start and
 	// after any failure, when iptables may hold anything).
 	last *syncState
+	// handoffs is what VIPA-HANDOFF holds (nil: unknown, rewrite it); handoffTouched
+	// says whether this agent ever wrote it.
+	handoffs       Handoffs
+	handoffTouched bool
 }
 
 // New checks the config, detects the iptables backend unless cfg.Backend names one, and finds
@@ -130,6 +134,7 @@ func (d *Dataplane) Sync(services []Service, full bool) (SyncStats, error) {
 		Services:    services,
 	}
 	if full {
+		d.handoffs = nil // drift repair: the next SetHandoffs rewrites VIPA-HANDOFF too
 		f, err := d.inspect()
 		if err != nil {
 			d.last = nil
@@ -176,17 +181,17 @@ func (d *Dataplane) inspect() (found, error) {
 	if err != nil {
 		return found{}, fmt.Errorf("list chains: %w", err)
 	}
-	present, err := d.listJumps(nil)
+	present, err := d.listJumps(jumps, nil)
 	return found{chains: chains, jumps: present}, err
 }
 
 // listJumps reports which jumps exist, calling del (when set) for every rule that is one.
 // It lists the built-in chains (-S) rather than asking go-iptables' Exists (-C): for a rule
 // that jumps to a user chain, iptables-nft -C loads every chain, 0.35 s at 10,000 Services.
-func (d *Dataplane) listJumps(del func(j jump, rule string) error) (map[jump]bool, error) {
+func (d *Dataplane) listJumps(js []jump, del func(j jump, rule string) error) (map[jump]bool, error) {
 	present := map[jump]bool{}
 	listed := map[[2]string][]string{}
-	for _, j := range jumps {
+	for _, j := range js {
 		k := [2]string{j.table, j.from}
 		rules, ok := listed[k]
 		if !ok {
@@ -226,7 +231,7 @@ func (d *Dataplane) Healthy() bool {
 			return false
 		}
 	}
-	present, err := d.listJumps(nil)
+	present, err := d.listJumps(jumps, nil)
 	if err != nil {
 		return false
 	}
@@ -256,7 +261,7 @@ func Cleanup(cfg Config) error {
 	}
 	// Jumps first: a chain still referenced cannot be deleted. Each is deleted by its own
 	// spelling, so a jump someone else wrote to our chain goes too.
-	_, err = d.listJumps(func(j jump, rule string) error {
+	_, err = d.listJumps(append(jumps, handoffJump), func(j jump, rule string) error {
 		if err := d.ipt.Delete(j.table, j.from, SplitRule(rule)[2:]...); err != nil {
 			return fmt.Errorf("delete jump %s/%s: %w", j.table, j.from, err)
 		}
@@ -274,6 +279,11 @@ func Cleanup(cfg Config) error {
 	if payload := deletePayload(f.chains); payload != nil {
 		if err := restore(d.bins, func(w sink) { w.Write(payload) }); err != nil {
 			return fmt.Errorf("delete chains: %w", err)
+		}
+	}
+	if bytes.Contains(dump, []byte(":"+chainHandoff+" ")) {
+		if err := d.ipt.ClearAndDeleteChain(handoffJump.table, chainHandoff); err != nil {
+			return fmt.Errorf("delete %s: %w", chainHandoff, err)
 		}
 	}
 	return nil

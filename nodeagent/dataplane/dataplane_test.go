@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,7 +58,7 @@ func tool(backend string, fam Family, suffix string) string {
 // save is iptables-save of tables filter and nat without its '#' comment lines.
 func save(t *testing.T, backend string, fam Family) string {
 	t.Helper()
-	return saveTable(t, backend, fam, "filter") + saveTable(t, backend, fam, "nat")
+	return saveTable(t, backend, fam, "filter") + saveTable(t, backend, fam, "nat") + saveTable(t, backend, fam, "mangle")
 }
 
 func saveTable(t *testing.T, backend string, fam Family, table string) string {
@@ -139,6 +140,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 		{"-t", "nat", "-A", "PREROUTING", "-d", f.vip + f.bits, "-j", "RETURN"},
 		{"-t", "nat", "-A", "OUTPUT", "-j", "RETURN"},
 		{"-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
+		{"-t", "mangle", "-A", "PREROUTING", "-j", "RETURN"},
 	} {
 		ipt(r...)
 	}
@@ -178,7 +180,8 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 	if r := rulesOf(dump, chainServices); len(r) != 2 {
 		t.Errorf("%s: %q", chainServices, r)
 	}
-	if r := rulesOf(dump, chainFilter); len(r) != 6 || !strings.Contains(r[0], "-d "+f.vip+f.bits) || !strings.Contains(r[0], "REJECT") {
+	if r := rulesOf(dump, chainFilter); len(r) != 7 || !strings.Contains(r[0], "UNTRACKED -j RETURN") ||
+		!strings.Contains(r[1], "-d "+f.vip+f.bits) || !strings.Contains(r[1], "REJECT") {
 		t.Errorf("%s: %q", chainFilter, r)
 	}
 	if r := rulesOf(dump, chainPost); len(r) != 3 || !strings.Contains(r[2], "MASQUERADE --random-fully") {
@@ -251,6 +254,8 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 			t.Errorf("stale chain %s is still there:\n%s", c, dump)
 		}
 	}
+
+	testHandoffs(t, d, backend, fam)
 
 	// A restarted agent (new Dataplane) starts with a full Sync and finds the old chains.
 	d2, err := New(cfg)
@@ -420,5 +425,51 @@ func testTraffic(t *testing.T, backend string, local bool) {
 	}
 	if err := Cleanup(Config{Family: IPv4, Backend: backend}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testHandoffs: VIPA-HANDOFF holds two rules per VIP handed over (copy to the previous owner,
+// drop ours), is jumped to first from mangle PREROUTING, is emptied when the handoffs end, and
+// comes back after a flush once a full Sync has run.
+func testHandoffs(t *testing.T, d *Dataplane, backend string, fam Family) {
+	f := fixtureFor(fam)
+	prev := f.ep3 // any address of the family stands for the previous owner's
+	other := "198.51.100.7"
+	if fam == IPv4 {
+		other = "2001:db8::7"
+	}
+	h := Handoffs{netip.MustParseAddr(f.vip): netip.MustParseAddr(prev), netip.MustParseAddr(other): netip.MustParseAddr(other)}
+	if err := d.SetHandoffs(h); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"-d " + f.vip + f.bits + " -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate INVALID,NEW -j TEE --gateway " + prev,
+		"-d " + f.vip + f.bits + " -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate INVALID,NEW -j DROP",
+	}
+	mangle := saveTable(t, backend, fam, "mangle")
+	if got := rulesOf(mangle, chainHandoff); !slices.Equal(got, want) {
+		t.Fatalf("VIPA-HANDOFF (the other family's VIP left out):\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if pre := rulesOf(mangle, "PREROUTING"); len(pre) != 2 || !strings.HasSuffix(pre[0], "-j "+chainHandoff) {
+		t.Fatalf("mangle PREROUTING, want our jump first and the other rule kept:\n%s", strings.Join(pre, "\n"))
+	}
+	if err := d.SetHandoffs(Handoffs{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rulesOf(saveTable(t, backend, fam, "mangle"), chainHandoff); len(got) != 0 {
+		t.Fatalf("VIPA-HANDOFF after the handoffs ended: %v", got)
+	}
+	if err := d.SetHandoffs(h); err != nil {
+		t.Fatal(err)
+	}
+	cmd(t, tool(backend, fam, ""), "-t", "mangle", "-F", chainHandoff) // drift
+	if _, err := d.Sync(f.services(f.ep1, f.ep2), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetHandoffs(h); err != nil {
+		t.Fatal(err)
+	}
+	if got := rulesOf(saveTable(t, backend, fam, "mangle"), chainHandoff); !slices.Equal(got, want) {
+		t.Fatalf("VIPA-HANDOFF after a flush and a full Sync: %v", got)
 	}
 }

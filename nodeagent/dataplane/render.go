@@ -126,6 +126,9 @@ func makePlan(in renderInput) *plan {
 		jumps.Write(scratch.Bytes())
 		for _, vip := range s.VIPs {
 			if vip = vip.Unmap(); p.r.ofFamily(vip) && !seenVIP[vip] { // Services may share a VIP
+				if len(seenVIP) == 0 {
+					p.nfilter += p.r.filterTop(&p.filter)
+				}
 				seenVIP[vip] = true
 				p.nfilter += p.r.filterVIP(&p.filter, vip)
 			}

@@ -84,9 +84,13 @@ func fullPayload(filterRules, natBody string) string {
 		natBody + "COMMIT\n"
 }
 
-// filterFor is VIPA-FILTER's three rules for each VIP.
+// filterFor is VIPA-FILTER's rules: one letting untracked packets (handoff copies) pass, then
+// three for each VIP.
 func filterFor(vips ...string) string {
 	var b strings.Builder
+	if len(vips) > 0 {
+		b.WriteString("-A VIPA-FILTER -m conntrack --ctstate UNTRACKED -j RETURN\n")
+	}
 	for _, v := range vips {
 		bits, reject := "/32", "icmp-port-unreachable"
 		if strings.Contains(v, ":") {

@@ -134,6 +134,14 @@ func (r *renderer) natTop(w sink) int {
 	return 4
 }
 
+// filterTop lets untracked packets pass: the copies a connection handoff sends on to a VIP's
+// previous owner (TEE, see handoff.go) leave through OUTPUT still addressed to the VIP, and
+// the rejects below would answer the client with a reset instead.
+func (r *renderer) filterTop(w sink) int {
+	w.WriteString("-A " + chainFilter + " -m conntrack --ctstate UNTRACKED -j RETURN\n")
+	return 1
+}
+
 // filterVIP rejects what is still addressed to the VIP after nat (port not exposed, no
 // endpoint, source not allowed), so clients are refused at once instead of timing out, and
 // accepts DNATed traffic even when the FORWARD policy is DROP. TCP gets a reset: an ICMP

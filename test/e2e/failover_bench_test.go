@@ -16,14 +16,16 @@ import (
 // uncordon, agent SIGTERM restarts). It runs once with the agents' tuned
 // liveness timers and once with memberlist's LAN defaults, the baseline.
 // The lab is dual-stack: the Service's IPv6 VIP (announced by NDP) goes
-// through the same SIGKILL rounds as its IPv4 one. Run with make
-// bench-failover.
+// through the same SIGKILL rounds as its IPv4 one. Through the planned moves
+// the client also holds a keep-alive connection open, and the same moves run
+// once more with the connection handoff off (the baseline for open
+// connections). Run with make bench-failover.
 func BenchmarkFailover(b *testing.B) {
 	const rounds = 10
 	var median = map[string]time.Duration{}
 	for _, timers := range []string{"tuned", "lan"} {
 		b.Run(timers, func(b *testing.B) {
-			d, vip, vip6 := failoverLab(b, timers)
+			d, vip, vip6 := failoverLab(b, "--liveness-timers", timers)
 			var kills, links, kills6 []time.Duration
 			for i := range rounds {
 				if i%2 == 0 {
@@ -43,24 +45,23 @@ func BenchmarkFailover(b *testing.B) {
 			if timers != "tuned" {
 				return
 			}
-			var total, failed int64
-			for i := range rounds {
-				ok, bad := d.planned(b, vip, i%2 == 0)
-				total, failed = total+ok+bad, failed+bad
-			}
-			fmt.Printf("planned moves (%d: cordon+uncordon and agent SIGTERM restarts) under 20 Hz curl: %d requests, %d failed (target 0)\n", rounds, total, failed)
+			d.plannedRounds(b, vip, rounds, "")
 		})
 	}
+	b.Run("tuned-without-handoff", func(b *testing.B) {
+		d, vip, _ := failoverLab(b, "--liveness-timers", "tuned", "--connection-handoff=false")
+		d.plannedRounds(b, vip, rounds, ", connection handoff off (baseline)")
+	})
 	if median["tuned"] > 0 && median["lan"] > 0 { // both ran (not with -bench BenchmarkFailover/tuned)
 		fmt.Printf("\nratio, median unplanned failover, LAN defaults / tuned: %.1fx\n", float64(median["lan"])/float64(median["tuned"]))
 	}
 }
 
-func failoverLab(b *testing.B, timers string) (d *l2Lab, vip4, vip6 string) {
+func failoverLab(b *testing.B, agentArgs ...string) (d *l2Lab, vip4, vip6 string) {
 	d = setupL2DualStack(b)
-	d.timers = timers
+	d.agentArgs = agentArgs
 	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(b, n, "--liveness-timers", timers)
+		d.startAgent(b, n, agentArgs...)
 	}
 	d.dualStackGroups(b)
 	vip4, vip6 = d.dualStackService(b, "web")
@@ -99,7 +100,7 @@ func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
 	}
 	switch how {
 	case "kill":
-		d.startAgent(b, from, "--liveness-timers", d.timers)
+		d.startAgent(b, from, d.agentArgs...)
 	case "link":
 		d.in(from, "ip", "link", "set", "eth0", "up")
 	}
@@ -108,11 +109,31 @@ func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
 	return took
 }
 
+// plannedRounds runs rounds planned moves, alternating cordon+uncordon and
+// agent SIGTERM restarts, and prints what the curl loop and the held
+// connections lost.
+func (d *l2Lab) plannedRounds(b *testing.B, vip string, rounds int, label string) {
+	var total, failed, broken int64
+	for i := range rounds {
+		ok, bad, held := d.planned(b, vip, i%2 == 0)
+		total, failed = total+ok+bad, failed+bad
+		if !held {
+			broken++
+		}
+	}
+	fmt.Printf("planned moves (%d: cordon+uncordon and agent SIGTERM restarts)%s:\n", rounds, label)
+	fmt.Printf("  20 Hz curl, a new connection each: %d requests, %d failed (target 0)\n", total, failed)
+	fmt.Printf("  a keep-alive connection held open through each move: %d of %d broken (target 0)\n", broken, rounds)
+}
+
 // planned moves the VIP off its owner and back, by cordon or by an agent
-// SIGTERM restart, under a 20 Hz curl loop; it returns good and failed requests.
-func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64) {
+// SIGTERM restart, under a 20 Hz curl loop and with a keep-alive connection
+// held open; it returns good and failed requests, and whether the held
+// connection survived.
+func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64, held bool) {
 	from := d.owner(b, vip, "")
 	l := d.curlLoop(vipURL(vip))
+	h := d.heldConnection(b, vipHostPort(vip))
 	time.Sleep(500 * time.Millisecond)
 	if cordon {
 		d.cordon(b, from, true)
@@ -121,12 +142,13 @@ func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64
 		d.cordon(b, from, false)
 	} else {
 		d.stopAgent(from)
-		d.startAgent(b, from, "--liveness-timers", d.timers)
+		d.startAgent(b, from, d.agentArgs...)
 	}
 	d.waitAnnouncer(b, vip, from)
 	time.Sleep(3 * time.Second)
 	ok, failed, _ = l.end()
-	return ok, failed
+	_, heldFailed, _ := h.end()
+	return ok, failed, heldFailed == 0
 }
 
 // clientNeighbour is the MAC the client's neighbour table holds for vip.

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"os/exec"
 	"regexp"
@@ -30,8 +34,8 @@ import (
 // backend on a pod network, 198.51.100.0/24, the backend running on node1.
 type l2Lab struct {
 	*dataLab
-	macs   map[string]string // node → MAC of its LAN interface
-	timers string            // the agents' --liveness-timers, for restarts
+	macs      map[string]string // node → MAC of its LAN interface
+	agentArgs []string          // the agents' extra flags, for restarts
 }
 
 var lanIP = map[string]string{"node1": "192.0.2.11", "node2": "192.0.2.12", "node3": "192.0.2.13"}
@@ -150,6 +154,47 @@ type loop struct {
 }
 
 func (d *l2Lab) curlLoop(target string) *loop {
+	return runLoop(func() error { _, err := d.curl(target); return err })
+}
+
+// heldConnection sends a request every 50 ms on one keep-alive TCP connection
+// from the client to hostport, as a long-lived client (a database session, a
+// watch) does. Once a request fails the connection is broken: every later
+// round counts as failed too.
+func (d *l2Lab) heldConnection(t testing.TB, hostport string) *loop {
+	t.Helper()
+	var conn net.Conn
+	if err := d.inNetns("client", func() (err error) {
+		conn, err = net.DialTimeout("tcp", hostport, 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("connect to %s: %v", hostport, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	in := bufio.NewReader(conn)
+	var broken error
+	return runLoop(func() error {
+		if broken != nil {
+			return broken
+		}
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		_, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: vip\r\n\r\n")
+		if err == nil {
+			var resp *http.Response
+			if resp, err = http.ReadResponse(in, nil); err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+		if err != nil {
+			broken = fmt.Errorf("the held connection broke: %w", err)
+		}
+		return broken
+	})
+}
+
+// runLoop calls do at 20 Hz until end; it counts failures.
+func runLoop(do func() error) *loop {
 	l := &loop{stop: make(chan struct{})}
 	l.wg.Add(1)
 	go func() {
@@ -162,7 +207,7 @@ func (d *l2Lab) curlLoop(target string) *loop {
 				return
 			case <-tick.C:
 			}
-			if _, err := d.curl(target); err != nil {
+			if err := do(); err != nil {
 				l.failed.Add(1)
 				l.firstErr.CompareAndSwap(nil, err.Error())
 			} else {
@@ -234,9 +279,10 @@ func TestL2Announcement(t *testing.T) {
 		}
 	})
 
-	t.Run("a planned move (cordon) loses no request", func(t *testing.T) {
+	t.Run("a planned move (cordon) loses no request and no open connection", func(t *testing.T) {
 		from := d.owner(t, vip, "")
 		l := d.curlLoop("http://" + vip + "/")
+		held := d.heldConnection(t, vipHostPort(vip))
 		time.Sleep(time.Second)
 		d.cordon(t, from, true)
 		to := d.owner(t, vip, from)
@@ -245,6 +291,11 @@ func TestL2Announcement(t *testing.T) {
 		t.Logf("cordoned %s: %s took %s over; %d requests, %d failed", from, to, vip, ok+failed, failed)
 		if failed > 0 || ok < 40 {
 			t.Fatalf("%d of %d requests failed during the move (first: %v)", failed, ok+failed, first)
+		}
+		// The connection opened through the old owner lives on: the new owner
+		// hands its segments back to the old one, which holds its NAT.
+		if ok, failed, first := held.end(); failed > 0 || ok < 40 {
+			t.Fatalf("connection open across the move: %d of %d requests failed (first: %v)\n%s's mangle table:\n%s", failed, ok+failed, first, to, d.in(to, "iptables-save", "-c", "-t", "mangle"))
 		}
 		d.cordon(t, from, false)
 		d.waitAnnouncer(t, vip, from) // rendezvous hashing gives it back

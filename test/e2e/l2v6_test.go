@@ -103,7 +103,12 @@ func (d *l2Lab) dualStackService(t testing.TB, name string) (vip4, vip6 string) 
 
 // vipURL is the URL of the backend behind vip, either family.
 func vipURL(vip string) string {
-	return "http://" + net.JoinHostPort(vip, "80") + "/"
+	return "http://" + vipHostPort(vip) + "/"
+}
+
+// vipHostPort is vip's port 80 as a dial address.
+func vipHostPort(vip string) string {
+	return net.JoinHostPort(vip, "80")
 }
 
 // ndpAnswers solicits vip from the client, as a host resolving it does (a
@@ -196,9 +201,10 @@ func TestL2DualStack(t *testing.T) {
 		return nil
 	})
 
-	t.Run("a planned move (cordon) of the IPv6 VIP loses no request", func(t *testing.T) {
+	t.Run("a planned move (cordon) of the IPv6 VIP loses no request and no open connection", func(t *testing.T) {
 		from := d.owner(t, vip6, "")
 		l := d.curlLoop(vipURL(vip6))
+		held := d.heldConnection(t, vipHostPort(vip6))
 		time.Sleep(time.Second)
 		d.cordon(t, from, true)
 		to := d.owner(t, vip6, from)
@@ -207,6 +213,9 @@ func TestL2DualStack(t *testing.T) {
 		t.Logf("cordoned %s: %s took %s over; %d requests, %d failed", from, to, vip6, ok+failed, failed)
 		if failed > 0 || ok < 20 {
 			t.Fatalf("%d of %d requests failed during the move (first: %v)", failed, ok+failed, first)
+		}
+		if ok, failed, first := held.end(); failed > 0 || ok < 20 {
+			t.Fatalf("connection open across the move: %d of %d requests failed (first: %v)\n%s's mangle table:\n%s", failed, ok+failed, first, to, d.in(to, "ip6tables-save", "-c", "-t", "mangle"))
 		}
 		if mac := d.clientNeighbour(vip6); mac != d.macs[to] {
 			t.Fatalf("client's neighbour entry for %s: %q, want the new owner %s's %s", vip6, mac, to, d.macs[to])
