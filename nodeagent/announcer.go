@@ -119,14 +119,16 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		}
 	}
 	a.logChanges(ctx, owned, nodes, known)
+	answer, next := a.withHandovers(owned, time.Now())
 	// Open connections are handed back to the previous owner before the first
-	// gratuitous ARP moves their clients here.
+	// gratuitous ARP moves their clients here, and for as long as this node
+	// still answers for the VIP: clients move on only when the next owner's
+	// gratuitous ARP reaches them.
 	if a.Handoff != nil {
-		if err := a.handOff(ctx, owned, nodes); err != nil {
+		if err := a.handOff(ctx, owned, answer, nodes); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "handing open connections back to previous owners failed")
 		}
 	}
-	answer, next := a.withHandovers(owned, time.Now())
 	vipsAnnounced.Set(float64(len(answer)))
 	agentsAlive.Set(float64(len(nodes)))
 	if err := a.Speaker.SetOwned(answer); err != nil {
@@ -140,9 +142,10 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	return reconcile.Result{RequeueAfter: next}, nil
 }
 
-// handOff programs the connection handoffs of the VIPs owned: it learns from
-// the ledger which node announced each VIP before this one took it over.
-func (a *Announcer) handOff(ctx context.Context, owned map[netip.Addr]string, alive []election.Node) error {
+// handOff programs the connection handoffs of the VIPs answered for: it learns
+// from the ledger which node announced each owned VIP before this one took it
+// over, and keeps that through the hand-over of a VIP this node lost.
+func (a *Announcer) handOff(ctx context.Context, owned, answered map[netip.Addr]string, alive []election.Node) error {
 	for vip := range owned {
 		var ip paasv1.IP
 		if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
@@ -155,7 +158,7 @@ func (a *Announcer) handOff(ctx context.Context, owned map[netip.Addr]string, al
 			}
 		}
 	}
-	handoffs := handoffTargets(owned, a.handoffFrom, alive)
+	handoffs := handoffTargets(answered, a.handoffFrom, alive)
 	for vip := range a.handoffFrom {
 		if _, ok := handoffs[vip]; !ok {
 			delete(a.handoffFrom, vip) // lost the VIP, or its previous owner died
@@ -165,14 +168,14 @@ func (a *Announcer) handOff(ctx context.Context, owned map[netip.Addr]string, al
 	return a.Handoff(handoffs)
 }
 
-// handoffTargets maps each owned VIP that this node took over from a node still alive to that
+// handoffTargets maps each VIP answered for that this node took over from a node still alive to that
 // node's address on the VIP's subnet, where its open connections still are (see
 // dataplane.Handoffs). A VIP whose previous owner is dead, or has no address on the subnet,
 // gets none: its connections are gone anyway.
-func handoffTargets(owned map[netip.Addr]string, from map[netip.Addr]string, alive []election.Node) dataplane.Handoffs {
+func handoffTargets(answered map[netip.Addr]string, from map[netip.Addr]string, alive []election.Node) dataplane.Handoffs {
 	out := dataplane.Handoffs{}
 	for vip, prev := range from {
-		if _, ours := owned[vip]; !ours {
+		if _, ours := answered[vip]; !ours {
 			continue
 		}
 		i := slices.IndexFunc(alive, func(n election.Node) bool { return n.Name == prev })

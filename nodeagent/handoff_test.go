@@ -34,7 +34,7 @@ func TestHandoffTargets(t *testing.T) {
 			map[netip.Addr]string{vip4: "eth0", vip6: "eth0"},
 			map[netip.Addr]string{vip4: "node1", vip6: "node1"},
 			dataplane.Handoffs{vip4: a("192.0.2.11"), vip6: a("2001:db8::11")}},
-		{"a VIP no longer owned: none",
+		{"a VIP no longer answered for: none",
 			map[netip.Addr]string{},
 			map[netip.Addr]string{vip4: "node1"},
 			dataplane.Handoffs{}},

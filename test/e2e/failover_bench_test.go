@@ -115,10 +115,12 @@ func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
 func (d *l2Lab) plannedRounds(b *testing.B, vip string, rounds int, label string) {
 	var total, failed, broken int64
 	for i := range rounds {
-		ok, bad, held := d.planned(b, vip, i%2 == 0)
+		ok, bad, heldErr := d.planned(b, vip, i%2 == 0)
 		total, failed = total+ok+bad, failed+bad
-		if !held {
+		if heldErr != nil {
 			broken++
+			how := map[bool]string{true: "cordon", false: "restart"}[i%2 == 0]
+			fmt.Printf("  round %d (%s): %v\n", i+1, how, heldErr)
 		}
 	}
 	fmt.Printf("planned moves (%d: cordon+uncordon and agent SIGTERM restarts)%s:\n", rounds, label)
@@ -128,9 +130,9 @@ func (d *l2Lab) plannedRounds(b *testing.B, vip string, rounds int, label string
 
 // planned moves the VIP off its owner and back, by cordon or by an agent
 // SIGTERM restart, under a 20 Hz curl loop and with a keep-alive connection
-// held open; it returns good and failed requests, and whether the held
-// connection survived.
-func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64, held bool) {
+// held open; it returns good and failed requests, and why the held
+// connection broke (nil: it did not).
+func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64, heldErr any) {
 	from := d.owner(b, vip, "")
 	l := d.curlLoop(vipURL(vip))
 	h := d.heldConnection(b, vipHostPort(vip))
@@ -147,8 +149,8 @@ func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64
 	d.waitAnnouncer(b, vip, from)
 	time.Sleep(3 * time.Second)
 	ok, failed, _ = l.end()
-	_, heldFailed, _ := h.end()
-	return ok, failed, heldFailed == 0
+	_, _, heldErr = h.end()
+	return ok, failed, heldErr
 }
 
 // clientNeighbour is the MAC the client's neighbour table holds for vip.
