@@ -233,6 +233,9 @@ func TestMemberWithoutTheKeyCannotJoin(t *testing.T) {
 
 	only := map[string]State{"node-a": Active, "node-b": Active}
 	for _, m := range []*Cluster{a, b} {
+		// A join returns once the joiner has the other's state; the other
+		// merges the joiner's just after answering, so wait for it first.
+		g.Eventually(membersOf(m), 2*time.Second).Should(Equal(only))
 		g.Consistently(membersOf(m), 3*time.Second).Should(Equal(only))
 	}
 	g.Expect(plain.NumMembers()).To(Equal(1), "the plain member learned nothing")
