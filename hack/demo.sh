@@ -4,7 +4,8 @@
 # takes the next free IP, one asks for a specific IP, one asks for an excluded IP
 # and is told why it waits. Then (as root) a client, three nodes running the
 # agent and a backend in network namespaces: which node answers ARP for the VIP,
-# curl through it, and a failover when the owner's agent is killed.
+# curl through it, a failover when the owner's agent is killed, and a planned move that keeps
+# an open connection.
 # KEEP=1 leaves everything running.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,7 +85,10 @@ plug backend eth0 pods 198.51.100.11/24
 inns backend ip route add default via 198.51.100.1
 
 mkdir -p "$dir/www" && echo "hello from the backend pod behind the VIP" > "$dir/www/index.html"
-(cd "$dir/www" && exec ip netns exec "${lab}backend" python3 -m http.server 8080 --bind 198.51.100.11 >/dev/null 2>&1) &
+# HTTP/1.1, so a client can keep its connection open (the planned move below).
+(cd "$dir/www" && exec ip netns exec "${lab}backend" python3 -c 'import http.server as h
+h.SimpleHTTPRequestHandler.protocol_version = "HTTP/1.1"
+h.ThreadingHTTPServer(("198.51.100.11", 8080), h.SimpleHTTPRequestHandler).serve_forever()' >/dev/null 2>&1) &
 echo $! > "$dir/backend.pid"
 
 # Each node reaches the API server on the host's loopback through a Unix
@@ -170,3 +174,24 @@ echo "the ledger now names $(announcer); the Service condition says:"
 sleep 1
 kubectl get service web -o jsonpath='{range .status.conditions[?(@.type=="vip.paas.org/Announced")]}{.type}: {.message}{"\n"}{end}'
 start_agent "$owner"
+for _ in $(seq 100); do [[ "$(announcer)" == "$owner" ]] && break; sleep 0.2; done # it gets its VIP back
+
+say "planned move: cordon $owner, the owner, while the client holds a connection to $vip open"
+# One keep-alive HTTP connection (bash's /dev/tcp): a request before the move and one after it.
+inns client bash -c '
+  exec 3<>/dev/tcp/'"$vip"'/80
+  ask() {
+    printf "GET / HTTP/1.1\r\nHost: vip\r\n\r\n" >&3
+    while IFS= read -r -t 3 line <&3; do
+      if [[ $line == hello* ]]; then echo "same connection, $1: $line"; return; fi
+    done
+    echo "same connection, $1: broken"
+  }
+  ask "before the move"; sleep 4; ask "after the move"' &
+client=$!
+sleep 1
+kubectl cordon "$owner" >/dev/null
+for _ in $(seq 100); do [[ "$(announcer)" != "$owner" ]] && break; sleep 0.05; done
+echo "$(announcer) took $vip over from $owner"
+wait $client
+kubectl uncordon "$owner" >/dev/null

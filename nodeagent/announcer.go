@@ -131,7 +131,13 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	vipsAnnounced.Set(float64(len(answer)))
 	agentsAlive.Set(float64(len(nodes)))
-	if err := a.Speaker.SetOwned(answer); err != nil {
+	releasing := map[netip.Addr]string{}
+	for vip, iface := range answer {
+		if _, ours := owned[vip]; !ours {
+			releasing[vip] = iface
+		}
+	}
+	if err := a.Speaker.SetAnswering(owned, releasing); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "answering ARP/NDP on some interfaces failed")
 	}
 	for vip := range owned {

@@ -74,11 +74,25 @@ func (s *Speaker) Conflicts() <-chan Conflict { return s.conflicts }
 // interface. VIPs new to an interface are announced at once. Errors name the
 // interfaces that could not be served; the others are.
 func (s *Speaker) SetOwned(owned map[netip.Addr]string) error {
+	return s.SetAnswering(owned, nil)
+}
+
+// SetAnswering is SetOwned for owned plus releasing: VIPs this node handed
+// over and still answers questions about for a while, but announces no more.
+// Its gratuitous ARPs would pull clients back from the new owner, which has
+// just announced itself. A releasing VIP owned again is announced afresh.
+func (s *Speaker) SetAnswering(owned, releasing map[netip.Addr]string) error {
 	byLink := map[link][]netip.Addr{}
-	for vip, iface := range owned {
-		vip = vip.Unmap()
-		l := link{iface: iface, ipv6: vip.Is6()}
-		byLink[l] = append(byLink[l], vip)
+	quiet := map[netip.Addr]bool{}
+	for _, set := range []map[netip.Addr]string{owned, releasing} {
+		for vip, iface := range set {
+			vip = vip.Unmap()
+			if _, isOwned := owned[vip]; !isOwned {
+				quiet[vip] = true
+			}
+			l := link{iface: iface, ipv6: vip.Is6()}
+			byLink[l] = append(byLink[l], vip)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,7 +113,7 @@ func (s *Speaker) SetOwned(owned map[netip.Addr]string) error {
 			}
 			s.responders[l] = r
 		}
-		r.set(list)
+		r.set(list, quiet)
 	}
 	return errors.Join(errs...)
 }
@@ -161,7 +175,7 @@ type responder struct {
 	done chan struct{}
 
 	mu    sync.Mutex
-	owned map[netip.Addr]chan struct{} // VIP → closed when no longer owned
+	owned map[netip.Addr]*answering
 	// reported rate-limits conflict reports per VIP and MAC.
 	reported map[string]time.Time
 }
@@ -180,7 +194,7 @@ func (s *Speaker) listen(l link) (*responder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &responder{s: s, ifi: ifi, w: w, done: make(chan struct{}), owned: map[netip.Addr]chan struct{}{}, reported: map[string]time.Time{}}
+	r := &responder{s: s, ifi: ifi, w: w, done: make(chan struct{}), owned: map[netip.Addr]*answering{}, reported: map[string]time.Time{}}
 	go r.serve()
 	if s.probeEvery > 0 {
 		go r.probe()
@@ -188,16 +202,34 @@ func (s *Speaker) listen(l link) (*responder, error) {
 	return r, nil
 }
 
-func (r *responder) set(vips []netip.Addr) {
+// answering is one VIP a responder answers for.
+type answering struct {
+	// hush is closed to end the gratuitous announcements (the VIP is handed
+	// over, or no longer answered for); nil once hushed.
+	hush chan struct{}
+	// wasQuiet: hushed because handed over, so owning it again announces it.
+	wasQuiet bool
+}
+
+func (a *answering) quiet() {
+	if a.hush != nil {
+		close(a.hush)
+		a.hush = nil
+	}
+	a.wasQuiet = true
+}
+
+// set answers for exactly vips; those in quiet are not announced.
+func (r *responder) set(vips []netip.Addr, quiet map[netip.Addr]bool) {
 	want := map[netip.Addr]bool{}
 	for _, v := range vips {
 		want[v] = true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for vip, gone := range r.owned {
+	for vip, a := range r.owned {
 		if !want[vip] {
-			close(gone)
+			a.quiet()
 			delete(r.owned, vip)
 			if err := r.w.stop(vip); err != nil {
 				r.s.log.Error(err, "stop answering", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
@@ -205,17 +237,29 @@ func (r *responder) set(vips []netip.Addr) {
 		}
 	}
 	for vip := range want {
-		if _, ok := r.owned[vip]; ok {
+		a, ok := r.owned[vip]
+		switch {
+		case ok && quiet[vip]:
+			a.quiet()
 			continue
+		case ok && (a.hush != nil || !a.wasQuiet):
+			continue // announced already, or being announced
+		case !ok:
+			if err := r.w.start(vip); err != nil {
+				// Not owned, so the next SetOwned tries again.
+				r.s.log.Error(err, "start answering", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
+				continue
+			}
+			a = &answering{}
+			r.owned[vip] = a
+			if quiet[vip] {
+				a.wasQuiet = true
+				continue
+			}
 		}
-		if err := r.w.start(vip); err != nil {
-			// Not owned, so the next SetOwned tries again.
-			r.s.log.Error(err, "start answering", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
-			continue
-		}
-		gone := make(chan struct{})
-		r.owned[vip] = gone
-		go r.announce(vip, gone)
+		// New, or owned again after being handed over: announce.
+		a.hush, a.wasQuiet = make(chan struct{}), false
+		go r.announce(vip, a.hush)
 	}
 }
 
@@ -228,8 +272,8 @@ func (r *responder) owns(vip netip.Addr) bool {
 
 func (r *responder) close() {
 	r.mu.Lock()
-	for vip, gone := range r.owned {
-		close(gone)
+	for vip, a := range r.owned {
+		a.quiet()
 		delete(r.owned, vip)
 	}
 	r.mu.Unlock()

@@ -155,6 +155,41 @@ func TestSpeakerGratuitousARPOnTakeover(t *testing.T) {
 	})
 }
 
+// A VIP handed over is still answered for, but its gratuitous ARPs stop: they
+// would pull clients back from the new owner. Owned again, it is announced.
+func TestSpeakerHandedOverVIPIsAnsweredButNotAnnounced(t *testing.T) {
+	s := newSegment(t)
+	sp := NewSpeaker(testr.New(t), nil, 0)
+	defer sp.Close()
+	vip := netip.MustParseAddr("192.0.2.100")
+	at := map[netip.Addr]string{vip: "spk0"}
+	other := "02:00:00:00:00:99" // another node, as the client knows it
+	s.inClient("ip", "neigh", "replace", "192.0.2.100", "lladdr", other, "dev", "cli0", "nud", "stale")
+	if err := sp.SetOwned(at); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the takeover is announced", func() bool { return strings.Contains(s.neigh("192.0.2.100"), s.mac) })
+
+	if err := sp.SetAnswering(nil, at); err != nil { // handed over, within the burst
+		t.Fatal(err)
+	}
+	// The new owner announced itself.
+	s.inClient("ip", "neigh", "replace", "192.0.2.100", "lladdr", other, "dev", "cli0", "nud", "stale")
+	time.Sleep(2 * GARPInterval)
+	if n := s.neigh("192.0.2.100"); !strings.Contains(n, other) {
+		t.Fatalf("a gratuitous ARP after the hand-over pulled the client back: %s", n)
+	}
+	if out := s.arping("192.0.2.100"); !strings.Contains(out, "["+s.mac+"]") {
+		t.Fatalf("no answer while handing over:\n%s", out)
+	}
+
+	if err := sp.SetAnswering(at, nil); err != nil { // owned again
+		t.Fatal(err)
+	}
+	s.inClient("ip", "neigh", "replace", "192.0.2.100", "lladdr", other, "dev", "cli0", "nud", "stale")
+	eventually(t, "owned again, it is announced again", func() bool { return strings.Contains(s.neigh("192.0.2.100"), s.mac) })
+}
+
 func TestSpeakerReportsForeignClaims(t *testing.T) {
 	s := newSegment(t)
 	vip := netip.MustParseAddr("192.0.2.100")

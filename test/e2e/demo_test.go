@@ -36,6 +36,9 @@ func TestDemo(t *testing.T) {
 		`hello from the backend pod behind the VIP`,
 		`failover: 192\.0\.2\.1 is answered by node\d after \d+ ms`,
 		`curl http://192\.0\.2\.1/ → hello from the backend pod behind the VIP`,
+		`same connection, before the move: hello from the backend pod behind the VIP`,
+		`(node\d) took 192\.0\.2\.1 over from node\d`,
+		`same connection, after the move: hello from the backend pod behind the VIP`,
 	} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("demo output lacks %q", want)
