@@ -1,0 +1,136 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BGPPeerSpec describes one BGP router the agents of the selected nodes peer with.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || duration(self.holdTime) == duration('0s') || duration(self.holdTime) >= duration('3s')",message="holdTime must be 0s (no keepalives) or at least 3s (RFC 4271)"
+// +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.holdTime) == duration('0s') || duration(self.keepaliveTime).getMilliseconds() * 3 <= duration(self.holdTime).getMilliseconds()",message="keepaliveTime must be at most a third of holdTime"
+// +kubebuilder:validation:XValidation:rule="self.myASN != self.peerASN || !has(self.ebgpMultiHop) || !self.ebgpMultiHop",message="ebgpMultiHop applies to eBGP only (myASN differs from peerASN)"
+type BGPPeerSpec struct {
+	// PeerAddress is the router's IPv4 or IPv6 address.
+	// +required
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="peerAddress must be an IP address, such as 192.0.2.1 or 2001:db8::1"
+	PeerAddress string `json:"peerAddress"`
+
+	// PeerASN is the router's autonomous system number (1-4294967295).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	PeerASN int64 `json:"peerASN"`
+
+	// MyASN is the cluster's autonomous system number (1-4294967295); equal to
+	// peerASN for iBGP.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	MyASN int64 `json:"myASN"`
+
+	// PeerPort is the router's BGP port.
+	// +optional
+	// +kubebuilder:default=179
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	PeerPort int32 `json:"peerPort,omitempty"`
+
+	// HoldTime after which the router drops a silent session (and its routes):
+	// how long a dead node's routes outlive it. 0s disables keepalives.
+	// +optional
+	// +kubebuilder:default="3s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$')",message="holdTime must be a duration such as 3s or 1m30s"
+	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
+
+	// KeepaliveTime between keepalive messages; at most a third of holdTime.
+	// +optional
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$')",message="keepaliveTime must be a duration such as 1s"
+	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
+
+	// PasswordSecret names a key of a Secret in the operator's namespace
+	// holding the TCP MD5 password (RFC 2385) of the session.
+	// +optional
+	PasswordSecret *SecretKeyRef `json:"passwordSecret,omitempty"`
+
+	// EBGPMultiHop lets an eBGP session cross routers (TTL 255 instead of 1).
+	// +optional
+	EBGPMultiHop *bool `json:"ebgpMultiHop,omitempty"`
+
+	// NodeSelector picks the nodes that peer with this router. Absent: every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// RouterID overrides the BGP router ID (an IPv4 address). Absent: the
+	// node's IPv4 InternalIP.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4",message="routerID must be an IPv4 address"
+	RouterID string `json:"routerID,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the operator's namespace.
+type SecretKeyRef struct {
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// BGPPeerStatus reports whether the agents use the peer.
+type BGPPeerStatus struct {
+	// Conditions: Accepted.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BGPPeer condition types and reasons.
+const (
+	// BGPPeerAccepted is True when the agents peer with the router.
+	BGPPeerAccepted = "Accepted"
+	// ReasonBGPNotEnabled: this version validates BGPPeers but its agents do
+	// not speak BGP yet.
+	ReasonBGPNotEnabled = "BGPNotEnabled"
+)
+
+// BGPPeer is a BGP router the node agents advertise the VIPs of BGP-mode
+// IPGroups to.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="Peer",type=string,JSONPath=`.spec.peerAddress`
+// +kubebuilder:printcolumn:name="Peer ASN",type=integer,JSONPath=`.spec.peerASN`
+// +kubebuilder:printcolumn:name="My ASN",type=integer,JSONPath=`.spec.myASN`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BGPPeer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec BGPPeerSpec `json:"spec"`
+	// +optional
+	Status BGPPeerStatus `json:"status,omitempty"`
+}
+
+// BGPPeerList is a list of BGPPeers.
+// +kubebuilder:object:root=true
+type BGPPeerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPPeer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BGPPeer{}, &BGPPeerList{})
+}
