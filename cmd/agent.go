@@ -34,7 +34,7 @@ func runAgent(args []string) error {
 	fs.DurationVar(&o.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
 	masqBit := fs.Int("masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
 	var l2 l2Options
-	fs.StringVar(&l2.namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "vip-allocator-operator"), "namespace of the operator, which holds the agents' gossip key Secret")
+	fs.StringVar(&l2.namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), controllers.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
 	fs.IntVar(&l2.port, "memberlist-port", membership.DefaultPort, "UDP and TCP port of the agents' liveness gossip")
 	fs.StringVar(&l2.bindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&l2.handoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")

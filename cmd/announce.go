@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
@@ -50,6 +52,7 @@ type runningAnnouncer struct {
 	leaving  func() bool
 	once     sync.Once
 	handover bool
+	bgp      *bgp.Speaker
 }
 
 // startAnnouncer joins the other agents and registers the announcer with mgr.
@@ -103,12 +106,19 @@ func startAnnouncer(ctx context.Context, cfg *rest.Config, mgr manager.Manager, 
 	}
 	r.speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(ctx), opts.probePeriod)
 	a.Speaker = r.speaker
+	// The BGP speaker stays idle (no session, no port) until a BGPPeer
+	// selects this node.
+	r.bgp = bgp.New(log.WithName("bgp"))
+	a.BGP = &nodeagent.BGPAnnouncer{Client: mgr.GetClient(), NodeName: o.NodeName, Speaker: r.bgp,
+		Passwords: bgpPasswords(direct, opts.namespace)}
 	if err := a.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	runnables := []manager.RunnableFunc{
 		(&nodeagent.InterfacePublisher{Client: mgr.GetClient(), NodeName: o.NodeName, Period: 30 * time.Second}).Start,
 		func(ctx context.Context) error { a.ReportConflicts(ctx); return nil },
+		a.BGP.RecordAdvertisers,
+		a.BGP.ReportSessions,
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
@@ -146,10 +156,18 @@ func (r *runningAnnouncer) announceStop() {
 	})
 }
 
-// stop finishes: after a hand-over, waits until the new owners have taken
-// over, then goes quiet and leaves.
+// stop finishes: it withdraws the BGP routes first (the routers take the
+// node out of their ECMP groups while its rules still forward), then, after a
+// hand-over, waits until the new owners have taken over, then goes quiet and
+// leaves.
 func (r *runningAnnouncer) stop() {
 	r.announceStop()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	if err := r.bgp.WithdrawAll(ctx, time.Second); err != nil {
+		ctrl.Log.Error(err, "withdraw the BGP routes before stopping")
+	}
+	r.bgp.Stop(ctx)
+	cancel()
 	if !r.handover {
 		r.speaker.Close()
 		_ = r.cluster.Shutdown()
@@ -210,6 +228,37 @@ func (l liveness) Alive() map[string]bool {
 }
 
 func (l liveness) Changed() <-chan struct{} { return l.c.Changed() }
+
+// bgpPasswords reads the BGP peers' passwords from the Secret the operator
+// fills, at most every few seconds: every announce pass asks.
+func bgpPasswords(c client.Client, namespace string) func(context.Context) (map[string]string, error) {
+	var (
+		mu      sync.Mutex
+		read    time.Time
+		current map[string]string
+	)
+	return func(ctx context.Context) (map[string]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(read) < 5*time.Second {
+			return current, nil
+		}
+		var s corev1.Secret
+		key := client.ObjectKey{Namespace: namespace, Name: controllers.BGPPasswordsSecret}
+		if err := c.Get(ctx, key, &s); err != nil {
+			if apierrors.IsNotFound(err) {
+				err = nil // no password copied yet
+			}
+			return nil, err
+		}
+		current = map[string]string{}
+		for peer, pw := range s.Data {
+			current[peer] = string(pw)
+		}
+		read = time.Now()
+		return current, nil
+	}
+}
 
 // gossipKey reads the agents' shared key from the Secret the operator
 // creates, waiting a minute for it on a fresh install.

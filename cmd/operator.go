@@ -139,7 +139,9 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		LeaderElectionID:              "vip-allocator-operator.paas.org",
 		LeaderElectionNamespace:       cmp.Or(o.LeaderNamespace, o.Agent.Namespace),
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultTransform: slimObject},
+		Cache: cache.Options{DefaultTransform: slimObject,
+			// Secrets only in the operator's namespace, the only ones it may read.
+			ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}}}},
 		// Tests and benchmarks stop and start managers in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -157,7 +159,7 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator")}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
 	}
-	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up BGPPeer controller: %w", err)
 	}
 	if o.Agent.Namespace != "" {
@@ -174,6 +176,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// operatorNamespace holds the operator's Secrets: its own pod's namespace
+// (--namespace), or the bundle's when it runs outside a pod.
+func operatorNamespace(o OperatorOptions) string {
+	return cmp.Or(o.Agent.Namespace, controllers.DefaultNamespace)
 }
 
 // ownImage reads the operator's image from its own pod: the agent runs the same

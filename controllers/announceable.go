@@ -19,8 +19,12 @@ import (
 // an interface (of announce.interfaces, if set) on the segment, as its agent
 // published in the Node's interfaces annotation. Groups announced otherwise
 // carry no such condition.
-func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node) {
+func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer) {
 	an := group.Spec.Announce
+	if an != nil && an.Mode == paasv1.AnnounceBGP {
+		meta.SetStatusCondition(&status.Conditions, bgpAnnounceable(group, nodes, peers))
+		return
+	}
 	if an != nil && an.Mode != "" && an.Mode != paasv1.AnnounceL2 {
 		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupAnnounceable)
 		return
@@ -64,6 +68,73 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 			len(selected), firstNames(selected), segment, interfacesNote(allowed))
 	}
 	meta.SetStatusCondition(&status.Conditions, c)
+}
+
+// bgpAnnounceable says whether any node can advertise a BGP group's VIPs:
+// one that matches announce.nodeSelector, is not cordoned, and is selected
+// by a BGPPeer the group advertises to (announce.bgp.peers, or any).
+func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer) metav1.Condition {
+	an := group.Spec.Announce
+	c := metav1.Condition{Type: paasv1.IPGroupAnnounceable, ObservedGeneration: group.Generation, Status: metav1.ConditionFalse}
+	var named []string
+	if an.BGP != nil {
+		named = an.BGP.Peers
+	}
+	var usable []paasv1.BGPPeer
+	var missing []string
+	for _, name := range named {
+		if i := slices.IndexFunc(peers, func(p paasv1.BGPPeer) bool { return p.Name == name }); i >= 0 {
+			usable = append(usable, peers[i])
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	if len(named) == 0 {
+		usable = peers
+	}
+	if len(usable) == 0 {
+		c.Reason = "NoBGPPeer"
+		c.Message = "no BGPPeer exists to advertise the group's VIPs to: create one"
+		if len(missing) > 0 {
+			c.Message = fmt.Sprintf("the BGPPeers named in announce.bgp.peers do not exist (%s): create them or fix the names", strings.Join(missing, ", "))
+		}
+		return c
+	}
+	selector := labels.Everything()
+	if an.NodeSelector != nil {
+		var err error
+		if selector, err = metav1.LabelSelectorAsSelector(an.NodeSelector); err != nil {
+			selector = labels.Nothing()
+		}
+	}
+	var selected, able []string
+	for _, n := range nodes {
+		if !selector.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		selected = append(selected, n.Name)
+		if n.Spec.Unschedulable {
+			continue
+		}
+		if slices.ContainsFunc(usable, func(p paasv1.BGPPeer) bool { return len(peeringNodes(&p, []corev1.Node{n})) > 0 }) {
+			able = append(able, n.Name)
+		}
+	}
+	switch {
+	case len(able) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, "NodesAvailable"
+		c.Message = fmt.Sprintf("%d node(s) can advertise the group's VIPs by BGP: %s", len(able), firstNames(able))
+		if len(missing) > 0 {
+			c.Message += fmt.Sprintf("; announce.bgp.peers names BGPPeers that do not exist: %s", strings.Join(missing, ", "))
+		}
+	case len(selected) == 0:
+		c.Reason = "NoNodeSelected"
+		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes"
+	default:
+		c.Reason = "NoPeerForNodes"
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, runs an agent and is selected by a BGPPeer the group uses: fix the BGPPeers' nodeSelector or the group's announce.nodeSelector", len(selected), firstNames(selected))
+	}
+	return c
 }
 
 // onSegment reports whether n has an interface (among allowed, if any) on segment.

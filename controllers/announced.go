@@ -22,7 +22,6 @@ const (
 	ReasonAnnounced     = "Announced"
 	ReasonNoAnnouncer   = "NoAnnouncer"
 	ReasonStaticRouting = "StaticRouting"
-	ReasonBGPNotEnabled = "BGPNotEnabled"
 )
 
 // EventAnnouncerChanged is the Event raised when a Service's announcing node changes.
@@ -56,7 +55,11 @@ func announcedCondition(generation int64, anns []announcement) (c metav1.Conditi
 			}
 			parts = append(parts, fmt.Sprintf("%s is not announced (IPGroup %s has announce.mode None): the network must route it to the nodes", a.addr, a.group))
 		case paasv1.AnnounceBGP:
-			fail(ReasonBGPNotEnabled, fmt.Sprintf("%s: IPGroup %s asks for BGP, which this version does not announce yet; use announce.mode L2 or None", a.addr, a.group))
+			if len(a.by) == 0 {
+				fail(ReasonNoAnnouncer, fmt.Sprintf("no node advertises %s by BGP with an established session yet: it needs an alive agent on a node that matches IPGroup %s's announce.nodeSelector, is not cordoned, has a session Established with a BGPPeer the group uses and, with externalTrafficPolicy Local, a ready endpoint (see the BGPPeers' Established condition)", a.addr, a.group))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s advertised by %s (BGP)", a.addr, strings.Join(a.by, ", ")))
+			}
 		default:
 			if len(a.by) == 0 {
 				fail(ReasonNoAnnouncer, fmt.Sprintf("no node announces %s yet: it needs an alive agent on a node that matches IPGroup %s's announce.nodeSelector, is not cordoned, has an interface on the VIP's subnet and, with externalTrafficPolicy Local, a ready endpoint (see the IPGroup's Announceable condition)", a.addr, a.group))

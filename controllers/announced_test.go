@@ -33,8 +33,10 @@ func TestAnnouncedCondition(t *testing.T) {
 			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"192.0.2.10 announced by node1", "no node announces 2001:db8::10"}},
 		{"static routing", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceNone}}, true,
 			metav1.ConditionTrue, ReasonStaticRouting, []string{"announce.mode None"}},
-		{"BGP asked", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceBGP}}, true,
-			metav1.ConditionFalse, ReasonBGPNotEnabled, []string{"BGP"}},
+		{"BGP, no session up yet", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceBGP}}, true,
+			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"no node advertises 192.0.2.10 by BGP", "Established"}},
+		{"BGP, advertised by every eligible node", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceBGP, by: []string{"node1", "node2"}}}, true,
+			metav1.ConditionTrue, ReasonAnnounced, []string{"192.0.2.10 advertised by node1, node2 (BGP)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -57,6 +59,14 @@ func TestAnnouncedCondition(t *testing.T) {
 	}
 }
 
+func bgpAnnounce(nodes *metav1.LabelSelector, peers []string) *paasv1.Announce {
+	return &paasv1.Announce{Mode: paasv1.AnnounceBGP, NodeSelector: nodes, BGP: &paasv1.BGPAnnounce{Peers: peers}}
+}
+
+func peer(name string, nodes *metav1.LabelSelector) paasv1.BGPPeer {
+	return paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513, NodeSelector: nodes}}
+}
+
 func TestAnnounceableCondition(t *testing.T) {
 	node := func(name, iface, addr string, cordoned bool, lbls map[string]string) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls, Annotations: map[string]string{
@@ -75,22 +85,38 @@ func TestAnnounceableCondition(t *testing.T) {
 		nodes      []corev1.Node
 		wantReason string // "" = no condition
 		wantText   string
+		peers      []paasv1.BGPPeer
 	}{
-		{"a node on the segment", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NodesAvailable", "n1"},
-		{"nodes elsewhere", group(nil), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)}, "NoInterfaceOnSegment", "192.0.2.0/24"},
-		{"only node cordoned", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", true, nil)}, "NoInterfaceOnSegment", "n1"},
-		{"selector picks no node", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoNodeSelected", "nodeSelector"},
+		{"a node on the segment", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NodesAvailable", "n1", nil},
+		{"nodes elsewhere", group(nil), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)}, "NoInterfaceOnSegment", "192.0.2.0/24", nil},
+		{"only node cordoned", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", true, nil)}, "NoInterfaceOnSegment", "n1", nil},
+		{"selector picks no node", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoNodeSelected", "nodeSelector", nil},
 		{"selector picks the node on the segment", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{
 			node("n1", "eth0", "198.51.100.11/24", false, map[string]string{"rack": "b"}),
-			node("n2", "eth0", "192.0.2.12/24", false, map[string]string{"rack": "a"})}, "NodesAvailable", "n2"},
-		{"wrong interface named", group(&paasv1.Announce{Interfaces: []string{"eth1"}}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoInterfaceOnSegment", "eth1"},
-		{"no annotation yet", group(nil), []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, "NoInterfaceOnSegment", "n1"},
-		{"BGP group: not applicable", group(&paasv1.Announce{Mode: paasv1.AnnounceBGP}), nil, "", ""},
+			node("n2", "eth0", "192.0.2.12/24", false, map[string]string{"rack": "a"})}, "NodesAvailable", "n2", nil},
+		{"wrong interface named", group(&paasv1.Announce{Interfaces: []string{"eth1"}}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoInterfaceOnSegment", "eth1", nil},
+		{"no annotation yet", group(nil), []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, "NoInterfaceOnSegment", "n1", nil},
+		{"None group: not applicable", group(&paasv1.Announce{Mode: paasv1.AnnounceNone}), nil, "", "", nil},
+		{"BGP group, no peer", group(bgpAnnounce(nil, nil)), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)}, "NoBGPPeer", "create one", nil},
+		{"BGP group, named peer missing", group(bgpAnnounce(nil, []string{"tor-b"})), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)},
+			"NoBGPPeer", "tor-b", []paasv1.BGPPeer{peer("tor-a", nil)}},
+		{"BGP group, a peer selects a node anywhere", group(bgpAnnounce(nil, nil)), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)},
+			"NodesAvailable", "n1", []paasv1.BGPPeer{peer("tor-a", nil)}},
+		{"BGP group, the only node cordoned", group(bgpAnnounce(nil, nil)), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", true, nil)},
+			"NoPeerForNodes", "n1", []paasv1.BGPPeer{peer("tor-a", nil)}},
+		{"BGP group, the peer selects other nodes", group(bgpAnnounce(rackA, nil)), []corev1.Node{
+			node("n1", "eth0", "198.51.100.11/24", false, map[string]string{"rack": "a"}),
+			node("n2", "eth0", "198.51.100.12/24", false, map[string]string{"rack": "b"})},
+			"NoPeerForNodes", "nodeSelector", []paasv1.BGPPeer{peer("tor-b", &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "b"}})}},
+		{"BGP group, its named peer selects its node", group(bgpAnnounce(rackA, []string{"tor-a"})), []corev1.Node{
+			node("n1", "eth0", "198.51.100.11/24", false, map[string]string{"rack": "a"}),
+			node("n2", "eth0", "198.51.100.12/24", false, map[string]string{"rack": "b"})},
+			"NodesAvailable", "n1", []paasv1.BGPPeer{peer("tor-a", rackA), peer("tor-b", nil)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			var st paasv1.IPGroupStatus
-			setAnnounceableCondition(&st, tt.group, tt.nodes)
+			setAnnounceableCondition(&st, tt.group, tt.nodes, tt.peers)
 			c := meta.FindStatusCondition(st.Conditions, paasv1.IPGroupAnnounceable)
 			if tt.wantReason == "" {
 				if c != nil {

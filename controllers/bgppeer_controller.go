@@ -2,49 +2,256 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// BGPPeerReconciler tells on each BGPPeer whether the agents use it. The API
-// server validates BGPPeers (CEL), but this version's agents announce by ARP
-// and NDP only, so every peer is marked not accepted, with the way out: a
-// peer must never look silently in use.
+// BGPPasswordsSecret is the Secret, in the operator's namespace, into which
+// the operator copies each BGPPeer's TCP MD5 password (key: the peer's
+// name). Agents may read this one Secret and no other: they never need
+// access to the Secrets users name in passwordSecret.
+const BGPPasswordsSecret = "vip-allocator-bgp-passwords"
+
+// DefaultNamespace is the operator's namespace when it runs outside a pod
+// (tests, the demo): the bundle installs it there.
+const DefaultNamespace = "vip-allocator-operator"
+
+// BGPPeerReconciler reports on each BGPPeer whether it is used (Accepted) and
+// whether every node that peers with it has its session up (Established),
+// from the session entries the agents write, and hands the peers' passwords
+// to the agents.
 type BGPPeerReconciler struct {
 	Client client.Client
-}
-
-// bgpPeerAccepted is the Accepted condition of every BGPPeer in this version.
-func bgpPeerAccepted(generation int64) metav1.Condition {
-	return metav1.Condition{
-		Type:               paasv1.BGPPeerAccepted,
-		Status:             metav1.ConditionFalse,
-		Reason:             paasv1.ReasonBGPNotEnabled,
-		ObservedGeneration: generation,
-		Message:            "the peer is valid, but this version's agents do not speak BGP yet: nothing is advertised to it; announce the IPGroups' VIPs with announce.mode L2, or None with static routes to the nodes",
-	}
+	// Namespace holds the password Secrets and BGPPasswordsSecret; the
+	// manager's cache must watch Secrets there (and only there).
+	Namespace string
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers/status,verbs=get;update;patch
 
 func (r *BGPPeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var peers paasv1.BGPPeerList
+	if err := r.Client.List(ctx, &peers); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list BGPPeers: %w", err)
+	}
+	passwordErrs, err := r.syncPasswords(ctx, peers.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var peer paasv1.BGPPeer
 	if err := r.Client.Get(ctx, req.NamespacedName, &peer); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	patch := client.MergeFrom(peer.DeepCopy())
-	if !meta.SetStatusCondition(&peer.Status.Conditions, bgpPeerAccepted(peer.Generation)) {
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list Nodes: %w", err)
+	}
+	status := peer.Status.DeepCopy()
+	selected := peeringNodes(&peer, nodes.Items)
+	status.Sessions = sessionsOf(status.Sessions, nodes.Items)
+	meta.SetStatusCondition(&status.Conditions, acceptedCondition(&peer, passwordErrs[peer.Name], len(selected)))
+	meta.SetStatusCondition(&status.Conditions, establishedCondition(peer.Generation, selected, status.Sessions))
+	if equality.Semantic.DeepEqual(status, &peer.Status) {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.Client.Status().Patch(ctx, &peer, patch)
+	patch := client.MergeFrom(peer.DeepCopy())
+	peer.Status = *status
+	if err := r.Client.Status().Patch(ctx, &peer, patch); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("patch BGPPeer %s status: %w", peer.Name, err)
+	}
+	return ctrl.Result{}, nil
 }
 
+// peeringNodes are the names of the nodes running an agent (they publish
+// their interfaces) that peer selects.
+func peeringNodes(peer *paasv1.BGPPeer, nodes []corev1.Node) []string {
+	sel := labels.Everything()
+	if peer.Spec.NodeSelector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(peer.Spec.NodeSelector); err != nil {
+			return nil
+		}
+	}
+	var out []string
+	for _, n := range nodes {
+		if _, agent := n.Annotations[paasv1.NodeInterfacesAnnotation]; agent && sel.Matches(labels.Set(n.Labels)) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// sessionsOf drops the session entries of nodes that no longer exist: their
+// agents are gone and cannot remove them.
+func sessionsOf(sessions []paasv1.BGPSession, nodes []corev1.Node) []paasv1.BGPSession {
+	exists := map[string]bool{}
+	for _, n := range nodes {
+		exists[n.Name] = true
+	}
+	var out []paasv1.BGPSession
+	for _, s := range sessions {
+		if exists[s.Node] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// acceptedCondition says whether the agents use the peer.
+func acceptedCondition(peer *paasv1.BGPPeer, passwordErr string, nodes int) metav1.Condition {
+	c := metav1.Condition{Type: paasv1.BGPPeerAccepted, ObservedGeneration: peer.Generation}
+	switch {
+	case passwordErr != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, paasv1.ReasonPasswordSecretNotFound, passwordErr
+	case nodes == 0:
+		c.Status, c.Reason = metav1.ConditionFalse, paasv1.ReasonNoNodes
+		c.Message = "no node running an agent matches spec.nodeSelector: nothing peers with the router; fix the selector or label the nodes"
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, paasv1.ReasonPeerAccepted
+		c.Message = fmt.Sprintf("the agents of %d node(s) peer with %s (AS %d)", nodes, peer.Spec.PeerAddress, peer.Spec.PeerASN)
+	}
+	return c
+}
+
+// establishedCondition summarises the selected nodes' sessions.
+func establishedCondition(generation int64, selected []string, sessions []paasv1.BGPSession) metav1.Condition {
+	c := metav1.Condition{Type: paasv1.BGPPeerEstablished, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	byNode := map[string]paasv1.BGPSession{}
+	for _, s := range sessions {
+		byNode[s.Node] = s
+	}
+	up := 0
+	var down []string
+	for _, n := range selected {
+		s, ok := byNode[n]
+		switch {
+		case !ok:
+			down = append(down, n+": no session reported yet")
+		case s.State == "Established":
+			up++
+		default:
+			msg := n + ": " + s.State
+			if s.Message != "" {
+				msg += " (" + s.Message + ")"
+			}
+			down = append(down, msg)
+		}
+	}
+	switch {
+	case len(selected) == 0:
+		c.Reason, c.Message = paasv1.ReasonNoNodes, "no node peers with the router"
+	case up == len(selected):
+		c.Status, c.Reason = metav1.ConditionTrue, paasv1.ReasonAllEstablished
+		c.Message = fmt.Sprintf("%d of %d sessions established", up, len(selected))
+	case len(sessions) == 0:
+		c.Reason = paasv1.ReasonNoSessionYet
+		c.Message = fmt.Sprintf("0 of %d sessions established: no agent reported one yet", len(selected))
+	default:
+		c.Reason = paasv1.ReasonSessionsDown
+		c.Message = fmt.Sprintf("%d of %d sessions established; %s. Check the router's neighbor configuration for these nodes' addresses, its ASN, the password, and that the nodes reach it", up, len(selected), firstN(down, 5))
+	}
+	return c
+}
+
+// firstN joins up to n items and says how many more there are.
+func firstN(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
+}
+
+// syncPasswords copies every peer's password into BGPPasswordsSecret and
+// returns, per peer, why its password could not be read.
+func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BGPPeer) (map[string]string, error) {
+	want := map[string][]byte{}
+	errs := map[string]string{}
+	for _, p := range peers {
+		ref := p.Spec.PasswordSecret
+		if ref == nil || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		var s corev1.Secret
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			errs[p.Name] = fmt.Sprintf("Secret %s/%s (spec.passwordSecret) does not exist: create it with the session's password under key %q; the agents do not peer with the router until then", r.Namespace, ref.Name, ref.Key)
+		case err != nil:
+			return nil, fmt.Errorf("read password Secret %s/%s of BGPPeer %s: %w", r.Namespace, ref.Name, p.Name, err)
+		case len(s.Data[ref.Key]) == 0:
+			errs[p.Name] = fmt.Sprintf("Secret %s/%s has no key %q (spec.passwordSecret.key): add the password under that key", r.Namespace, ref.Name, ref.Key)
+		default:
+			want[p.Name] = s.Data[ref.Key]
+		}
+	}
+	var cur corev1.Secret
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: BGPPasswordsSecret}, &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		if len(want) == 0 {
+			return errs, nil
+		}
+		cur = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: BGPPasswordsSecret,
+			Labels: map[string]string{managedByLabel: managedBy}}, Data: want}
+		if err := r.Client.Create(ctx, &cur); err != nil {
+			return nil, fmt.Errorf("create Secret %s/%s: %w", r.Namespace, BGPPasswordsSecret, err)
+		}
+		return errs, nil
+	case err != nil:
+		return nil, fmt.Errorf("read Secret %s/%s: %w", r.Namespace, BGPPasswordsSecret, err)
+	}
+	if maps.EqualFunc(cur.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
+		return errs, nil
+	}
+	cur.Data = want
+	if err := r.Client.Update(ctx, &cur); err != nil {
+		return nil, fmt.Errorf("update Secret %s/%s: %w", r.Namespace, BGPPasswordsSecret, err)
+	}
+	return errs, nil
+}
+
+// SetupWithManager reconciles a BGPPeer when it changes, and every peer when
+// a Node comes, goes or changes what decides whether it peers, or a Secret of
+// the operator's namespace changes (a password set or rotated).
 func (r *BGPPeerReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("bgppeer").For(&paasv1.BGPPeer{}).Complete(r)
+	allPeers := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var peers paasv1.BGPPeerList
+		if err := mgr.GetClient().List(ctx, &peers); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, p := range peers.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("bgppeer").
+		For(&paasv1.BGPPeer{}).
+		Watches(&corev1.Node{}, allPeers, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return nodeAnnouncingChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+			},
+		})).
+		Watches(&corev1.Secret{}, allPeers, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Namespace && o.GetName() != BGPPasswordsSecret
+		}))).
+		Complete(r)
 }

@@ -77,7 +77,11 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
 	setReadyCondition(&desired.Status, group.Generation, parsed, err)
 	setOverlappingCondition(&desired.Status, group, groups.Items)
-	setAnnounceableCondition(&desired.Status, group, nodes.Items)
+	var peers paasv1.BGPPeerList
+	if err := r.GetClient().List(ctx, &peers); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list BGPPeers: %w", err)
+	}
+	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items)
 	desired.Status.ObservedGeneration = group.Generation
 	if parsed != nil {
 		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()
@@ -200,6 +204,8 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				allGroupsAfter(ctx, q)
 			},
 		}).
+		// BGPPeers: which nodes can advertise a BGP group's VIPs.
+		Watches(&paasv1.BGPPeer{}, handler.EnqueueRequestsFromMapFunc(allGroups), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.IP{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				groupsHolding(ctx, e.Object, q)

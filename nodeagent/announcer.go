@@ -61,6 +61,10 @@ type Announcer struct {
 	// go quiet, so a planned move drops nothing.
 	HandoverDelay time.Duration
 
+	// BGP advertises the VIPs of BGP-mode groups (nil: this agent does not
+	// speak BGP).
+	BGP *BGPAnnouncer
+
 	// Handoff programs the data path to send the mid-stream TCP segments of the
 	// VIPs this node took over to their previous owners (nil: not at all).
 	Handoff func(dataplane.Handoffs) error
@@ -95,13 +99,28 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if a.Settled != nil && !a.Settled() {
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-	vips, err := a.candidacies(ctx)
+	all, err := a.candidacies(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	nodes, known, err := a.aliveNodes(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	vips, bgpVIPs := map[netip.Addr]election.Candidacy{}, map[netip.Addr]vipCandidacy{}
+	for vip, c := range all {
+		if modeOf(c.group) == paasv1.AnnounceBGP {
+			bgpVIPs[vip] = c
+		} else {
+			vips[vip] = c.Candidacy
+		}
+	}
+	if a.BGP != nil {
+		// BGP first: a route needs no election among the agents, and a
+		// cordoned node must withdraw at once.
+		if err := a.advertise(ctx, bgpVIPs, nodes); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	owned := map[netip.Addr]string{}
 	if a.handoffFrom == nil {
@@ -262,9 +281,15 @@ func (a *Announcer) withHandovers(owned map[netip.Addr]string, now time.Time) (m
 	return answer, next
 }
 
-// candidacies maps every VIP this agent's cluster announces in L2 mode to what
-// it asks of its owner.
-func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]election.Candidacy, error) {
+// vipCandidacy is what a VIP asks of the nodes that carry it, and its group.
+type vipCandidacy struct {
+	election.Candidacy
+	group *paasv1.IPGroup
+}
+
+// candidacies maps every VIP this agent's cluster announces (L2 or BGP) to
+// what it asks of the nodes that carry it.
+func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]vipCandidacy, error) {
 	var services corev1.ServiceList
 	if err := a.Client.List(ctx, &services); err != nil {
 		return nil, fmt.Errorf("list Services: %w", err)
@@ -277,7 +302,7 @@ func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]election.Ca
 	for i := range groups.Items {
 		byName[groups.Items[i].Name] = &groups.Items[i]
 	}
-	out := map[netip.Addr]election.Candidacy{}
+	out := map[netip.Addr]vipCandidacy{}
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if !lbclass.Handles(svc, a.OwnClassOnly) {
@@ -294,7 +319,7 @@ func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]election.Ca
 			if err != nil || group == nil {
 				continue // not (yet) in the ledger: not ours to announce
 			}
-			c, ok := l2Candidacy(group)
+			c, ok := candidacyOf(group)
 			if !ok {
 				continue
 			}
@@ -306,7 +331,7 @@ func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]election.Ca
 				}
 				c.LocalNodes = local
 			}
-			out[vip] = c
+			out[vip] = vipCandidacy{Candidacy: c, group: group}
 		}
 	}
 	return out, nil
@@ -325,11 +350,19 @@ func (a *Announcer) groupOf(ctx context.Context, vip netip.Addr, svc *corev1.Ser
 	return groups[ip.Labels[paasv1.IPGroupLabel]], nil
 }
 
-// l2Candidacy is what a group in L2 mode asks of a node; ok is false for a
-// group announced otherwise.
-func l2Candidacy(g *paasv1.IPGroup) (election.Candidacy, bool) {
+// modeOf is how a group's VIPs are announced (L2 when unset).
+func modeOf(g *paasv1.IPGroup) paasv1.AnnounceMode {
+	if an := g.Spec.Announce; an != nil && an.Mode != "" {
+		return an.Mode
+	}
+	return paasv1.AnnounceL2
+}
+
+// candidacyOf is what a group announced by L2 or BGP asks of a node; ok is
+// false for a group the agents do not announce (None) or with a bad selector.
+func candidacyOf(g *paasv1.IPGroup) (election.Candidacy, bool) {
 	an := g.Spec.Announce
-	if an != nil && an.Mode != "" && an.Mode != paasv1.AnnounceL2 {
+	if modeOf(g) == paasv1.AnnounceNone {
 		return election.Candidacy{}, false
 	}
 	var c election.Candidacy
@@ -539,6 +572,7 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, toAnnounce).
 		Watches(&paasv1.IPGroup{}, toAnnounce).
 		Watches(&paasv1.IP{}, toAnnounce).
+		Watches(&paasv1.BGPPeer{}, toAnnounce).
 		WatchesRawSource(source.Channel(changed, toAnnounce)).
 		Complete(a)
 }

@@ -39,8 +39,20 @@ var (
 		Name: "vip_allocator_agent_arp_conflicts_total",
 		Help: "ARP packets or IPv6 Neighbor Advertisements from a foreign MAC claiming a VIP this node announces (reported at most once a minute per VIP and MAC).",
 	})
+	bgpRoutes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_bgp_routes",
+		Help: "VIP host routes this node advertises by BGP.",
+	})
+	bgpSessionUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_bgp_session_up",
+		Help: "1 when this node's BGP session with the peer is Established, else 0.",
+	}, []string{"peer"})
+	bgpPrefixesSent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_bgp_prefixes_sent",
+		Help: "VIP routes advertised to the peer on this node's session.",
+	}, []string{"peer"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent)
 }

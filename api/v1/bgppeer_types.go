@@ -84,22 +84,69 @@ type SecretKeyRef struct {
 	Key string `json:"key"`
 }
 
-// BGPPeerStatus reports whether the agents use the peer.
+// BGPPeerStatus reports whether the agents use the peer and how their sessions are.
 type BGPPeerStatus struct {
-	// Conditions: Accepted.
+	// Conditions: Accepted (the peer is valid and used), Established (every
+	// node that peers with the router has its session up).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Sessions has one entry per node that peers with the router, each
+	// written by that node's agent.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=5000
+	Sessions []BGPSession `json:"sessions,omitempty"`
+}
+
+// BGPSession is one node's session with the peer.
+type BGPSession struct {
+	// Node whose agent holds the session.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// State of the session (RFC 4271): Idle, Connect, Active, OpenSent,
+	// OpenConfirm or Established.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	State string `json:"state"`
+	// Since is when the session entered State: its uptime when Established.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// PrefixesSent is the number of VIP routes advertised on the session.
+	// +optional
+	PrefixesSent int32 `json:"prefixesSent,omitempty"`
+	// Message says why the session is not established, as last seen by the
+	// agent (a refused connection, a notification from the router, ...).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // BGPPeer condition types and reasons.
 const (
 	// BGPPeerAccepted is True when the agents peer with the router.
 	BGPPeerAccepted = "Accepted"
-	// ReasonBGPNotEnabled: this version validates BGPPeers but its agents do
-	// not speak BGP yet.
-	ReasonBGPNotEnabled = "BGPNotEnabled"
+	// BGPPeerEstablished is True when every node that peers with the router
+	// has its session established.
+	BGPPeerEstablished = "Established"
+
+	// ReasonPeerAccepted: the peer is valid and the agents of its nodes use it.
+	ReasonPeerAccepted = "Accepted"
+	// ReasonPasswordSecretNotFound: passwordSecret names a Secret or key that
+	// does not exist.
+	ReasonPasswordSecretNotFound = "PasswordSecretNotFound"
+	// ReasonNoNodes: the nodeSelector selects no node running an agent.
+	ReasonNoNodes = "NoNodes"
+	// ReasonAllEstablished: every selected node has its session up.
+	ReasonAllEstablished = "AllEstablished"
+	// ReasonSessionsDown: some selected nodes have no established session.
+	ReasonSessionsDown = "SessionsDown"
+	// ReasonNoSessionYet: no agent reported a session yet.
+	ReasonNoSessionYet = "NoSessionYet"
 )
 
 // BGPPeer is a BGP router the node agents advertise the VIPs of BGP-mode
@@ -112,6 +159,8 @@ const (
 // +kubebuilder:printcolumn:name="Peer ASN",type=integer,JSONPath=`.spec.peerASN`
 // +kubebuilder:printcolumn:name="My ASN",type=integer,JSONPath=`.spec.myASN`
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Established",type=string,JSONPath=`.status.conditions[?(@.type=="Established")].status`
+// +kubebuilder:printcolumn:name="Sessions",type=string,JSONPath=`.status.conditions[?(@.type=="Established")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BGPPeer struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -105,6 +105,8 @@ type BGPAnnounce struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:Pattern=`^[0-9]+:[0-9]+(:[0-9]+)?$`
+	// +kubebuilder:validation:items:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.split(':').size() == 3 ? c.split(':').all(p, int(p) <= 4294967295) : c.split(':').all(p, int(p) <= 65535))",message="a standard community is two numbers of at most 65535 (65000:100); a large one three of at most 4294967295 (65000:1:2)"
 	Communities []string `json:"communities,omitempty"`
 
 	// LocalPref attached to the routes (iBGP only).

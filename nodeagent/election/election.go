@@ -47,18 +47,38 @@ type Candidacy struct {
 	LocalNodes map[string]bool
 }
 
-// Eligible reports whether n may carry vip and on which interface.
-func Eligible(n Node, vip netip.Addr, c Candidacy) (iface string, ok bool) {
+// Allowed reports whether n may carry a VIP that asks c, wherever its
+// interfaces are: the whole test for BGP, where the router reaches any node.
+func Allowed(n Node, c Candidacy) bool {
 	if n.Cordoned || n.Draining {
-		return "", false
+		return false
 	}
 	if c.Selector != nil && !c.Selector.Matches(n.Labels) {
-		return "", false
+		return false
 	}
-	if c.LocalNodes != nil && !c.LocalNodes[n.Name] {
+	return c.LocalNodes == nil || c.LocalNodes[n.Name]
+}
+
+// Eligible reports whether n may carry vip on layer 2 and on which interface:
+// it must be Allowed and have an interface on the VIP's subnet.
+func Eligible(n Node, vip netip.Addr, c Candidacy) (iface string, ok bool) {
+	if !Allowed(n, c) {
 		return "", false
 	}
 	return OnSubnet(n.Interfaces, vip, c.Interfaces)
+}
+
+// Advertisers are the nodes, among nodes (the alive ones), that advertise a
+// BGP VIP asking c: every Allowed one (the router spreads over them), sorted.
+func Advertisers(c Candidacy, nodes []Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if Allowed(n, c) {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // OnSubnet returns the first interface (in the order given) with an address on
@@ -101,4 +121,17 @@ func score(vip netip.Addr, node string) uint64 {
 	b = append(b, 0)
 	b = append(b, node...)
 	return xxhash.Sum64(b)
+}
+
+// Pick chooses one of names for vip by the same rendezvous hash as Owner:
+// which advertiser records a BGP VIP's advertisers, spread over the nodes.
+func Pick(vip netip.Addr, names []string) string {
+	var best uint64
+	var out string
+	for _, n := range names {
+		if s := score(vip, n); out == "" || s > best || (s == best && n < out) {
+			best, out = s, n
+		}
+	}
+	return out
 }

@@ -85,7 +85,7 @@ func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ..
 }
 
 // vipOf waits for svc's VIP.
-func (d *l2Lab) vipOf(t testing.TB, svc *corev1.Service) string {
+func (d *dataLab) vipOf(t testing.TB, svc *corev1.Service) string {
 	var vip string
 	eventually(t, "the Service gets a VIP", func() error {
 		if err := d.env.Admin.Get(context.Background(), client.ObjectKeyFromObject(svc), svc); err != nil {
@@ -454,7 +454,7 @@ func (d *l2Lab) waitAnnouncer(t testing.TB, vip, node string) {
 	})
 }
 
-func (d *l2Lab) cordon(t testing.TB, node string, on bool) {
+func (d *dataLab) cordon(t testing.TB, node string, on bool) {
 	var n corev1.Node
 	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
 		t.Fatal(err)

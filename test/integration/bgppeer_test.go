@@ -6,11 +6,18 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 func newBGPPeer(name string, mutate func(*paasv1.BGPPeerSpec)) *paasv1.BGPPeer {
@@ -22,6 +29,46 @@ func newBGPPeer(name string, mutate func(*paasv1.BGPPeerSpec)) *paasv1.BGPPeer {
 		mutate(&p.Spec)
 	}
 	return p
+}
+
+// bgpNode creates a Node running an agent (it published its interfaces) with
+// the label bgp-test=<set>, and deletes it at the end.
+func bgpNode(name, set string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bgp-test": set},
+		Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","mac":"02:00:00:00:00:01","addrs":["198.51.100.11/24"]}]`}}}
+	Expect(k8s.Create(context.Background(), n)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), n))).To(Succeed()) })
+	return n
+}
+
+// peerCondition waits until the peer's condition of type has status and
+// reason, and a message with every one of texts, and returns it.
+func peerCondition(name, typ string, status metav1.ConditionStatus, reason string, texts ...string) metav1.Condition {
+	var c metav1.Condition
+	EventuallyWithOffset(1, func(g Gomega) {
+		var p paasv1.BGPPeer
+		g.Expect(k8s.Get(context.Background(), types.NamespacedName{Name: name}, &p)).To(Succeed())
+		found := findCondition(p.Status.Conditions, typ)
+		g.Expect(found).NotTo(BeNil())
+		g.Expect(found.Status).To(Equal(status), found.Message)
+		g.Expect(found.Reason).To(Equal(reason), found.Message)
+		for _, t := range texts {
+			g.Expect(found.Message).To(ContainSubstring(t))
+		}
+		c = *found
+	}).Should(Succeed())
+	return c
+}
+
+// agentSessions writes session entries as the agent of a node does, with the
+// agents' ServiceAccount (so their RBAC is what is tested).
+func agentSessions(node string) *nodeagent.BGPAnnouncer {
+	user, err := env.AddUser(envtest.User{Name: "system:serviceaccount:vip-allocator-operator:vip-allocator-agent",
+		Groups: []string{"system:serviceaccounts"}}, env.AdminConfig)
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(user.Config(), client.Options{Scheme: cmd.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return &nodeagent.BGPAnnouncer{Client: c, NodeName: node}
 }
 
 var _ = Describe("BGPPeer", func() {
@@ -43,22 +90,112 @@ var _ = Describe("BGPPeer", func() {
 		Entry("router ID not IPv4", func(s *paasv1.BGPPeerSpec) { s.RouterID = "2001:db8::1" }, "routerID must be an IPv4 address"),
 	)
 
-	It("accepts a valid peer, fills the defaults, and says this version does not use it", func() {
+	DescribeTable("the API server rejects bad communities on a BGP group",
+		func(community string) {
+			g := newIPGroup("bgp-bad-community", "203.0.113.0/28")
+			g.Spec.Announce = &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{Communities: []string{community}}}
+			err := k8s.Create(context.Background(), g)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring("spec.announce.bgp.communities"))
+		},
+		Entry("standard value over 16 bits", "65000:70000"),
+		Entry("standard ASN over 16 bits", "70000:1"),
+		Entry("large part over 32 bits", "65000:1:4294967296"),
+		Entry("not a community", "no-export"),
+	)
+
+	It("fills the defaults, and reports who peers and whose session is up", func() {
 		ctx := context.Background()
-		Expect(k8s.Create(ctx, newBGPPeer("tor-a", func(s *paasv1.BGPPeerSpec) {
+		bgpNode("bgp-n1", "a")
+		bgpNode("bgp-n2", "a")
+		peer := newBGPPeer("tor-a", func(s *paasv1.BGPPeerSpec) {
 			s.PeerAddress, s.HoldTime, s.KeepaliveTime = "2001:db8::fe", nil, nil
-		}))).To(Succeed())
+			s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bgp-test": "a"}}
+		})
+		Expect(k8s.Create(ctx, peer)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, peer)).To(Succeed()) })
+
+		var p paasv1.BGPPeer
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-a"}, &p)).To(Succeed())
+		Expect(p.Spec.PeerPort).To(Equal(int32(179)))
+		Expect(p.Spec.HoldTime).To(Equal(&metav1.Duration{Duration: 3 * time.Second}))
+		Expect(p.Spec.KeepaliveTime).To(Equal(&metav1.Duration{Duration: time.Second}))
+
+		c := peerCondition("tor-a", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPeerAccepted)
+		Expect(c.Message).To(ContainSubstring("2 node(s)"))
+		peerCondition("tor-a", paasv1.BGPPeerEstablished, metav1.ConditionFalse, paasv1.ReasonNoSessionYet)
+
+		// Each agent writes its own entry; neither overwrites the other.
+		since := metav1.NewTime(time.Now().Truncate(time.Second))
+		Expect(agentSessions("bgp-n1").ApplySession(ctx, "tor-a", &paasv1.BGPSession{Node: "bgp-n1", State: "Established", Since: &since, PrefixesSent: 3})).To(Succeed())
+		Expect(agentSessions("bgp-n2").ApplySession(ctx, "tor-a", &paasv1.BGPSession{Node: "bgp-n2", State: "Active", Since: &since,
+			Message: "cannot connect: connection refused"})).To(Succeed())
+		peerCondition("tor-a", paasv1.BGPPeerEstablished, metav1.ConditionFalse, paasv1.ReasonSessionsDown,
+			"1 of 2 sessions established", "bgp-n2: Active (cannot connect: connection refused)")
+
+		Expect(agentSessions("bgp-n2").ApplySession(ctx, "tor-a", &paasv1.BGPSession{Node: "bgp-n2", State: "Established", Since: &since, PrefixesSent: 3})).To(Succeed())
+		peerCondition("tor-a", paasv1.BGPPeerEstablished, metav1.ConditionTrue, paasv1.ReasonAllEstablished, "2 of 2")
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-a"}, &p)).To(Succeed())
+		Expect(p.Status.Sessions).To(HaveLen(2))
+
+		// A node that goes away takes its session entry with it.
+		Expect(k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bgp-n2"}})).To(Succeed())
 		Eventually(func(g Gomega) {
-			var p paasv1.BGPPeer
 			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-a"}, &p)).To(Succeed())
-			g.Expect(p.Spec.PeerPort).To(Equal(int32(179)))
-			g.Expect(p.Spec.HoldTime).To(Equal(&metav1.Duration{Duration: 3 * time.Second}))
-			g.Expect(p.Spec.KeepaliveTime).To(Equal(&metav1.Duration{Duration: time.Second}))
-			c := findCondition(p.Status.Conditions, paasv1.BGPPeerAccepted)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(paasv1.ReasonBGPNotEnabled))
-			g.Expect(c.Message).To(ContainSubstring("announce.mode L2"))
+			g.Expect(p.Status.Sessions).To(HaveLen(1))
+			g.Expect(p.Status.Sessions[0].Node).To(Equal("bgp-n1"))
+		}).Should(Succeed())
+		peerCondition("tor-a", paasv1.BGPPeerEstablished, metav1.ConditionTrue, paasv1.ReasonAllEstablished, "1 of 1")
+
+		// An agent that stops peering removes its entry.
+		Expect(agentSessions("bgp-n1").ApplySession(ctx, "tor-a", nil)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-a"}, &p)).To(Succeed())
+			g.Expect(p.Status.Sessions).To(BeEmpty())
+		}).Should(Succeed())
+	})
+
+	It("says when no node peers", func() {
+		peer := newBGPPeer("tor-nobody", func(s *paasv1.BGPPeerSpec) {
+			s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bgp-test": "nobody"}}
+		})
+		Expect(k8s.Create(context.Background(), peer)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(context.Background(), peer)).To(Succeed()) })
+		c := peerCondition("tor-nobody", paasv1.BGPPeerAccepted, metav1.ConditionFalse, paasv1.ReasonNoNodes)
+		Expect(c.Message).To(ContainSubstring("nodeSelector"))
+	})
+
+	It("hands the password to the agents, and says when its Secret is missing", func() {
+		ctx := context.Background()
+		bgpNode("bgp-n3", "md5")
+		peer := newBGPPeer("tor-md5", func(s *paasv1.BGPPeerSpec) {
+			s.PasswordSecret = &paasv1.SecretKeyRef{Name: "tor-md5-auth", Key: "password"}
+			s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bgp-test": "md5"}}
+		})
+		Expect(k8s.Create(ctx, peer)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, peer)).To(Succeed()) })
+		c := peerCondition("tor-md5", paasv1.BGPPeerAccepted, metav1.ConditionFalse, paasv1.ReasonPasswordSecretNotFound)
+		Expect(c.Message).To(And(ContainSubstring("vip-allocator-operator/tor-md5-auth"), ContainSubstring(`key "password"`)))
+
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: "tor-md5-auth"},
+			StringData: map[string]string{"password": "s3cret"}}
+		Expect(k8s.Create(ctx, secret)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, secret)).To(Succeed()) })
+		peerCondition("tor-md5", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPeerAccepted)
+
+		// The agents read the copy (and may read no other Secret).
+		agent := agentSessions("bgp-n3").Client
+		var copied corev1.Secret
+		Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: controllers.BGPPasswordsSecret}, &copied)).To(Succeed())
+		Expect(string(copied.Data["tor-md5"])).To(Equal("s3cret"))
+		Expect(agent.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{})).NotTo(Succeed())
+
+		// A rotated password reaches the copy at once.
+		secret.StringData = map[string]string{"password": "rotated"}
+		Expect(k8s.Update(ctx, secret)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: controllers.BGPPasswordsSecret}, &copied)).To(Succeed())
+			g.Expect(string(copied.Data["tor-md5"])).To(Equal("rotated"))
 		}).Should(Succeed())
 	})
 })

@@ -1,0 +1,215 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Route is one VIP host route this node advertises.
+type Route struct {
+	Prefix netip.Prefix // a /32 or /128
+	// Communities are standard communities, (ASN<<16)|value.
+	Communities []uint32
+	// LargeCommunities are RFC 8092 communities: global admin, data 1, data 2.
+	LargeCommunities [][3]uint32
+	// LocalPref is sent to iBGP peers; 0 leaves it out.
+	LocalPref uint32
+	// Peers are the names of the only peers to send the route to; nil: all.
+	Peers []string
+}
+
+// advertised is a route in GoBGP's RIB with its handle; uuid is nil when it
+// must be added again (the server restarted).
+type advertised struct {
+	route Route
+	uuid  []byte
+}
+
+// Advertise converges the advertised routes to routes: new and changed ones
+// added (a re-add replaces the old attributes), gone ones withdrawn. Routes
+// are kept while no peer is configured and sent once one is.
+func (s *Speaker) Advertise(ctx context.Context, routes []Route) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[netip.Prefix]Route{}
+	for _, r := range routes {
+		want[r.Prefix] = r
+	}
+	for p, a := range s.paths {
+		if _, keep := want[p]; keep {
+			continue
+		}
+		if a.uuid != nil {
+			if err := s.server.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Uuid: a.uuid}); err != nil {
+				return fmt.Errorf("withdraw %s: %w", p, err)
+			}
+		}
+		delete(s.paths, p)
+	}
+	for p, r := range want {
+		if a, ok := s.paths[p]; ok && a.uuid != nil && sameRoute(a.route, r) {
+			continue
+		}
+		s.paths[p] = advertised{route: r}
+	}
+	// The policy first: a route restricted to some peers must never reach
+	// the others, not even for a moment.
+	if err := s.applyPolicyLocked(ctx); err != nil {
+		return err
+	}
+	return s.readvertiseLocked(ctx)
+}
+
+// readvertiseLocked adds every route not in the RIB yet.
+func (s *Speaker) readvertiseLocked(ctx context.Context) error {
+	if !s.started {
+		return nil
+	}
+	for p, a := range s.paths {
+		if a.uuid != nil {
+			continue
+		}
+		resp, err := s.server.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: apiPath(a.route)})
+		if err != nil {
+			return fmt.Errorf("advertise %s: %w", p, err)
+		}
+		a.uuid = resp.Uuid
+		s.paths[p] = a
+	}
+	return nil
+}
+
+func sameRoute(a, b Route) bool {
+	return a.Prefix == b.Prefix && a.LocalPref == b.LocalPref && slices.Equal(a.Communities, b.Communities) &&
+		slices.Equal(a.LargeCommunities, b.LargeCommunities) && slices.Equal(a.Peers, b.Peers)
+}
+
+// apiPath is GoBGP's form of r. The next hop is left unspecified so GoBGP
+// puts the session's own local address there: each node is its own next hop.
+func apiPath(r Route) *api.Path {
+	fam := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	nlri := mustAny(&api.IPAddressPrefix{Prefix: r.Prefix.Addr().String(), PrefixLen: uint32(r.Prefix.Bits())})
+	attrs := []*anypb.Any{mustAny(&api.OriginAttribute{Origin: 0})} // IGP
+	if r.Prefix.Addr().Is4() {
+		attrs = append(attrs, mustAny(&api.NextHopAttribute{NextHop: "0.0.0.0"}))
+	} else {
+		fam.Afi = api.Family_AFI_IP6
+		attrs = append(attrs, mustAny(&api.MpReachNLRIAttribute{Family: fam, NextHops: []string{"::"}, Nlris: []*anypb.Any{nlri}}))
+	}
+	if len(r.Communities) > 0 {
+		attrs = append(attrs, mustAny(&api.CommunitiesAttribute{Communities: r.Communities}))
+	}
+	if len(r.LargeCommunities) > 0 {
+		var lc []*api.LargeCommunity
+		for _, c := range r.LargeCommunities {
+			lc = append(lc, &api.LargeCommunity{GlobalAdmin: c[0], LocalData1: c[1], LocalData2: c[2]})
+		}
+		attrs = append(attrs, mustAny(&api.LargeCommunitiesAttribute{Communities: lc}))
+	}
+	if r.LocalPref > 0 {
+		attrs = append(attrs, mustAny(&api.LocalPrefAttribute{LocalPref: r.LocalPref}))
+	}
+	return &api.Path{Family: fam, Nlri: nlri, Pattrs: attrs}
+}
+
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(err) // only our own well-formed messages get here
+	}
+	return a
+}
+
+// exportPolicy is the global export policy that keeps routes restricted to
+// some peers away from the others: for each distinct set of allowed peers, a
+// statement rejects the routes of that set towards every peer outside it.
+// Unrestricted routes go to every peer (default accept). Names are derived
+// from the content, so an unchanged policy compares equal.
+func exportPolicy(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.SetPoliciesRequest {
+	// family and allowed peers, joined → prefixes (GoBGP's prefix sets hold one family)
+	bySet := map[string][]string{}
+	for p, a := range routes {
+		if a.route.Peers == nil {
+			continue
+		}
+		key := fmt.Sprintf("%d|%s", p.Addr().BitLen(), strings.Join(a.route.Peers, ","))
+		bySet[key] = append(bySet[key], p.String())
+	}
+	keys := make([]string, 0, len(bySet))
+	for k := range bySet {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	req := &api.SetPoliciesRequest{}
+	policy := &api.Policy{Name: "vipa-export"}
+	for i, key := range keys {
+		_, names, _ := strings.Cut(key, "|")
+		allowed := strings.Split(names, ",")
+		var others []string
+		for name, p := range peers {
+			if !slices.Contains(allowed, name) {
+				others = append(others, p.Address.String()+"/"+fmt.Sprint(p.Address.BitLen()))
+			}
+		}
+		if len(others) == 0 {
+			continue
+		}
+		slices.Sort(others)
+		prefixes := bySet[key]
+		slices.Sort(prefixes)
+		ps := &api.DefinedSet{DefinedType: api.DefinedType_PREFIX, Name: fmt.Sprintf("vipa-routes-%d", i)}
+		for _, p := range prefixes {
+			bits := netip.MustParsePrefix(p).Bits()
+			ps.Prefixes = append(ps.Prefixes, &api.Prefix{IpPrefix: p, MaskLengthMin: uint32(bits), MaskLengthMax: uint32(bits)})
+		}
+		ns := &api.DefinedSet{DefinedType: api.DefinedType_NEIGHBOR, Name: fmt.Sprintf("vipa-not-allowed-%d", i), List: others}
+		req.DefinedSets = append(req.DefinedSets, ps, ns)
+		policy.Statements = append(policy.Statements, &api.Statement{
+			Name: fmt.Sprintf("vipa-restrict-%d", i),
+			Conditions: &api.Conditions{
+				PrefixSet:   &api.MatchSet{Type: api.MatchSet_ANY, Name: ps.Name},
+				NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: ns.Name},
+			},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT},
+		})
+	}
+	if len(policy.Statements) > 0 {
+		req.Policies = []*api.Policy{policy}
+		req.Assignments = []*api.PolicyAssignment{{Name: "global", Direction: api.PolicyDirection_EXPORT, Policies: []*api.Policy{{Name: policy.Name}}, DefaultAction: api.RouteAction_ACCEPT}}
+	}
+	return req
+}
+
+// applyPolicyLocked installs the export policy when it changed, then has
+// every peer's routes re-evaluated against it.
+func (s *Speaker) applyPolicyLocked(ctx context.Context) error {
+	if !s.started {
+		return nil
+	}
+	want := exportPolicy(s.paths, s.peers)
+	if s.policy != nil && proto.Equal(want, s.policy) {
+		return nil
+	}
+	if err := s.server.SetPolicies(ctx, want); err != nil {
+		return fmt.Errorf("set the export policy: %w", err)
+	}
+	first := s.policy == nil
+	s.policy = want
+	if first && len(want.Policies) == 0 {
+		return nil // nothing was sent under another policy
+	}
+	for _, name := range s.peerNamesLocked() {
+		addr := s.peers[name].Address.String()
+		if err := s.server.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Soft: true, Direction: api.ResetPeerRequest_OUT}); err != nil {
+			s.log.V(1).Info("re-evaluate routes of a peer not up yet", "peer", name, "error", err.Error())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+// Package bgp owns the agent's embedded BGP speaker (GoBGP, in process, no
+// listening port): the sessions with the routers of the BGPPeers that select
+// this node, and the host routes of the VIPs this node advertises on them.
+// It is told what to hold (Configure, Advertise) and converges GoBGP to it in
+// place: a changed peer is updated, an unrelated session never flaps. It knows
+// nothing of Kubernetes; nodeagent decides which VIPs and peers.
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+)
+
+// Peer is one BGP neighbour of this node.
+type Peer struct {
+	Name      string // the BGPPeer's name
+	Address   netip.Addr
+	Port      uint16
+	PeerASN   uint32
+	MyASN     uint32
+	Hold      time.Duration
+	Keepalive time.Duration
+	Password  string
+	MultiHop  bool
+}
+
+// Config is what the speaker peers as.
+type Config struct {
+	RouterID netip.Addr // IPv4
+	Peers    []Peer
+}
+
+// Speaker is the node's BGP speaker. Its methods may be called from any
+// goroutine.
+type Speaker struct {
+	log    logr.Logger
+	server *server.BgpServer
+	errors *peerErrors
+
+	mu       sync.Mutex
+	started  bool
+	routerID netip.Addr
+	asn      uint32
+	peers    map[string]Peer // by name
+	paths    map[netip.Prefix]advertised
+	policy   *api.SetPoliciesRequest
+	changed  chan struct{}
+	stopOnce sync.Once
+}
+
+// New starts an idle speaker: no session until Configure names peers.
+func New(log logr.Logger) *Speaker {
+	errs := newPeerErrors()
+	s := &Speaker{
+		log:     log,
+		errors:  errs,
+		server:  server.NewBgpServer(server.LoggerOption(&logAdapter{log: log, errors: errs})),
+		peers:   map[string]Peer{},
+		paths:   map[netip.Prefix]advertised{},
+		changed: make(chan struct{}, 1),
+	}
+	go s.server.Serve()
+	return s
+}
+
+// Changed signals (coalesced) that a session changed state.
+func (s *Speaker) Changed() <-chan struct{} { return s.changed }
+
+// globalASN is the ASN the server starts with: every peer may override it
+// with its own myASN (GoBGP's per-peer local AS), so any will do; the
+// smallest keeps it stable.
+func globalASN(peers []Peer) uint32 {
+	var asn uint32
+	for _, p := range peers {
+		if asn == 0 || p.MyASN < asn {
+			asn = p.MyASN
+		}
+	}
+	return asn
+}
+
+// Configure converges the sessions to cfg: peers added, changed ones updated
+// in place, removed ones deleted (their routes go with the session). A new
+// router ID or global ASN restarts the server, which only happens when the
+// first peer arrives or the node's address changes.
+func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(cfg.Peers) == 0 {
+		return s.stopLocked(ctx)
+	}
+	if !cfg.RouterID.Is4() {
+		return fmt.Errorf("router ID %s: want an IPv4 address (set the BGPPeer's routerID, or give the Node an IPv4 InternalIP)", cfg.RouterID)
+	}
+	asn := globalASN(cfg.Peers)
+	if s.started && (s.routerID != cfg.RouterID || s.asn != asn) {
+		if err := s.stopLocked(ctx); err != nil {
+			return err
+		}
+	}
+	if !s.started {
+		if err := s.server.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+			Asn: asn, RouterId: cfg.RouterID.String(),
+			ListenPort: -1, // dial out only: routers listen, nodes never accept
+		}}); err != nil {
+			return fmt.Errorf("start BGP as AS %d, router ID %s: %w", asn, cfg.RouterID, err)
+		}
+		if err := s.server.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(*api.WatchEventResponse) {
+			select {
+			case s.changed <- struct{}{}:
+			default:
+			}
+		}); err != nil {
+			return fmt.Errorf("watch BGP sessions: %w", err)
+		}
+		s.started, s.routerID, s.asn = true, cfg.RouterID, asn
+		// The RIB starts empty: everything advertised before is added again.
+		if err := s.readvertiseLocked(ctx); err != nil {
+			return err
+		}
+	}
+	want := map[string]Peer{}
+	for _, p := range cfg.Peers {
+		want[p.Name] = p
+	}
+	for name, p := range s.peers {
+		if w, ok := want[name]; !ok || w.Address != p.Address {
+			if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
+				return fmt.Errorf("remove BGP peer %s (%s): %w", name, p.Address, err)
+			}
+			delete(s.peers, name)
+			s.errors.forget(p.Address.String())
+		}
+	}
+	for name, p := range want {
+		old, had := s.peers[name]
+		switch {
+		case !had:
+			if err := s.server.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+				return fmt.Errorf("add BGP peer %s (%s): %w", name, p.Address, err)
+			}
+		case reconnects(old, p):
+			// GoBGP applies these only to a new session: this one restarts.
+			if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
+				return fmt.Errorf("remove BGP peer %s (%s) to change its session: %w", name, p.Address, err)
+			}
+			if err := s.server.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+				return fmt.Errorf("add BGP peer %s (%s): %w", name, p.Address, err)
+			}
+		case old != p:
+			if _, err := s.server.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p)}); err != nil {
+				return fmt.Errorf("update BGP peer %s (%s): %w", name, p.Address, err)
+			}
+		}
+		s.peers[name] = p
+	}
+	return s.applyPolicyLocked(ctx)
+}
+
+// reconnects reports whether changing a peer from old to cur needs a new
+// session: GoBGP updates timers and multi-hop in place, nothing else.
+func reconnects(old, cur Peer) bool {
+	return old.Password != cur.Password || old.Port != cur.Port || old.PeerASN != cur.PeerASN || old.MyASN != cur.MyASN
+}
+
+// apiPeer is GoBGP's description of p.
+func apiPeer(p Peer) *api.Peer {
+	fam := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	if p.Address.Is6() {
+		fam.Afi = api.Family_AFI_IP6
+	}
+	out := &api.Peer{
+		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.PeerASN, LocalAsn: p.MyASN, AuthPassword: p.Password},
+		Timers: &api.Timers{Config: &api.TimersConfig{
+			HoldTime:          uint64(p.Hold / time.Second),
+			KeepaliveInterval: uint64(p.Keepalive / time.Second),
+			// Retry a refused or lost connection every second or two, so a
+			// router that comes back gets its routes at once.
+			ConnectRetry:           1,
+			IdleHoldTimeAfterReset: 1,
+		}},
+		Transport: &api.Transport{RemotePort: uint32(p.Port)},
+		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}}},
+	}
+	if p.MultiHop {
+		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
+	}
+	return out
+}
+
+// WithdrawAll withdraws every route and waits until the peers were sent the
+// withdrawals (at most timeout): a node that is leaving is out of the
+// routers' ECMP groups before it stops forwarding.
+func (s *Speaker) WithdrawAll(ctx context.Context, timeout time.Duration) error {
+	if err := s.Advertise(ctx, nil); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		sent := 0
+		for _, sess := range s.Sessions(ctx) {
+			sent += sess.PrefixesSent
+		}
+		if sent == 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("routes still advertised after %s", timeout)
+}
+
+// Stop closes every session (a Cease notification to each router) and the server.
+func (s *Speaker) Stop(ctx context.Context) {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		if err := s.stopLocked(ctx); err != nil {
+			s.log.Error(err, "stop BGP")
+		}
+		s.mu.Unlock()
+		s.server.Stop()
+	})
+}
+
+func (s *Speaker) stopLocked(ctx context.Context) error {
+	if !s.started {
+		return nil
+	}
+	if err := s.server.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
+		return fmt.Errorf("stop BGP: %w", err)
+	}
+	s.started = false
+	s.peers = map[string]Peer{}
+	s.policy = nil
+	for p, a := range s.paths {
+		a.uuid = nil // the RIB is gone with the server
+		s.paths[p] = a
+	}
+	return nil
+}
+
+// peerNames are the names of the peers configured now, sorted.
+func (s *Speaker) peerNamesLocked() []string {
+	var out []string
+	for n := range s.peers {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,246 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
+)
+
+// BGPAnnouncer is the BGP side of the announcer: it keeps the node's speaker
+// peering with the BGPPeers that select the node and advertising the VIPs of
+// BGP-mode groups the node may carry, and reports the sessions on the
+// BGPPeers' status and the advertising nodes on the ledger.
+type BGPAnnouncer struct {
+	Client   client.Client
+	NodeName string
+	Speaker  *bgp.Speaker
+	// Passwords reads the peers' TCP MD5 passwords by peer name, from the
+	// Secret the operator fills (see controllers.BGPPasswordsSecret).
+	Passwords func(ctx context.Context) (map[string]string, error)
+
+	mu sync.Mutex
+	// records are the BGP VIPs whose advertisers this node writes on the
+	// ledger (one node per VIP, by rendezvous hash), with those advertisers.
+	records map[netip.Addr][]string
+	wake    chan struct{}
+	skipped map[string]string // peers left out, logged once per reason
+}
+
+// +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=bgppeers/status,verbs=get;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-bgp-passwords,namespace=vip-allocator-operator
+
+// advertise converges the speaker to the BGP VIPs this node may carry among
+// vips, as the alive agents are.
+func (a *Announcer) advertise(ctx context.Context, vips map[netip.Addr]vipCandidacy, alive []election.Node) error {
+	b := a.BGP
+	var node corev1.Node
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: a.NodeName}, &node); err != nil {
+		return fmt.Errorf("get Node %s: %w", a.NodeName, err)
+	}
+	var peers paasv1.BGPPeerList
+	if err := a.Client.List(ctx, &peers); err != nil {
+		return fmt.Errorf("list BGPPeers: %w", err)
+	}
+	var passwords map[string]string
+	if slices.ContainsFunc(peers.Items, func(p paasv1.BGPPeer) bool { return p.Spec.PasswordSecret != nil }) {
+		var err error
+		if passwords, err = b.Passwords(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; peers with a password wait")
+		}
+	}
+	cfg, skipped := bgpPeersOf(&node, peers.Items, passwords)
+	b.logSkipped(ctx, skipped)
+	if err := b.Speaker.Configure(ctx, cfg); err != nil {
+		return fmt.Errorf("configure BGP: %w", err)
+	}
+	var routes []bgp.Route
+	records := map[netip.Addr][]string{}
+	for vip, c := range vips {
+		advertisers := election.Advertisers(c.Candidacy, alive)
+		if slices.Contains(advertisers, a.NodeName) {
+			routes = append(routes, routeOf(vip, c.group))
+		}
+		if election.Pick(vip, advertisers) == a.NodeName {
+			var names []string
+			if an := c.group.Spec.Announce; an != nil && an.BGP != nil {
+				names = an.BGP.Peers
+			}
+			up := establishedNodes(peers.Items, names)
+			records[vip] = slices.DeleteFunc(advertisers, func(n string) bool { return !up[n] })
+		}
+	}
+	if err := b.Speaker.Advertise(ctx, routes); err != nil {
+		return fmt.Errorf("advertise: %w", err)
+	}
+	bgpRoutes.Set(float64(len(routes)))
+	b.setRecords(records)
+	return nil
+}
+
+func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name, why := range skipped {
+		if b.skipped[name] != why {
+			ctrl.LoggerFrom(ctx).Info("not peering with a BGPPeer", "peer", name, "reason", why)
+		}
+	}
+	b.skipped = skipped
+}
+
+func (b *BGPAnnouncer) setRecords(records map[netip.Addr][]string) {
+	b.mu.Lock()
+	b.records = records
+	if b.wake == nil {
+		b.wake = make(chan struct{}, 1)
+	}
+	wake := b.wake
+	b.mu.Unlock()
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// RecordAdvertisers writes, until ctx ends, the advertisers of the VIPs this
+// node records on their ledger objects. It runs apart from advertising so
+// that a thousand status writes never hold back a withdrawal.
+func (b *BGPAnnouncer) RecordAdvertisers(ctx context.Context) error {
+	b.setRecords(nil)
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.wake:
+		case <-tick.C:
+		}
+		b.mu.Lock()
+		records := b.records
+		b.mu.Unlock()
+		for vip, nodes := range records {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err := b.record(ctx, vip, nodes); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "record the advertisers of a VIP", "vip", vip)
+			}
+		}
+	}
+}
+
+func (b *BGPAnnouncer) record(ctx context.Context, vip netip.Addr, nodes []string) error {
+	var ip paasv1.IP
+	if err := b.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if slices.Equal(ip.Status.AnnouncedBy, nodes) {
+		return nil
+	}
+	patch := client.MergeFrom(ip.DeepCopy())
+	ip.Status.AnnouncedBy = nodes
+	if err := b.Client.Status().Patch(ctx, &ip, patch); err != nil {
+		return fmt.Errorf("record %s as advertised by %v: %w", vip, nodes, err)
+	}
+	return nil
+}
+
+// ReportSessions writes this node's entry of each BGPPeer's status.sessions
+// whenever a session changes (and every few seconds, for prefix counts),
+// until ctx ends. Each agent applies its own entry with its own field
+// manager (server-side apply), so agents never overwrite each other.
+func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
+	written := map[string]paasv1.BGPSession{}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		seen := map[string]bool{}
+		for _, s := range b.Speaker.Sessions(ctx) {
+			seen[s.Peer] = true
+			bgpSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.State == bgp.Established))
+			bgpPrefixesSent.WithLabelValues(s.Peer).Set(float64(s.PrefixesSent))
+			entry := paasv1.BGPSession{Node: b.NodeName, State: s.State, PrefixesSent: int32(s.PrefixesSent), Message: s.Message}
+			if old, ok := written[s.Peer]; ok && old.State == s.State {
+				entry.Since = old.Since // keep the time the state was entered
+			}
+			if !s.Since.IsZero() {
+				entry.Since = &metav1.Time{Time: s.Since.Truncate(time.Second)}
+			} else if entry.Since == nil {
+				entry.Since = &metav1.Time{Time: time.Now().Truncate(time.Second)}
+			}
+			if old, ok := written[s.Peer]; ok && sameSession(old, entry) {
+				continue
+			}
+			if err := b.ApplySession(ctx, s.Peer, &entry); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "report a BGP session", "peer", s.Peer)
+				continue
+			}
+			written[s.Peer] = entry
+		}
+		for peer := range written {
+			if !seen[peer] {
+				bgpSessionUp.DeleteLabelValues(peer)
+				bgpPrefixesSent.DeleteLabelValues(peer)
+				if err := b.ApplySession(ctx, peer, nil); client.IgnoreNotFound(err) != nil {
+					ctrl.LoggerFrom(ctx).Error(err, "remove a BGP session from the status", "peer", peer)
+					continue
+				}
+				delete(written, peer)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.Speaker.Changed():
+		case <-tick.C:
+		}
+	}
+}
+
+func sameSession(a, b paasv1.BGPSession) bool {
+	return a.State == b.State && a.PrefixesSent == b.PrefixesSent && a.Message == b.Message && a.Since.Equal(b.Since)
+}
+
+// ApplySession applies this node's session entry of peer (nil: none).
+func (b *BGPAnnouncer) ApplySession(ctx context.Context, peer string, s *paasv1.BGPSession) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(paasv1.GroupVersion.String())
+	u.SetKind("BGPPeer")
+	u.SetName(peer)
+	sessions := []any{}
+	if s != nil {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+		if err != nil {
+			return err
+		}
+		sessions = append(sessions, obj)
+	}
+	if err := unstructured.SetNestedSlice(u.Object, sessions, "status", "sessions"); err != nil {
+		return err
+	}
+	return b.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner("vip-allocator-agent/"+b.NodeName), client.ForceOwnership)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// frr is a real router: FRR's zebra and bgpd (Debian's frr package) running
+// in one lab namespace with a temporary configuration, driven with vtysh.
+type frr struct {
+	l   *lab
+	ns  string
+	dir string
+}
+
+// startFRR starts zebra and bgpd in namespace ns with bgpd.conf holding bgpConf;
+// both are killed when the test ends.
+func startFRR(t testing.TB, l *lab, ns, bgpConf string) *frr {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
+		t.Fatal("FRR is missing: run 'make packages' (make test does) to install Debian's frr")
+	}
+	dir, err := os.MkdirTemp("", "vipa-frr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &frr{l: l, ns: ns, dir: dir}
+	t.Cleanup(r.stop)
+	if err := os.WriteFile(filepath.Join(dir, "zebra.conf"), []byte("hostname router\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bgpd.conf"), []byte(bgpConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The daemons drop to the frr user, which must own the socket directory.
+	l.run("chown", "-R", "frr:frr", dir)
+	for _, d := range []string{"zebra", "bgpd"} {
+		l.in(ns, "/usr/lib/frr/"+d, "-d", "-u", "frr", "-g", "frr",
+			"-f", filepath.Join(dir, d+".conf"), "-i", filepath.Join(dir, d+".pid"),
+			"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "--log", "file:"+filepath.Join(dir, d+".log"))
+	}
+	eventually(t, "bgpd answers vtysh", func() error { _, err := r.vtysh("show bgp summary json"); return err })
+	return r
+}
+
+func (r *frr) stop() {
+	for _, d := range []string{"bgpd", "zebra"} {
+		if b, err := os.ReadFile(filepath.Join(r.dir, d+".pid")); err == nil {
+			var pid int
+			if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	_ = os.RemoveAll(r.dir)
+}
+
+// vtysh runs vtysh commands (each a -c) against this router.
+func (r *frr) vtysh(cmds ...string) (string, error) {
+	args := []string{"--vty_socket", r.dir}
+	for _, c := range cmds {
+		args = append(args, "-c", c)
+	}
+	out, err := exec.Command("vtysh", args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("vtysh %s: %v: %s", strings.Join(cmds, "; "), err, out)
+	}
+	return string(out), nil
+}
+
+// bgpPath is one path of a prefix in bgpd's table, as 'show ip bgp json' gives it.
+type bgpPath struct {
+	Valid    bool `json:"valid"`
+	Nexthops []struct {
+		IP string `json:"ip"`
+	} `json:"nexthops"`
+	Community      *struct{ String string } `json:"community"`
+	LargeCommunity *struct{ String string } `json:"largeCommunity"`
+}
+
+// paths are the valid paths bgpd holds for prefix.
+func (r *frr) paths(prefix string) ([]bgpPath, error) {
+	out, err := r.vtysh("show ip bgp " + prefix + " json")
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Paths []bgpPath `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		return nil, fmt.Errorf("parse %q: %w", out, err)
+	}
+	var valid []bgpPath
+	for _, p := range doc.Paths {
+		if p.Valid {
+			valid = append(valid, p)
+		}
+	}
+	return valid, nil
+}
+
+// nextHops are the next hops of prefix in bgpd's table, sorted.
+func (r *frr) nextHops(prefix string) ([]string, error) {
+	paths, err := r.paths(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range paths {
+		for _, nh := range p.Nexthops {
+			out = append(out, nh.IP)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// kernelNextHops are the next hops of the router's kernel route to vip (what
+// forwarding uses: zebra installs bgpd's ECMP set), sorted.
+func (r *frr) kernelNextHops(vip string) []string {
+	out, err := exec.Command("ip", "-n", r.l.ns(r.ns), "route", "show", vip+"/32").CombinedOutput()
+	if err != nil {
+		return nil
+	}
+	var hops []string
+	fields := strings.Fields(string(out))
+	for i, f := range fields {
+		if f == "via" && i+1 < len(fields) {
+			hops = append(hops, fields[i+1])
+		}
+	}
+	slices.Sort(hops)
+	return hops
+}
