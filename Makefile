@@ -60,7 +60,7 @@ bench-alloc: build controlplane
 
 ## packages: Debian packages the agent and the data-path tests use, installed when missing
 packages:
-	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat iputils-arping:arping conntrack:conntrack; do \
+	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat iputils-arping:arping conntrack:conntrack frr:vtysh; do \
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 

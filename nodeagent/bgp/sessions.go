@@ -113,7 +113,7 @@ func (e *peerErrors) forget(addr string) {
 func reason(msg string, f gobgplog.Fields) string {
 	switch msg {
 	case "failed to connect":
-		return fmt.Sprintf("cannot connect: %v (is the router up, reachable from the node, and configured for this node's address?)", f["Error"])
+		return fmt.Sprintf("cannot connect: %v (is the router up, reachable from the node, configured for this node's address, and with the same TCP MD5 password, if any?)", f["Error"])
 	case "received notification":
 		return fmt.Sprintf("the router closed the session: notification code %v subcode %v%s", f["Code"], f["Subcode"], communicated(f))
 	case "sent notification":

@@ -153,7 +153,7 @@ type loop struct {
 	firstErr   atomic.Value
 }
 
-func (d *l2Lab) curlLoop(target string) *loop {
+func (d *dataLab) curlLoop(target string) *loop {
 	return runLoop(func() error { _, err := d.curl(target); return err })
 }
 

@@ -1,0 +1,339 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+)
+
+// bgpLab: three nodes and a router on one LAN (198.51.100.0/24), a client
+// behind the router (203.0.113.0/25), the nodes and one backend (on node1) on
+// a pod network (192.0.2.0/25). VIPs come from 203.0.113.128/25, which the
+// router reaches only through the routes the agents advertise to it.
+type bgpLab struct {
+	*dataLab
+	router *frr
+}
+
+var bgpNodeIP = map[string]string{"node1": "198.51.100.11", "node2": "198.51.100.12", "node3": "198.51.100.13"}
+
+// frrConfig is the seed scenario's router: AS 64512, the cluster in AS 64513,
+// no policy required for eBGP, any node of the LAN may peer, ECMP over them.
+const frrConfig = `hostname router
+router bgp 64512
+ bgp router-id 198.51.100.1
+ no bgp ebgp-requires-policy
+ no bgp default ipv4-unicast
+ neighbor nodes peer-group
+ neighbor nodes remote-as 64513
+ neighbor nodes timers 1 3
+ bgp listen range 198.51.100.0/24 peer-group nodes
+ address-family ipv4 unicast
+  neighbor nodes activate
+  maximum-paths 8
+ exit-address-family
+`
+
+func setupBGP(t testing.TB) *bgpLab {
+	d := &bgpLab{dataLab: newDataLab(t)}
+	d.addNS("sw", "router", "client", "node1", "node2", "node3", "backend1")
+	for _, br := range []string{"lan", "pods", "edge"} {
+		d.addBridge(br)
+	}
+	d.plug("router", "eth0", "lan", "198.51.100.1/24")
+	d.plug("router", "eth1", "edge", "203.0.113.1/25")
+	d.plug("client", "eth0", "edge", "203.0.113.10/25")
+	d.in("client", "ip", "route", "add", "default", "via", "203.0.113.1")
+	for i, n := range []string{"node1", "node2", "node3"} {
+		d.plug(n, "eth0", "lan", bgpNodeIP[n]+"/24")
+		d.plug(n, "pods", "pods", fmt.Sprintf("192.0.2.%d/25", i+1))
+		d.in(n, "ip", "route", "add", "default", "via", "198.51.100.1")
+	}
+	d.plug("backend1", "eth0", "pods", "192.0.2.11/25")
+	d.in("backend1", "ip", "route", "add", "default", "via", "192.0.2.1")
+	serveWhoAmI(t, d.listen("backend1", ":8080"), "backend1")
+	d.router = startFRR(t, d.lab, "router", frrConfig)
+	d.startControlPlane(t, bgpNodeIP)
+	return d
+}
+
+// bgpService is a LoadBalancer Service for backend1 (on node1), Cluster or Local.
+func (d *bgpLab) bgpService(t testing.TB, name string, local bool) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:                          corev1.ServiceTypeLoadBalancer,
+			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+			AllocateLoadBalancerNodePorts: ptr.To(false),
+		},
+	}
+	if local {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	ctx := context.Background()
+	if err := d.env.Admin.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.env.Admin.Create(ctx, endpointSlice("default", name, map[string]string{"192.0.2.11": "node1"})); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// nodesOf names the nodes behind next-hop addresses.
+func nodesOf(hops []string) []string {
+	var out []string
+	for _, h := range hops {
+		for n, ip := range bgpNodeIP {
+			if ip == h {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitNextHops waits until the router's BGP table and kernel both send vip
+// to exactly nodes (none: no route), and returns how long that took.
+func (d *bgpLab) waitNextHops(t testing.TB, vip string, nodes ...string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	slices.Sort(nodes)
+	eventually(t, fmt.Sprintf("the router routes %s to %v", vip, nodes), func() error {
+		hops, err := d.router.nextHops(vip + "/32")
+		if err != nil {
+			return err
+		}
+		if got := nodesOf(hops); !slices.Equal(got, nodes) {
+			return fmt.Errorf("bgpd has next hops %v (nodes %v)", hops, got)
+		}
+		if got := nodesOf(d.router.kernelNextHops(vip)); !slices.Equal(got, nodes) {
+			return fmt.Errorf("the kernel routes through %v", got)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// clientPath is the node the router forwards the client's traffic to vip
+// through (its ECMP hash picks one per flow).
+func (d *bgpLab) clientPath(t testing.TB, vip string) string {
+	out := d.in("router", "ip", "route", "get", vip, "from", "203.0.113.10", "iif", "eth1")
+	for n, ip := range bgpNodeIP {
+		if strings.Contains(out, "via "+ip+" ") {
+			return n
+		}
+	}
+	t.Fatalf("no node in the router's path to %s: %s", vip, out)
+	return ""
+}
+
+func (d *bgpLab) peerCondition(t testing.TB, typ string, status metav1.ConditionStatus, texts ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("BGPPeer router %s=%s %v", typ, status, texts), func() error {
+		var p paasv1.BGPPeer
+		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: "router"}, &p); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, typ)
+		if c == nil || c.Status != status {
+			return fmt.Errorf("condition %+v", c)
+		}
+		for _, text := range texts {
+			if !strings.Contains(c.Message, text) {
+				return fmt.Errorf("message %q lacks %q", c.Message, text)
+			}
+		}
+		return nil
+	})
+}
+
+func TestBGPAnnouncement(t *testing.T) {
+	d := setupBGP(t)
+	lab := t
+	ctx := context.Background()
+	peer := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router"},
+		Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}}
+	group := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp-vips"}, Spec: paasv1.IPGroupSpec{
+		Segment: "203.0.113.128/25",
+		Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{
+			Communities: []string{"65000:100", "65000:1:2"}}},
+	}}
+	for _, o := range []client.Object{peer, group} {
+		if err := d.env.Admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+
+	web := d.bgpService(t, "web", false)
+	webVIP := d.vipOf(t, web)
+	t.Run("Cluster: every node advertises, with the group's communities, and the router spreads over them", func(t *testing.T) {
+		took := d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		t.Logf("%s routed through 3 nodes %s after its IP was read", webVIP, took)
+		paths, err := d.router.paths(webVIP + "/32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			if p.Community == nil || p.Community.String != "65000:100" || p.LargeCommunity == nil || p.LargeCommunity.String != "65000:1:2" {
+				t.Errorf("path %+v: want community 65000:100 and large community 65000:1:2", p)
+			}
+		}
+		eventually(t, "curl through the router", func() error {
+			body, err := d.curl("http://" + webVIP + "/")
+			if err == nil && !strings.HasPrefix(body, "backend1 ") {
+				err = fmt.Errorf("answer %q", body)
+			}
+			return err
+		})
+		eventually(t, "the Service says who advertises it", func() error {
+			var s corev1.Service
+			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(web), &s); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(s.Status.Conditions, controllers.ConditionAnnounced)
+			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "advertised by node1, node2, node3 (BGP)") {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
+	})
+
+	t.Run("Local: only the node with the endpoint advertises, and withdraws when it goes", func(t *testing.T) {
+		api := d.bgpService(t, "api", true)
+		vip := d.vipOf(t, api)
+		d.waitNextHops(t, vip, "node1")
+		body, err := d.curl("http://" + vip + "/")
+		if err != nil || body != "backend1 203.0.113.10\n" {
+			t.Fatalf("curl: %q, %v; want backend1 to see the client's own address", body, err)
+		}
+		var slice discoveryv1.EndpointSlice
+		if err := d.env.Admin.Get(ctx, client.ObjectKey{Namespace: "default", Name: "api-1"}, &slice); err != nil {
+			t.Fatal(err)
+		}
+		slice.Endpoints[0].Conditions.Ready = ptr.To(false)
+		if err := d.env.Admin.Update(ctx, &slice); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("withdrawn %s after the last local endpoint went", d.waitNextHops(t, vip))
+		if err := d.env.Admin.Delete(ctx, api); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("drain: the node withdraws before its agent stops, no request fails", func(t *testing.T) {
+		node := d.clientPath(t, webVIP)
+		loop := d.curlLoop("http://" + webVIP + "/")
+		time.Sleep(500 * time.Millisecond)
+		d.cordon(t, node, true)
+		rest := slices.DeleteFunc([]string{"node1", "node2", "node3"}, func(n string) bool { return n == node })
+		took := d.waitNextHops(t, webVIP, rest...)
+		d.stopAgent(node) // the drain evicts the agent last
+		time.Sleep(time.Second)
+		ok, failed, firstErr := loop.end()
+		t.Logf("cordoned %s, the client's path: withdrawn after %s; %d requests, %d failed", node, took, ok+failed, failed)
+		if failed > 0 || ok < 20 {
+			t.Fatalf("%d of %d requests failed (first: %v)", failed, ok+failed, firstErr)
+		}
+		d.cordon(t, node, false)
+		d.startAgent(lab, node) // runs on after this subtest
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+	})
+
+	t.Run("agent restart: it withdraws before it stops, no request fails", func(t *testing.T) {
+		node := d.clientPath(t, webVIP)
+		loop := d.curlLoop("http://" + webVIP + "/")
+		time.Sleep(500 * time.Millisecond)
+		d.stopAgent(node) // SIGTERM, as a rolling update does
+		rest := slices.DeleteFunc([]string{"node1", "node2", "node3"}, func(n string) bool { return n == node })
+		d.waitNextHops(t, webVIP, rest...)
+		d.startAgent(lab, node)
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		time.Sleep(500 * time.Millisecond)
+		ok, failed, firstErr := loop.end()
+		t.Logf("restarted %s's agent, the client's path: %d requests, %d failed", node, ok+failed, failed)
+		if failed > 0 {
+			t.Fatalf("%d of %d requests failed (first: %v)", failed, ok+failed, firstErr)
+		}
+	})
+
+	t.Run("a hung node's routes go when the router's hold timer fires", func(t *testing.T) {
+		// A hung node: its agent stops sending keepalives, nothing closes the
+		// session, only the router's hold timer (3 s) can tell.
+		agent := d.agents["node2"].Process
+		if err := agent.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		took := d.waitNextHops(t, webVIP, "node1", "node3")
+		t.Logf("node2's agent frozen: its route withdrawn by the router after %s (hold time 3 s)", took)
+		if took < 2*time.Second || took > 5*time.Second {
+			t.Errorf("withdrawn after %s, want when the hold time (3 s) runs out", took)
+		}
+		if err := agent.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+	})
+
+	t.Run("MD5: a wrong password keeps the sessions down and says so, the right one brings them up", func(t *testing.T) {
+		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "neighbor nodes password s3cret"); err != nil {
+			t.Fatal(err)
+		}
+		d.waitNextHops(t, webVIP)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace, Name: "router-md5"},
+			StringData: map[string]string{"password": "wrong"}}
+		if err := d.env.Admin.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), peer); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(peer.DeepCopy())
+		peer.Spec.PasswordSecret = &paasv1.SecretKeyRef{Name: "router-md5", Key: "password"}
+		if err := d.env.Admin.Patch(ctx, peer, patch); err != nil {
+			t.Fatal(err)
+		}
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionFalse, "0 of 3 sessions established", "node1: ")
+		time.Sleep(3 * time.Second) // time for a session to come up, if it wrongly could
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionFalse, "0 of 3 sessions established")
+		if hops, _ := d.router.nextHops(webVIP + "/32"); len(hops) > 0 {
+			t.Fatalf("routes through %v with a wrong password", hops)
+		}
+		secret.StringData = map[string]string{"password": "s3cret"}
+		if err := d.env.Admin.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+	})
+
+	t.Run("Service deleted: every node withdraws", func(t *testing.T) {
+		if err := d.env.Admin.Delete(ctx, web); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("withdrawn after %s", d.waitNextHops(t, webVIP))
+		if _, err := d.curl("http://" + webVIP + "/"); err == nil {
+			t.Fatal("the VIP still answers")
+		}
+	})
+}
