@@ -3,6 +3,7 @@ package election
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -192,5 +193,50 @@ func TestEligibleIPv6(t *testing.T) {
 				t.Errorf("Eligible = %q, %v; want %q, %v", iface, ok, tt.wantIface, tt.wantOK)
 			}
 		})
+	}
+}
+
+func TestAdvertisers(t *testing.T) {
+	n1, n2, n3 := lan("n1", "198.51.100.11/24", "rack", "a"), lan("n2", "198.51.100.12/24", "rack", "b"), lan("n3", "198.51.100.13/24", "rack", "a")
+	n3.Cordoned = true
+	all := []Node{n3, n2, n1}
+	tests := []struct {
+		desc string
+		c    Candidacy
+		want []string
+	}{
+		{"every allowed node, wherever its interfaces are, sorted", Candidacy{}, []string{"n1", "n2"}},
+		{"selector", Candidacy{Selector: labels.SelectorFromSet(labels.Set{"rack": "a"})}, []string{"n1"}},
+		{"Local: the endpoint nodes only", Candidacy{LocalNodes: map[string]bool{"n2": true, "n3": true}}, []string{"n2"}},
+		{"Local, no endpoint", Candidacy{LocalNodes: map[string]bool{}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := Advertisers(tt.c, all); !slices.Equal(got, tt.want) {
+				t.Errorf("Advertisers = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Pick spreads the recording of BGP VIPs over the advertisers and does not
+// depend on their order.
+func TestPick(t *testing.T) {
+	names := []string{"n1", "n2", "n3"}
+	count := map[string]int{}
+	for _, v := range vips(300) {
+		p := Pick(v, names)
+		if q := Pick(v, []string{"n3", "n1", "n2"}); q != p {
+			t.Fatalf("Pick(%s) depends on order: %s, %s", v, p, q)
+		}
+		count[p]++
+	}
+	for _, n := range names {
+		if count[n] < 60 {
+			t.Errorf("%s records %d of 300 VIPs: want them spread", n, count[n])
+		}
+	}
+	if Pick(netip.MustParseAddr("192.0.2.1"), nil) != "" {
+		t.Error("Pick among nobody must be empty")
 	}
 }
