@@ -25,7 +25,9 @@ func TestBGPPeersOf(t *testing.T) {
 		}
 		return p
 	}
-	rack := func(r string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"rack": r}} }
+	rack := func(r string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"rack": r}}
+	}
 	tests := []struct {
 		desc        string
 		peers       []paasv1.BGPPeer
