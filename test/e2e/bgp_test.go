@@ -21,33 +21,48 @@ import (
 	"github.com/paas-org/vip-allocator-operator/controllers"
 )
 
-// bgpLab: three nodes and a router on one LAN (198.51.100.0/24), a client
-// behind the router (203.0.113.0/25), the nodes and one backend (on node1) on
-// a pod network (192.0.2.0/25). VIPs come from 203.0.113.128/25, which the
-// router reaches only through the routes the agents advertise to it.
+// bgpLab: three nodes and a router on one dual-stack LAN (198.51.100.0/24,
+// 2001:db8:1::/64), a client behind the router (203.0.113.0/25), the nodes and
+// one backend (on node1) on a pod network (192.0.2.0/25). IPv4 VIPs come from
+// 203.0.113.128/25, which the router reaches only through the routes the
+// agents advertise to it; IPv6 VIPs from 2001:db8:100::/64.
 type bgpLab struct {
 	*dataLab
 	router *frr
 }
 
-var bgpNodeIP = map[string]string{"node1": "198.51.100.11", "node2": "198.51.100.12", "node3": "198.51.100.13"}
+var (
+	bgpNodeIP  = map[string]string{"node1": "198.51.100.11", "node2": "198.51.100.12", "node3": "198.51.100.13"}
+	bgpNodeIP6 = map[string]string{"node1": "2001:db8:1::11", "node2": "2001:db8:1::12", "node3": "2001:db8:1::13"}
+)
 
 // frrConfig is the seed scenario's router: AS 64512, the cluster in AS 64513,
-// no policy required for eBGP, any node of the LAN may peer, ECMP over them.
-const frrConfig = `hostname router
+// no policy required for eBGP, any node of the LAN may peer (over IPv4 for
+// IPv4 routes, over IPv6 for IPv6 ones), ECMP over them.
+func frrConfig(routerID string) string {
+	return `hostname router
 router bgp 64512
- bgp router-id 198.51.100.1
+ bgp router-id ` + routerID + `
  no bgp ebgp-requires-policy
  no bgp default ipv4-unicast
  neighbor nodes peer-group
  neighbor nodes remote-as 64513
  neighbor nodes timers 1 3
  bgp listen range 198.51.100.0/24 peer-group nodes
+ neighbor nodes6 peer-group
+ neighbor nodes6 remote-as 64513
+ neighbor nodes6 timers 1 3
+ bgp listen range 2001:db8:1::/64 peer-group nodes6
  address-family ipv4 unicast
   neighbor nodes activate
   maximum-paths 8
  exit-address-family
+ address-family ipv6 unicast
+  neighbor nodes6 activate
+  maximum-paths 8
+ exit-address-family
 `
+}
 
 func setupBGP(t testing.TB) *bgpLab {
 	d := &bgpLab{dataLab: newDataLab(t)}
@@ -55,19 +70,19 @@ func setupBGP(t testing.TB) *bgpLab {
 	for _, br := range []string{"lan", "pods", "edge"} {
 		d.addBridge(br)
 	}
-	d.plug("router", "eth0", "lan", "198.51.100.1/24")
+	d.plug("router", "eth0", "lan", "198.51.100.1/24", "2001:db8:1::1/64")
 	d.plug("router", "eth1", "edge", "203.0.113.1/25")
 	d.plug("client", "eth0", "edge", "203.0.113.10/25")
 	d.in("client", "ip", "route", "add", "default", "via", "203.0.113.1")
 	for i, n := range []string{"node1", "node2", "node3"} {
-		d.plug(n, "eth0", "lan", bgpNodeIP[n]+"/24")
+		d.plug(n, "eth0", "lan", bgpNodeIP[n]+"/24", bgpNodeIP6[n]+"/64")
 		d.plug(n, "pods", "pods", fmt.Sprintf("192.0.2.%d/25", i+1))
 		d.in(n, "ip", "route", "add", "default", "via", "198.51.100.1")
 	}
 	d.plug("backend1", "eth0", "pods", "192.0.2.11/25")
 	d.in("backend1", "ip", "route", "add", "default", "via", "192.0.2.1")
 	serveWhoAmI(t, d.listen("backend1", ":8080"), "backend1")
-	d.router = startFRR(t, d.lab, "router", frrConfig)
+	d.router = startFRR(t, d.lab, "router", frrConfig("198.51.100.1"))
 	d.startControlPlane(t, bgpNodeIP)
 	return d
 }
@@ -100,7 +115,7 @@ func nodesOf(hops []string) []string {
 	var out []string
 	for _, h := range hops {
 		for n, ip := range bgpNodeIP {
-			if ip == h {
+			if ip == h || bgpNodeIP6[n] == h {
 				out = append(out, n)
 			}
 		}
@@ -116,7 +131,7 @@ func (d *bgpLab) waitNextHops(t testing.TB, vip string, nodes ...string) time.Du
 	start := time.Now()
 	slices.Sort(nodes)
 	eventually(t, fmt.Sprintf("the router routes %s to %v", vip, nodes), func() error {
-		hops, err := d.router.nextHops(vip + "/32")
+		hops, err := d.router.nextHops(hostRoute(vip))
 		if err != nil {
 			return err
 		}
@@ -129,6 +144,14 @@ func (d *bgpLab) waitNextHops(t testing.TB, vip string, nodes ...string) time.Du
 		return nil
 	})
 	return time.Since(start)
+}
+
+// hostRoute is vip's /32, or /128 for IPv6.
+func hostRoute(vip string) string {
+	if strings.Contains(vip, ":") {
+		return vip + "/128"
+	}
+	return vip + "/32"
 }
 
 // clientPath is the node the router forwards the client's traffic to vip
@@ -325,6 +348,26 @@ func TestBGPAnnouncement(t *testing.T) {
 		}
 		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+	})
+
+	t.Run("IPv6: /128 routes to an IPv6 peer, with the nodes' own IPv6 next hops", func(t *testing.T) {
+		peer6 := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router6"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8:1::1", PeerASN: 64512, MyASN: 64513}}
+		group6 := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp-vips6"}, Spec: paasv1.IPGroupSpec{
+			Segment: "2001:db8:100::/112", Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web6", Annotations: map[string]string{"vip.paas.org/ipgroup": "bgp-vips6"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80}}, AllocateLoadBalancerNodePorts: ptr.To(false)}}
+		for _, o := range []client.Object{peer6, group6, svc} {
+			if err := d.env.Admin.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		vip := d.vipOf(t, svc)
+		d.waitNextHops(t, vip, "node1", "node2", "node3")
+		if hops, _ := d.router.nextHops(hostRoute(vip)); !slices.Equal(hops, []string{"2001:db8:1::11", "2001:db8:1::12", "2001:db8:1::13"}) {
+			t.Errorf("next hops %v, want the nodes' IPv6 addresses", hops)
+		}
 	})
 
 	t.Run("Service deleted: every node withdraws", func(t *testing.T) {

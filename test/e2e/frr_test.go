@@ -87,9 +87,13 @@ type bgpPath struct {
 	LargeCommunity *struct{ String string } `json:"largeCommunity"`
 }
 
-// paths are the valid paths bgpd holds for prefix.
+// paths are the valid paths bgpd holds for prefix (IPv4 or IPv6).
 func (r *frr) paths(prefix string) ([]bgpPath, error) {
-	out, err := r.vtysh("show ip bgp " + prefix + " json")
+	family := "ipv4"
+	if strings.Contains(prefix, ":") {
+		family = "ipv6"
+	}
+	out, err := r.vtysh("show bgp " + family + " unicast " + prefix + " json")
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +131,11 @@ func (r *frr) nextHops(prefix string) ([]string, error) {
 // kernelNextHops are the next hops of the router's kernel route to vip (what
 // forwarding uses: zebra installs bgpd's ECMP set), sorted.
 func (r *frr) kernelNextHops(vip string) []string {
-	out, err := exec.Command("ip", "-n", r.l.ns(r.ns), "route", "show", vip+"/32").CombinedOutput()
+	family := "-4"
+	if strings.Contains(vip, ":") {
+		family = "-6"
+	}
+	out, err := exec.Command("ip", family, "-n", r.l.ns(r.ns), "route", "show", vip).CombinedOutput()
 	if err != nil {
 		return nil
 	}
