@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-membership controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -130,6 +130,11 @@ bench-dataplane:
 ## tuned liveness timers against memberlist's LAN defaults (root)
 bench-failover: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkFailover -benchtime 1x -timeout 30m -count 1
+
+## bench-bgp: BGP in the lab (root): a Service's IP to its route in FRR for 1 and 1,000 Services,
+## withdrawal on drain, agent memory with 1,000 routes and 2 peers, against a bare GoBGP speaker
+bench-bgp: build controlplane packages
+	go test ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
 
 ## bench-membership: how fast the agents' liveness layer declares a dead member dead, with our
 ## tuned memberlist timers against memberlist's LAN defaults, members simulated on loopback

@@ -42,6 +42,8 @@ func runAgent(args []string) error {
 	fs.StringVar(&l2.timers, "liveness-timers", "tuned", "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
 	fs.DurationVar(&l2.probePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
 	handoff := fs.Bool("connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
+	qps := fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
+	burst := fs.Int("kube-api-burst", 40, "burst of requests to the API server")
 	metricsAddr := fs.String("metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
 	probeAddr := fs.String("health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
 	daemonSet := fs.String("daemonset", "", "namespace/name of the DaemonSet that runs this agent: on stop, remove the rules when it is gone (uninstall) and keep them otherwise (restart); empty: always keep")
@@ -77,6 +79,7 @@ func runAgent(args []string) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},

@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
 )

@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 )
 
 // timerSets are the timer presets a run can use; "lan" is the baseline.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/paas-org/vip-allocator-operator/bench/internal/procmem"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
 

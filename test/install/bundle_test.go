@@ -145,7 +145,10 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "create", "daemonsets.apps", namespace, "yes"},
 			{operatorUser, "create", "deployments.apps", namespace, "no"},
 			{operatorUser, "create", "pods", namespace, "no"},
-			{operatorUser, "get", "secrets", namespace, "no"},
+			{operatorUser, "get", "secrets", namespace, "yes"}, // the BGP passwords that BGPPeers name, in its namespace only
+			{operatorUser, "get", "secrets", "default", "no"},
+			{operatorUser, "update", "secrets/vip-allocator-bgp-passwords", namespace, "yes"}, // its copy for the agents
+			{operatorUser, "update", "secrets/other", namespace, "no"},
 			{operatorUser, "create", "secrets", namespace, "yes"}, // the agents' gossip key, once
 			{operatorUser, "create", "secrets", "default", "no"},
 			{operatorUser, "create", "leases.coordination.k8s.io", namespace, "yes"},
@@ -166,8 +169,12 @@ func TestBundleLifecycle(t *testing.T) {
 			{agentUser, "patch", "ips.paas.org --subresource=status", "", "yes"}, // records the announcing node
 			{agentUser, "patch", "ips.paas.org", "", "no"},
 			{agentUser, "delete", "ips.paas.org", "", "no"},
-			{agentUser, "patch", "nodes", "", "yes"},                                 // publishes its interfaces
-			{agentUser, "get", "secrets/vip-allocator-memberlist", namespace, "yes"}, // the gossip key
+			{agentUser, "patch", "nodes", "", "yes"}, // publishes its interfaces
+			{agentUser, "list", "bgppeers.paas.org", "", "yes"},
+			{agentUser, "patch", "bgppeers.paas.org --subresource=status", "", "yes"}, // its own session entries
+			{agentUser, "patch", "bgppeers.paas.org", "", "no"},
+			{agentUser, "get", "secrets/vip-allocator-memberlist", namespace, "yes"},    // the gossip key
+			{agentUser, "get", "secrets/vip-allocator-bgp-passwords", namespace, "yes"}, // the BGP passwords, copied by the operator
 			{agentUser, "get", "secrets", namespace, "no"},
 			{agentUser, "get", "secrets/other", namespace, "no"},
 			{agentUser, "get", "daemonsets.apps/vip-allocator-agent", namespace, "yes"},

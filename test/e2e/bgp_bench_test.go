@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+)
+
+// BenchmarkBGP is 'make bench-bgp', in the BGP lab with a second FRR router
+// (router2) on the LAN: every node peers with both over IPv6 (the only
+// documentation range with room for 1,000 VIPs). It measures, on the real
+// agents against the real routers:
+//   - the time from a Service getting its IP to its route being in FRR, for 1
+//     Service, and for 1,000 created at once (from the last one allocated);
+//   - the time from cordoning a node (a drain) to its 1,000 routes being gone
+//     from both routers;
+//   - the agents' resident memory with 1,000 routes and 2 peers.
+//
+// The baseline, in the same run against the same routers: a bare GoBGP
+// speaker (nodeagent/bgp alone, no Kubernetes) in a fourth node namespace
+// advertising, then withdrawing, 1,000 routes of its own: what BGP and FRR
+// cost by themselves.
+func BenchmarkBGP(b *testing.B) {
+	const n = 1000
+	d := setupBGP(b)
+	ctx := context.Background()
+	d.addNS("router2", "bare")
+	d.plug("router2", "eth0", "lan", "198.51.100.2/24", "2001:db8:1::2/64")
+	d.plug("bare", "eth0", "lan", "198.51.100.14/24", "2001:db8:1::14/64")
+	router2 := startFRR(b, d.lab, "router2", frrConfig("198.51.100.2"))
+	routers := []*frr{d.router, router2}
+
+	objects := []client.Object{
+		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8:1::1", PeerASN: 64512, MyASN: 64513}},
+		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router2"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8:1::2", PeerASN: 64512, MyASN: 64513}},
+		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: paasv1.IPGroupSpec{
+			Segment: "2001:db8:100::/112", Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}},
+	}
+	for _, o := range objects {
+		if err := d.env.Admin.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	nodes := []string{"node1", "node2", "node3"}
+	for _, node := range nodes {
+		d.startAgent(b, node)
+	}
+	for _, r := range routers {
+		r.waitReceived(b, bgpNodeIP6, 0, time.Minute)
+	}
+
+	fmt.Printf("\nBGP, 3 nodes, 2 FRR routers (IPv6 sessions), hold 3 s:\n")
+	one := d.benchServices(b, routers, 1)
+	fmt.Printf("  1 Service:      its IP → its route in both routers from all 3 nodes   %8s\n", one.toRoutes.Round(time.Millisecond))
+	many := d.benchServices(b, routers, n)
+	fmt.Printf("  %d Services:  created → all hold IPs %s; last IP → all %d routes in both routers from all 3 nodes   %8s (target < 2s)\n",
+		n, many.toIPs.Round(time.Millisecond), n, many.toRoutes.Round(time.Millisecond))
+
+	var rss []string
+	for _, node := range nodes {
+		r, _ := procmem.Read(fmt.Sprint(d.agents[node].Process.Pid))
+		rss = append(rss, fmt.Sprintf("%s %.0f MiB", node, r))
+	}
+	fmt.Printf("  agent RSS with %d routes and 2 peers: %s\n", n, strings.Join(rss, ", "))
+
+	start := time.Now()
+	d.cordon(b, "node2", true)
+	for _, r := range routers {
+		r.waitReceived(b, map[string]string{"node2": bgpNodeIP6["node2"]}, 0, 30*time.Second)
+	}
+	drain := time.Since(start)
+	fmt.Printf("  drain (cordon node2) → its %d routes gone from both routers   %8s (target < 1s)\n", n, drain.Round(time.Millisecond))
+
+	bare := startBareSpeaker(b, d.lab, "bare")
+	for _, r := range routers {
+		r.waitReceived(b, map[string]string{"bare": "2001:db8:1::14"}, 0, time.Minute)
+	}
+	start = time.Now()
+	bare.do(b, fmt.Sprint("advertise ", n))
+	for _, r := range routers {
+		r.waitReceived(b, map[string]string{"bare": "2001:db8:1::14"}, n, time.Minute)
+	}
+	bareAdd := time.Since(start)
+	start = time.Now()
+	bare.do(b, "withdraw")
+	for _, r := range routers {
+		r.waitReceived(b, map[string]string{"bare": "2001:db8:1::14"}, 0, time.Minute)
+	}
+	bareWithdraw := time.Since(start)
+	bareRSS := bare.do(b, "rss")
+	fmt.Printf("\nbaseline, a bare GoBGP speaker (no Kubernetes), same routers:\n")
+	fmt.Printf("  %d routes added → in both routers   %8s\n", n, bareAdd.Round(time.Millisecond))
+	fmt.Printf("  %d routes withdrawn → gone from both routers   %8s\n", n, bareWithdraw.Round(time.Millisecond))
+	fmt.Printf("  process RSS with %d routes and 2 peers: %s MiB\n", n, bareRSS)
+	fmt.Printf("\nratios, agent / bare speaker: advertise %.1fx, withdraw on drain %.1fx\n",
+		float64(many.toRoutes)/float64(bareAdd), float64(drain)/float64(bareWithdraw))
+}
+
+// serviceTimes are the phases of a batch of Services.
+type serviceTimes struct {
+	toIPs    time.Duration // from the first create until every Service holds an IP
+	toRoutes time.Duration // from then until every node's route for every one is in every router
+}
+
+// benchServices creates n IPv6 LoadBalancer Services of the bench group at
+// once, times them into the routers, then deletes them and waits until the
+// routes are gone.
+func (d *bgpLab) benchServices(b *testing.B, routers []*frr, n int) serviceTimes {
+	ctx := context.Background()
+	name := func(i int) string { return fmt.Sprintf("bench-%d-%d", n, i) }
+	start := time.Now()
+	err := fanout.Run(16, n, func(i int) error {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name(i), Labels: map[string]string{"bench": fmt.Sprint(n)}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80}}, AllocateLoadBalancerNodePorts: ptr.To(false)}}
+		return d.env.Admin.Create(ctx, svc)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var t serviceTimes
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var list corev1.ServiceList
+		if err := d.env.Admin.List(ctx, &list, client.MatchingLabels{"bench": fmt.Sprint(n)}); err != nil {
+			b.Fatal(err)
+		}
+		held := 0
+		for _, s := range list.Items {
+			if len(s.Status.LoadBalancer.Ingress) > 0 {
+				held++
+			}
+		}
+		if held == n {
+			t.toIPs = time.Since(start)
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d Services hold an IP after 2 minutes", held, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	allocated := time.Now()
+	for _, r := range routers {
+		r.waitReceived(b, bgpNodeIP6, n, time.Minute)
+	}
+	t.toRoutes = time.Since(allocated)
+	if err := d.env.Admin.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace("default"), client.MatchingLabels{"bench": fmt.Sprint(n)}); err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range routers {
+		r.waitReceived(b, bgpNodeIP6, 0, time.Minute)
+	}
+	return t
+}
+
+// waitReceived waits until the router holds exactly want IPv6 routes from
+// each of peers (by address), every session Established.
+func (r *frr) waitReceived(b testing.TB, peers map[string]string, want int, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := r.received()
+		ok := err == nil
+		for _, addr := range peers {
+			if c, up := got[addr]; !up || c != want {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("router %s: routes received %v (%v), want %d from each of %v", r.ns, got, err, want, peers)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// received maps each Established IPv6 peer to the routes the router holds from it.
+func (r *frr) received() (map[string]int, error) {
+	out, err := r.vtysh("show bgp ipv6 unicast summary json")
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Peers map[string]struct {
+			State  string `json:"state"`
+			PfxRcd int    `json:"pfxRcd"`
+		} `json:"peers"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		return nil, fmt.Errorf("parse %q: %w", out, err)
+	}
+	got := map[string]int{}
+	for addr, p := range doc.Peers {
+		if p.State == "Established" {
+			got[addr] = p.PfxRcd
+		}
+	}
+	return got, nil
+}
+
+// bareSpeaker is the baseline: nodeagent/bgp driven directly, in a process of
+// its own in a lab namespace (the test binary, re-run; see TestMain).
+type bareSpeaker struct {
+	in  io.Writer
+	out *bufio.Scanner
+}
+
+func startBareSpeaker(b *testing.B, l *lab, ns string) *bareSpeaker {
+	c := exec.Command("ip", "netns", "exec", l.ns(ns), os.Args[0])
+	c.Env = append(os.Environ(), "VIPA_BARE_SPEAKER=1")
+	in, err := c.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	return &bareSpeaker{in: in, out: bufio.NewScanner(out)}
+}
+
+// do sends one command and returns the speaker's answer.
+func (s *bareSpeaker) do(b *testing.B, cmd string) string {
+	if _, err := fmt.Fprintln(s.in, cmd); err != nil {
+		b.Fatal(err)
+	}
+	if !s.out.Scan() {
+		b.Fatalf("bare speaker: no answer to %q", cmd)
+	}
+	return s.out.Text()
+}
+
+// runBareSpeaker peers with both lab routers as the node 2001:db8:1::14 and
+// obeys stdin: "advertise N" (N /128 routes at once), "withdraw", "rss".
+func runBareSpeaker() {
+	ctx := context.Background()
+	s := bgp.New(logr.Discard())
+	peer := func(name, addr string) bgp.Peer {
+		return bgp.Peer{Name: name, Address: netip.MustParseAddr(addr), Port: 179, PeerASN: 64512, MyASN: 64513, Hold: 3 * time.Second, Keepalive: time.Second}
+	}
+	if err := s.Configure(ctx, bgp.Config{RouterID: netip.MustParseAddr("198.51.100.14"),
+		Peers: []bgp.Peer{peer("router", "2001:db8:1::1"), peer("router2", "2001:db8:1::2")}}); err != nil {
+		fmt.Fprintln(os.Stderr, "bare speaker:", err)
+		os.Exit(1)
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var answer string
+		switch f := strings.Fields(in.Text()); f[0] {
+		case "advertise":
+			var n int
+			fmt.Sscan(f[1], &n)
+			var routes []bgp.Route
+			base := netip.MustParseAddr("2001:db8:200::1")
+			for range n {
+				routes = append(routes, bgp.Route{Prefix: netip.PrefixFrom(base, 128)})
+				base = base.Next()
+			}
+			answer = fmt.Sprint(s.Advertise(ctx, routes))
+		case "withdraw":
+			answer = fmt.Sprint(s.Advertise(ctx, nil))
+		case "rss":
+			rss, _ := procmem.Read("self")
+			answer = fmt.Sprintf("%.0f", rss)
+		}
+		fmt.Println(answer)
+	}
+}
+
+// TestMain runs the bare speaker when the benchmark re-runs this binary as it.
+func TestMain(m *testing.M) {
+	if os.Getenv("VIPA_BARE_SPEAKER") != "" {
+		runBareSpeaker()
+		return
+	}
+	os.Exit(m.Run())
+}
