@@ -64,7 +64,11 @@ func (s *Speaker) Advertise(ctx context.Context, routes []Route) error {
 	if err := s.applyPolicyLocked(ctx); err != nil {
 		return err
 	}
-	return s.readvertiseLocked(ctx)
+	if err := s.readvertiseLocked(ctx); err != nil {
+		return err
+	}
+	s.notify() // the prefixes sent changed
+	return nil
 }
 
 // readvertiseLocked adds every route not in the RIB yet.

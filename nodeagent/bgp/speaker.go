@@ -71,8 +71,16 @@ func New(log logr.Logger) *Speaker {
 	return s
 }
 
-// Changed signals (coalesced) that a session changed state.
+// Changed signals (coalesced) that a session changed state or the routes
+// changed.
 func (s *Speaker) Changed() <-chan struct{} { return s.changed }
+
+func (s *Speaker) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
 
 // globalASN is the ASN the server starts with: every peer may override it
 // with its own myASN (GoBGP's per-peer local AS), so any will do; the
@@ -114,10 +122,7 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("start BGP as AS %d, router ID %s: %w", asn, cfg.RouterID, err)
 		}
 		if err := s.server.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(*api.WatchEventResponse) {
-			select {
-			case s.changed <- struct{}{}:
-			default:
-			}
+			s.notify()
 		}); err != nil {
 			return fmt.Errorf("watch BGP sessions: %w", err)
 		}

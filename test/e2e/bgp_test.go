@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -240,6 +241,19 @@ func TestBGPAnnouncement(t *testing.T) {
 			}
 			return nil
 		})
+		// What a user sees (the docs show it).
+		kc, _ := d.env.KubeconfigFile(t.TempDir())
+		kubectl := filepath.Join(d.root, "bin", "k8s", "kubectl")
+		eventually(t, "every session reports its prefix", func() error {
+			out := d.run(kubectl, "--kubeconfig", kc, "get", "bgppeer", "router", "-o", `jsonpath={.status.sessions[*].prefixesSent}`)
+			if out != "1 1 1" {
+				return fmt.Errorf("prefixes sent: %q", out)
+			}
+			return nil
+		})
+		t.Logf("kubectl get bgppeers,ips -o wide:\n%s", d.run(kubectl, "--kubeconfig", kc, "get", "bgppeers,ips", "-o", "wide"))
+		t.Logf("sessions:\n%s", d.run(kubectl, "--kubeconfig", kc, "get", "bgppeer", "router", "-o",
+			`jsonpath={range .status.sessions[*]}{.node}{"\t"}{.state}{"\t"}{.since}{"\t"}{.prefixesSent}{"\n"}{end}`))
 	})
 
 	t.Run("Local: only the node with the endpoint advertises, and withdraws when it goes", func(t *testing.T) {
