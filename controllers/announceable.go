@@ -34,26 +34,11 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupAnnounceable)
 		return // Ready says what is wrong
 	}
-	selector := labels.Everything()
 	var allowed []string
 	if an != nil {
 		allowed = an.Interfaces
-		if an.NodeSelector != nil {
-			if selector, err = metav1.LabelSelectorAsSelector(an.NodeSelector); err != nil {
-				selector = labels.Nothing()
-			}
-		}
 	}
-	var selected, able []string
-	for _, n := range nodes {
-		if !selector.Matches(labels.Set(n.Labels)) {
-			continue
-		}
-		selected = append(selected, n.Name)
-		if !n.Spec.Unschedulable && onSegment(n, segment, allowed) {
-			able = append(able, n.Name)
-		}
-	}
+	selected, able := groupNodes(an, nodes, func(n corev1.Node) bool { return onSegment(n, segment, allowed) })
 	c := metav1.Condition{Type: paasv1.IPGroupAnnounceable, ObservedGeneration: group.Generation}
 	switch {
 	case len(able) > 0:
@@ -100,26 +85,9 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 		}
 		return c
 	}
-	selector := labels.Everything()
-	if an.NodeSelector != nil {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(an.NodeSelector); err != nil {
-			selector = labels.Nothing()
-		}
-	}
-	var selected, able []string
-	for _, n := range nodes {
-		if !selector.Matches(labels.Set(n.Labels)) {
-			continue
-		}
-		selected = append(selected, n.Name)
-		if n.Spec.Unschedulable {
-			continue
-		}
-		if slices.ContainsFunc(usable, func(p paasv1.BGPPeer) bool { return len(peeringNodes(&p, []corev1.Node{n})) > 0 }) {
-			able = append(able, n.Name)
-		}
-	}
+	selected, able := groupNodes(an, nodes, func(n corev1.Node) bool {
+		return slices.ContainsFunc(usable, func(p paasv1.BGPPeer) bool { return len(peeringNodes(&p, []corev1.Node{n})) > 0 })
+	})
 	switch {
 	case len(able) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, "NodesAvailable"
@@ -135,6 +103,28 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, runs an agent and is selected by a BGPPeer the group uses: fix the BGPPeers' nodeSelector or the group's announce.nodeSelector", len(selected), firstNames(selected))
 	}
 	return c
+}
+
+// groupNodes are the nodes matching the group's announce.nodeSelector, and
+// those of them that are schedulable and can carry its VIPs (can).
+func groupNodes(an *paasv1.Announce, nodes []corev1.Node, can func(corev1.Node) bool) (selected, able []string) {
+	selector := labels.Everything()
+	if an != nil && an.NodeSelector != nil {
+		var err error
+		if selector, err = metav1.LabelSelectorAsSelector(an.NodeSelector); err != nil {
+			selector = labels.Nothing()
+		}
+	}
+	for _, n := range nodes {
+		if !selector.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		selected = append(selected, n.Name)
+		if !n.Spec.Unschedulable && can(n) {
+			able = append(able, n.Name)
+		}
+	}
+	return selected, able
 }
 
 // onSegment reports whether n has an interface (among allowed, if any) on segment.

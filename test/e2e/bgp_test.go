@@ -14,7 +14,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,25 +89,7 @@ func setupBGP(t testing.TB) *bgpLab {
 
 // bgpService is a LoadBalancer Service for backend1 (on node1), Cluster or Local.
 func (d *bgpLab) bgpService(t testing.TB, name string, local bool) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.ServiceSpec{
-			Type:                          corev1.ServiceTypeLoadBalancer,
-			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
-			AllocateLoadBalancerNodePorts: ptr.To(false),
-		},
-	}
-	if local {
-		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	}
-	ctx := context.Background()
-	if err := d.env.Admin.Create(ctx, svc); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.env.Admin.Create(ctx, endpointSlice("default", name, map[string]string{"192.0.2.11": "node1"})); err != nil {
-		t.Fatal(err)
-	}
-	return svc
+	return d.lbService(t, name, local, map[string]string{"192.0.2.11": "node1"})
 }
 
 // nodesOf names the nodes behind next-hop addresses.

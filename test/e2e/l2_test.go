@@ -60,6 +60,13 @@ func setupL2(t testing.TB) *l2Lab {
 
 // lanService is a LoadBalancer Service for the backend, in Cluster or Local mode.
 func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ...string) *corev1.Service {
+	return d.lbService(t, name, local, map[string]string{"198.51.100.11": "node1"}, annotations...)
+}
+
+// lbService creates a LoadBalancer Service (port 80 to the endpoints' port
+// "http"), in Cluster or Local mode, and its EndpointSlice of backends
+// (address → node).
+func (d *dataLab) lbService(t testing.TB, name string, local bool, backends map[string]string, annotations ...string) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{}},
 		Spec: corev1.ServiceSpec{
@@ -78,7 +85,7 @@ func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ..
 	if err := d.env.Admin.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.env.Admin.Create(ctx, endpointSlice("default", name, map[string]string{"198.51.100.11": "node1"})); err != nil {
+	if err := d.env.Admin.Create(ctx, endpointSlice("default", name, backends)); err != nil {
 		t.Fatal(err)
 	}
 	return svc
