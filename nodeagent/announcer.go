@@ -115,12 +115,12 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 			vips[vip] = c.Candidacy
 		}
 	}
+	var bgpErr error
 	if a.BGP != nil {
 		// BGP first: a route needs no election among the agents, and a
-		// cordoned node must withdraw at once.
-		if err := a.advertise(ctx, bgpVIPs, nodes); err != nil {
-			return reconcile.Result{}, err
-		}
+		// cordoned node must withdraw at once. A BGP failure must not hold
+		// back layer 2: it is returned (and retried) once L2 is done.
+		bgpErr = a.advertise(ctx, bgpVIPs, nodes)
 	}
 	owned := map[netip.Addr]string{}
 	if a.handoffFrom == nil {
@@ -164,7 +164,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 			return reconcile.Result{}, err
 		}
 	}
-	return reconcile.Result{RequeueAfter: next}, nil
+	return reconcile.Result{RequeueAfter: next}, bgpErr
 }
 
 // handOff programs the connection handoffs of the VIPs answered for: it learns

@@ -70,17 +70,21 @@ func (a *Announcer) advertise(ctx context.Context, vips map[netip.Addr]vipCandid
 	}
 	var routes []bgp.Route
 	records := map[netip.Addr][]string{}
+	var names []string // every alive agent: one of them records each VIP, even one nobody advertises
+	for _, n := range alive {
+		names = append(names, n.Name)
+	}
 	for vip, c := range vips {
 		advertisers := election.Advertisers(c.Candidacy, alive)
 		if slices.Contains(advertisers, a.NodeName) {
 			routes = append(routes, routeOf(vip, c.group))
 		}
-		if election.Pick(vip, advertisers) == a.NodeName {
-			var names []string
+		if election.Pick(vip, names) == a.NodeName {
+			var peerNames []string
 			if an := c.group.Spec.Announce; an != nil && an.BGP != nil {
-				names = an.BGP.Peers
+				peerNames = an.BGP.Peers
 			}
-			up := establishedNodes(peers.Items, names)
+			up := establishedNodes(peers.Items, peerNames)
 			records[vip] = slices.DeleteFunc(advertisers, func(n string) bool { return !up[n] })
 		}
 	}

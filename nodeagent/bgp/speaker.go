@@ -54,6 +54,9 @@ type Speaker struct {
 	policy   *api.SetPoliciesRequest
 	changed  chan struct{}
 	stopOnce sync.Once
+	// watchStop ends the session watch of the running server: the watch
+	// lives as long as the server, not as the call that started it.
+	watchStop context.CancelFunc
 }
 
 // New starts an idle speaker: no session until Configure names peers.
@@ -121,11 +124,14 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 		}}); err != nil {
 			return fmt.Errorf("start BGP as AS %d, router ID %s: %w", asn, cfg.RouterID, err)
 		}
-		if err := s.server.WatchEvent(ctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(*api.WatchEventResponse) {
+		watchCtx, stop := context.WithCancel(context.Background())
+		if err := s.server.WatchEvent(watchCtx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(*api.WatchEventResponse) {
 			s.notify()
 		}); err != nil {
+			stop()
 			return fmt.Errorf("watch BGP sessions: %w", err)
 		}
+		s.watchStop = stop
 		s.started, s.routerID, s.asn = true, cfg.RouterID, asn
 		// The RIB starts empty: everything advertised before is added again.
 		if err := s.readvertiseLocked(ctx); err != nil {
@@ -238,6 +244,7 @@ func (s *Speaker) stopLocked(ctx context.Context) error {
 	if !s.started {
 		return nil
 	}
+	s.watchStop()
 	if err := s.server.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
 		return fmt.Errorf("stop BGP: %w", err)
 	}

@@ -124,7 +124,7 @@ func score(vip netip.Addr, node string) uint64 {
 }
 
 // Pick chooses one of names for vip by the same rendezvous hash as Owner:
-// which advertiser records a BGP VIP's advertisers, spread over the nodes.
+// which agent records a BGP VIP's advertisers on the ledger, spread over the nodes.
 func Pick(vip netip.Addr, names []string) string {
 	var best uint64
 	var out string

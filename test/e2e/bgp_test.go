@@ -254,6 +254,16 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("withdrawn %s after the last local endpoint went", d.waitNextHops(t, vip))
+		eventually(t, "the Service says nobody advertises it", func() error {
+			var s corev1.Service
+			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(api), &s); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(s.Status.Conditions, controllers.ConditionAnnounced); c == nil || c.Reason != controllers.ReasonNoAnnouncer {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
 		if err := d.env.Admin.Delete(ctx, api); err != nil {
 			t.Fatal(err)
 		}
