@@ -1,6 +1,7 @@
 package l2
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -38,7 +39,9 @@ func newSegmentOf(t *testing.T, ipv6 bool) *segment {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = leave() })
-	s := &segment{t: t, client: "vipa-l2c-" + strings.TrimPrefix(t.Name(), "Test")}
+	// The process id keeps two runs on one machine (or a crashed run's
+	// leftovers) out of each other's way.
+	s := &segment{t: t, client: fmt.Sprintf("vipa-l2c-%d-%s", os.Getpid(), strings.TrimPrefix(t.Name(), "Test"))}
 	s.run("ip", "netns", "add", s.client)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", s.client).Run() })
 	if ipv6 {

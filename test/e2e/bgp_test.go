@@ -39,9 +39,12 @@ var (
 // frrConfig is the seed scenario's router: AS 64512, the cluster in AS 64513,
 // no policy required for eBGP, any node of the LAN may peer (over IPv4 for
 // IPv4 routes, over IPv6 for IPv6 ones), ECMP over them.
-func frrConfig(routerID string) string {
+func frrConfig(routerID string) string { return frrConfigAS(routerID, 64512) }
+
+// frrConfigAS is frrConfig with the router in AS asn (64513: iBGP with the cluster).
+func frrConfigAS(routerID string, asn int) string {
 	return `hostname router
-router bgp 64512
+router bgp ` + fmt.Sprint(asn) + `
  bgp router-id ` + routerID + `
  no bgp ebgp-requires-policy
  no bgp default ipv4-unicast
@@ -56,6 +59,7 @@ router bgp 64512
  address-family ipv4 unicast
   neighbor nodes activate
   maximum-paths 8
+  maximum-paths ibgp 8
  exit-address-family
  address-family ipv6 unicast
   neighbor nodes6 activate
@@ -110,17 +114,24 @@ func nodesOf(hops []string) []string {
 // to exactly nodes (none: no route), and returns how long that took.
 func (d *bgpLab) waitNextHops(t testing.TB, vip string, nodes ...string) time.Duration {
 	t.Helper()
+	return d.router.waitNextHops(t, vip, nodes...)
+}
+
+// waitNextHops waits until this router's BGP table and kernel both send vip
+// to exactly nodes (none: no route), and returns how long that took.
+func (r *frr) waitNextHops(t testing.TB, vip string, nodes ...string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	slices.Sort(nodes)
-	eventually(t, fmt.Sprintf("the router routes %s to %v", vip, nodes), func() error {
-		hops, err := d.router.nextHops(hostRoute(vip))
+	eventually(t, fmt.Sprintf("router %s routes %s to %v", r.ns, vip, nodes), func() error {
+		hops, err := r.nextHops(hostRoute(vip))
 		if err != nil {
 			return err
 		}
 		if got := nodesOf(hops); !slices.Equal(got, nodes) {
 			return fmt.Errorf("bgpd has next hops %v (nodes %v)", hops, got)
 		}
-		if got := nodesOf(d.router.kernelNextHops(vip)); !slices.Equal(got, nodes) {
+		if got := nodesOf(r.kernelNextHops(vip)); !slices.Equal(got, nodes) {
 			return fmt.Errorf("the kernel routes through %v", got)
 		}
 		return nil
@@ -372,6 +383,57 @@ func TestBGPAnnouncement(t *testing.T) {
 		d.waitNextHops(t, vip, "node1", "node2", "node3")
 		if hops, _ := d.router.nextHops(hostRoute(vip)); !slices.Equal(hops, []string{"2001:db8:1::11", "2001:db8:1::12", "2001:db8:1::13"}) {
 			t.Errorf("next hops %v, want the nodes' IPv6 addresses", hops)
+		}
+	})
+
+	t.Run("announce.bgp.peers and localPref: a group for an iBGP router only; no other session flaps", func(t *testing.T) {
+		d.addNS("router2")
+		d.plug("router2", "eth0", "lan", "198.51.100.2/24")
+		router2 := startFRR(t, d.lab, "router2", frrConfigAS("198.51.100.2", 64513))
+		var before paasv1.BGPPeer
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &before); err != nil {
+			t.Fatal(err)
+		}
+		ibgp := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router2"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.2", PeerASN: 64513, MyASN: 64513}}
+		internal := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "internal-vips"}, Spec: paasv1.IPGroupSpec{
+			Segment: "192.0.2.192/27", AutoAssign: ptr.To(false),
+			Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{Peers: []string{"router2"}, LocalPref: ptr.To[uint32](200)}}}}
+		for _, o := range []client.Object{ibgp, internal} {
+			if err := d.env.Admin.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		svc := d.lbService(t, "internal", false, map[string]string{"192.0.2.11": "node1"}, "vip.paas.org/ipgroup", "internal-vips")
+		vip := d.vipOf(t, svc)
+		router2.waitNextHops(t, vip, "node1", "node2", "node3")
+		paths, err := router2.paths(hostRoute(vip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			if p.LocPrf != 200 {
+				t.Errorf("path %+v: want local preference 200", p)
+			}
+		}
+		// Routes of groups that name no peer go to every peer, the new one too.
+		router2.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		time.Sleep(time.Second)
+		if hops, _ := d.router.nextHops(hostRoute(vip)); len(hops) > 0 {
+			t.Errorf("the eBGP router got %s through %v: the group advertises to router2 only", vip, hops)
+		}
+		var after paasv1.BGPPeer
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &after); err != nil {
+			t.Fatal(err)
+		}
+		since := map[string]*metav1.Time{}
+		for _, s := range before.Status.Sessions {
+			since[s.Node] = s.Since
+		}
+		for _, s := range after.Status.Sessions {
+			if s.State != "Established" || !s.Since.Equal(since[s.Node]) {
+				t.Errorf("session of %s with the first router: %s since %v, was since %v: it flapped", s.Node, s.State, s.Since, since[s.Node])
+			}
 		}
 	})
 

@@ -80,6 +80,7 @@ func (r *frr) vtysh(cmds ...string) (string, error) {
 // bgpPath is one path of a prefix in bgpd's table, as 'show ip bgp json' gives it.
 type bgpPath struct {
 	Valid    bool `json:"valid"`
+	LocPrf   int  `json:"locPrf"`
 	Nexthops []struct {
 		IP string `json:"ip"`
 	} `json:"nexthops"`
