@@ -201,8 +201,25 @@ func (s *Speaker) applyPolicyLocked(ctx context.Context) error {
 	if s.policy != nil && proto.Equal(want, s.policy) {
 		return nil
 	}
-	if err := s.server.SetPolicies(ctx, want); err != nil {
-		return fmt.Errorf("set the export policy: %w", err)
+	// SetPolicies replaces definitions but keeps assignments (it ignores
+	// want.Assignments), so the global export assignment is set on its own:
+	// after the policy it names exists, or before the policy it named goes.
+	assign := &api.PolicyAssignment{Name: "global", Direction: api.PolicyDirection_EXPORT, DefaultAction: api.RouteAction_ACCEPT}
+	if len(want.Assignments) > 0 {
+		assign = want.Assignments[0]
+	}
+	steps := []func() error{
+		func() error { return s.server.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: want.DefinedSets, Policies: want.Policies}) },
+		func() error { return s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: assign}) },
+	}
+	if len(want.Policies) == 0 {
+		steps[0], steps[1] = steps[1], steps[0]
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			s.policy = nil // unknown now: set it whole next time
+			return fmt.Errorf("set the export policy: %w", err)
+		}
 	}
 	first := s.policy == nil
 	s.policy = want
