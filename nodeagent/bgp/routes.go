@@ -209,8 +209,12 @@ func (s *Speaker) applyPolicyLocked(ctx context.Context) error {
 		assign = want.Assignments[0]
 	}
 	steps := []func() error{
-		func() error { return s.server.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: want.DefinedSets, Policies: want.Policies}) },
-		func() error { return s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: assign}) },
+		func() error {
+			return s.server.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: want.DefinedSets, Policies: want.Policies})
+		},
+		func() error {
+			return s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: assign})
+		},
 	}
 	if len(want.Policies) == 0 {
 		steps[0], steps[1] = steps[1], steps[0]
