@@ -21,7 +21,7 @@ var fullSync10k = map[string]time.Duration{}
 // reads them back with iptables-save, removes them with Cleanup, and times the replay.
 func benchBaseline(backend string, n, extrapolateTo int) error {
 	cfg := dataplane.Config{Family: dataplane.IPv4, Backend: backend}
-	dp, err := dataplane.New(cfg)
+	dp, err := dataplane.NewIPTables(cfg)
 	if err != nil {
 		return err
 	}

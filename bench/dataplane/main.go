@@ -120,7 +120,7 @@ func inNetns(f func() error) (err error) {
 // benchSyncs measures one size from an empty namespace: a cold-start full Sync, a full resync,
 // a partial Sync with one Service changed and one with nothing changed, Healthy, and memory.
 func benchSyncs(backend string, fam dataplane.Family, n int) error {
-	dp, err := dataplane.New(dataplane.Config{Family: fam, Backend: backend})
+	dp, err := dataplane.NewIPTables(dataplane.Config{Family: fam, Backend: backend})
 	if err != nil {
 		return err
 	}

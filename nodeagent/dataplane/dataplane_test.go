@@ -146,7 +146,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 	}
 	before := save(t, backend, fam)
 
-	d, err := New(cfg)
+	d, err := NewIPTables(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 	testHandoffs(t, d, backend, fam)
 
 	// A restarted agent (new Dataplane) starts with a full Sync and finds the old chains.
-	d2, err := New(cfg)
+	d2, err := NewIPTables(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 // and the next Sync full.
 func TestFailedRestoreForcesFullSync(t *testing.T) {
 	enterNetns(t)
-	d, err := New(Config{Family: IPv4, Backend: "nft"})
+	d, err := NewIPTables(Config{Family: IPv4, Backend: "nft"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestBackendDetection(t *testing.T) {
 			for _, c := range tc.setup {
 				cmd(t, c[0], c[1:]...)
 			}
-			d, err := New(Config{Family: IPv4})
+			d, err := NewIPTables(Config{Family: IPv4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -386,7 +386,7 @@ func testTraffic(t *testing.T, backend string, local bool) {
 		}
 	}()
 
-	d, err := New(Config{Family: IPv4, Backend: backend})
+	d, err := NewIPTables(Config{Family: IPv4, Backend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func testTraffic(t *testing.T, backend string, local bool) {
 // testHandoffs: VIPA-HANDOFF holds two rules per VIP handed over (copy to the previous owner,
 // drop ours), is jumped to first from mangle PREROUTING, is emptied when the handoffs end, and
 // comes back after a flush once a full Sync has run.
-func testHandoffs(t *testing.T, d *Dataplane, backend string, fam Family) {
+func testHandoffs(t *testing.T, d *IPTables, backend string, fam Family) {
 	f := fixtureFor(fam)
 	prev := f.ep3 // any address of the family stands for the previous owner's
 	other := "198.51.100.7"

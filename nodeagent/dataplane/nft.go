@@ -1,0 +1,323 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// NFTables is the native nftables plane of one family: the table "vip-allocator" (family ip
+// or ip6, see nft_ruleset.go) written through netlink, every Service port and endpoint an
+// element of its sets and maps. A Sync is one atomic transaction: a full one replaces the
+// whole table (so traffic never sees it half written, and any drift is gone), a partial one
+// adds and deletes only the elements of the Services that changed.
+//
+// Connection handoffs stay in iptables (VIPA-HANDOFF in mangle, handoff.go): TEE has been
+// proven there, and our reject-vips chain lets its untracked copies out.
+type NFTables struct {
+	cfg    Config
+	layout *nftLayout
+
+	mu sync.Mutex
+	// last is the state after the last successful Sync; nil forces a full Sync (at start and
+	// after any failure, when the table may hold anything).
+	last *nftState
+	// handoff writes VIPA-HANDOFF; nil when iptables is missing, with the reason in handoffErr.
+	handoff    *IPTables
+	handoffErr error
+}
+
+// NewNFTables checks the config and that the kernel takes this plane's whole ruleset (see
+// probeNFTables). It changes nothing.
+func NewNFTables(cfg Config) (*NFTables, error) {
+	mark, err := checkConfig(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &NFTables{cfg: cfg, layout: newNFTLayout(cfg.Family, nftTableName, mark)}
+	if err := probeNFTables(newNFTLayout(cfg.Family, nftTableName+"-probe", mark)); err != nil {
+		return nil, fmt.Errorf("nftables %s: %w", cfg.Family, err)
+	}
+	n.handoff, n.handoffErr = NewIPTables(cfg)
+	return n, nil
+}
+
+// Backend reports "nftables".
+func (n *NFTables) Backend() string { return PlaneNFTables }
+
+// Family reports the IP family this plane programs.
+func (n *NFTables) Family() Family { return n.cfg.Family }
+
+// nftConn opens a netlink connection per transaction or listing (in the caller's network
+// namespace). The buffers are raised as nft does: a full Sync at 10,000 Services is one
+// ~10 MB message batch, and the kernel answers every message of it.
+func nftConn() (*nftables.Conn, error) {
+	return nftables.New(nftables.WithSockOptions(func(c *netlink.Conn) error {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = errors.Join(
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 64<<20),
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20))
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("netlink buffers: %w", serr)
+		}
+		return nil
+	}))
+}
+
+// Sync makes the table match services, the complete desired set (see Plane).
+func (n *NFTables) Sync(services []Service, full bool) (SyncStats, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	start := time.Now()
+	last := n.last
+	if full {
+		last = nil
+	}
+	p := planNFTables(n.cfg.Family, services, last)
+	stats := SyncStats{Full: p.full, Elements: len(p.add) + len(p.del)}
+	if !p.full && stats.Elements == 0 {
+		n.last = p.state
+		stats.Duration = time.Since(start)
+		return stats, nil
+	}
+	// The plan updated the last state in place, and until this transaction succeeds the table
+	// may hold anything: the next Sync must be full.
+	n.last = nil
+	conn, err := nftConn()
+	if err == nil {
+		c := &nftBatch{Conn: conn}
+		if p.full {
+			stats.Rules, stats.Chains = n.writeTable(c, p.state, p.add)
+			if n.handoff != nil {
+				n.handoff.forgetHandoffs() // drift repair covers VIPA-HANDOFF too
+			}
+		} else {
+			stats.Rules = n.writeChanges(c, p)
+		}
+		err = c.flush()
+	}
+	stats.Duration = time.Since(start)
+	if err != nil {
+		return stats, fmt.Errorf("nftables transaction (%d elements): %w", stats.Elements, err)
+	}
+	n.last = p.state
+	return stats, nil
+}
+
+// writeTable queues the whole table: created when missing, deleted and declared again with
+// every chain, set, rule and element. One transaction: packets see the old table or the new.
+func (n *NFTables) writeTable(c *nftBatch, st *nftState, elems []nftElem) (rules, chains int) {
+	l := n.layout
+	c.AddTable(l.table) // so that deleting it cannot fail
+	c.DelTable(l.table)
+	c.AddTable(l.table)
+	sets := map[setID]*nftables.Set{}
+	for _, id := range fixedSets {
+		sets[id] = l.set(id)
+	}
+	for _, k := range slices.Sorted(maps.Keys(st.maps)) {
+		sets[endpointsSet(k)] = l.set(endpointsSet(k))
+	}
+	for _, id := range slices.Sorted(maps.Keys(sets)) {
+		c.check(c.AddSet(sets[id], nil))
+	}
+	fixed := l.fixedRules(sets)
+	for _, ch := range l.chains() {
+		c.AddChain(ch)
+		chains++
+		for _, r := range fixed[ch.Name] {
+			c.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: r})
+			rules++
+		}
+		if ch.Name == nftServices {
+			for _, k := range slices.Sorted(maps.Keys(st.maps)) {
+				c.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: l.dnatRule(sets[endpointsSet(k)], k)})
+				rules++
+			}
+		}
+	}
+	queueElements(c, sets, elems, false)
+	return rules, chains
+}
+
+// writeChanges queues a partial Sync: new endpoint maps with their DNAT rule, then element
+// deletions and additions.
+func (n *NFTables) writeChanges(c *nftBatch, p *nftPlan) (rules int) {
+	l := n.layout
+	sets := map[setID]*nftables.Set{}
+	for _, k := range p.newMaps {
+		s := l.set(endpointsSet(k))
+		c.check(c.AddSet(s, nil))
+		c.AddRule(&nftables.Rule{Table: l.table, Chain: &nftables.Chain{Name: nftServices, Table: l.table}, Exprs: l.dnatRule(s, k)})
+		sets[endpointsSet(k)] = s
+		rules++
+	}
+	for _, es := range [][]nftElem{p.del, p.add} {
+		for _, e := range es {
+			if sets[e.set] == nil {
+				sets[e.set] = l.set(e.set)
+			}
+		}
+	}
+	queueElements(c, sets, p.del, true)
+	queueElements(c, sets, p.add, false)
+	return rules
+}
+
+// elemBatchBytes bounds one message's element list: its netlink attribute length is 16 bits.
+const elemBatchBytes = 48 << 10
+
+// queueElements queues elems, grouped by set, in messages of at most elemBatchBytes.
+func queueElements(c *nftBatch, sets map[setID]*nftables.Set, elems []nftElem, del bool) {
+	bySet := map[setID][]nftables.SetElement{}
+	size := map[setID]int{}
+	flush := func(id setID) {
+		if len(bySet[id]) == 0 {
+			return
+		}
+		if del {
+			c.check(c.SetDeleteElements(sets[id], bySet[id]))
+		} else {
+			c.check(c.SetAddElements(sets[id], bySet[id]))
+		}
+		bySet[id], size[id] = nil, 0
+	}
+	for _, e := range elems {
+		el := nftables.SetElement{Key: []byte(e.key)}
+		if e.end != "" {
+			el.KeyEnd = []byte(e.end)
+		}
+		if e.val != "" {
+			el.Val = []byte(e.val)
+		}
+		bySet[e.set] = append(bySet[e.set], el)
+		// attribute headers and padding: ~32 bytes per element
+		if size[e.set] += 32 + len(e.key) + len(e.end) + len(e.val); size[e.set] > elemBatchBytes {
+			flush(e.set)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(bySet)) {
+		flush(id)
+	}
+}
+
+// nftBatch queues one transaction's messages and keeps the first error of queueing one
+// (google/nftables reports most marshalling errors at Flush, a few at once).
+type nftBatch struct {
+	*nftables.Conn
+	err error
+}
+
+func (b *nftBatch) check(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// flush sends the transaction, unless queueing it failed.
+func (b *nftBatch) flush() error {
+	if b.err != nil {
+		return fmt.Errorf("queue: %w", b.err)
+	}
+	return b.Flush()
+}
+
+// Healthy reports false when our table, a chain or a rule is gone (someone deleted or
+// flushed them) or the last Sync failed. Elements are not compared (that would list them
+// all); the periodic full Sync rewrites them.
+func (n *NFTables) Healthy() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.last == nil {
+		return false
+	}
+	c, err := nftConn()
+	if err != nil {
+		return false
+	}
+	if ok, err := tableExists(c, n.layout.table); err != nil || !ok {
+		return false
+	}
+	for chain, want := range n.layout.ruleCounts(len(n.last.maps)) {
+		rules, err := c.GetRules(n.layout.table, &nftables.Chain{Name: chain, Table: n.layout.table})
+		if err != nil || len(rules) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// SetHandoffs writes the connection handoffs into iptables (see NFTables).
+func (n *NFTables) SetHandoffs(h Handoffs) error {
+	if n.handoff == nil {
+		if len(h) == 0 {
+			return nil
+		}
+		return fmt.Errorf("connection handoff needs iptables: %w", n.handoffErr)
+	}
+	return n.handoff.SetHandoffs(h)
+}
+
+func tableExists(c *nftables.Conn, t *nftables.Table) (bool, error) {
+	tables, err := c.ListTablesOfFamily(t.Family)
+	if err != nil {
+		return false, fmt.Errorf("list tables: %w", err)
+	}
+	return slices.ContainsFunc(tables, func(x *nftables.Table) bool { return x.Name == t.Name }), nil
+}
+
+// probeNFTables sends the plane's whole ruleset (one endpoint map) under another table name
+// and deletes that table in the same transaction: the kernel checks every expression (and
+// loads its modules) and commits nothing. A kernel without nf_tables, NAT, numgen or
+// concatenated interval sets fails here, and the agent falls back to iptables.
+func probeNFTables(l *nftLayout) error {
+	conn, err := nftConn()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	c := &nftBatch{Conn: conn}
+	st := &nftState{maps: map[int]bool{1: true}}
+	(&NFTables{layout: l}).writeTable(c, st, nil)
+	c.DelTable(l.table)
+	if err := c.flush(); err != nil {
+		if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("kernel support missing: %w", err)
+		}
+		return fmt.Errorf("probe transaction: %w", err)
+	}
+	return nil
+}
+
+// CleanupNFTables deletes our table of family fam, if there is one.
+func CleanupNFTables(fam Family) error {
+	c, err := nftConn()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	t := newNFTLayout(fam, nftTableName, 0).table
+	ok, err := tableExists(c, t)
+	if err != nil || !ok {
+		return err
+	}
+	c.DelTable(t)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("delete table %s: %w", t.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package dataplane
+
+import (
+	"hash/maphash"
+	"slices"
+)
+
+// nftState is what the nftables plane remembers after a successful Sync, to write only what
+// changed next time. At 10,000 Services it holds ~120,000 elements (~12 MB).
+type nftState struct {
+	services map[string]nftService // by namespace/name
+	ports    map[string]string     // Service port key -> namespace/name of the Service serving it
+	vipRefs  map[string]int        // VIP -> Services using it (Services may share a VIP on distinct ports)
+	maps     map[int]bool          // endpoint counts whose map and DNAT rule exist
+}
+
+// nftService is what one Service contributed.
+type nftService struct {
+	hash  uint64
+	elems []nftElem
+	ports []string // Service port keys it serves
+}
+
+// nftPlan is one Sync's transaction, decided before anything is written.
+type nftPlan struct {
+	full bool
+	// del and add are element changes, del first (a changed map element is deleted and added
+	// again). A full Sync recreates the table and has only adds.
+	del, add []nftElem
+	newMaps  []int // endpoint counts whose map and rule a partial Sync creates first
+	state    *nftState
+}
+
+// planNFTables compares services with last (nil: a full Sync) and lists the element changes.
+// It updates last in place and returns it as the new state: the plane forgets last until the
+// transaction succeeds.
+func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
+	p := &nftPlan{full: last == nil}
+	if p.full {
+		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}}
+	}
+	st := &nftState{services: make(map[string]nftService, len(services)), ports: last.ports, vipRefs: last.vipRefs, maps: last.maps}
+	p.state = st
+	sorted := sortedServices(services)
+	wanted := make(map[string]bool, len(sorted))
+	for _, s := range sorted {
+		wanted[s.Namespace+"/"+s.Name] = true
+	}
+	// Services gone first, so that their ports are free for the others.
+	for key, prev := range last.services {
+		if !wanted[key] {
+			p.retract(prev.elems)
+			st.releasePorts(key, prev.ports, nil)
+		}
+	}
+	er := newElemRenderer(fam)
+	var scratch []nftElem
+	for _, s := range sorted {
+		key := s.Namespace + "/" + s.Name
+		if _, dup := st.services[key]; dup {
+			continue
+		}
+		prev := last.services[key]
+		var taken []string
+		scratch, taken = er.serviceElements(s, st.ports, key, scratch[:0])
+		st.releasePorts(key, prev.ports, taken)
+		h := hashElems(scratch)
+		if prev.elems != nil && prev.hash == h {
+			st.services[key] = prev
+			continue
+		}
+		elems := slices.Clone(scratch)
+		p.change(prev.elems, elems)
+		st.services[key] = nftService{hash: h, elems: elems, ports: taken}
+	}
+	for _, e := range p.add {
+		if k := e.set.endpointCount(); k > 0 && !st.maps[k] {
+			st.maps[k] = true
+			p.newMaps = append(p.newMaps, k)
+		}
+	}
+	if p.full {
+		p.newMaps = nil // the full transaction writes every map in st.maps
+	}
+	slices.Sort(p.newMaps)
+	return p
+}
+
+// releasePorts forgets the Service port keys owner held and no longer takes.
+func (st *nftState) releasePorts(owner string, held, taken []string) {
+	for _, k := range held {
+		if st.ports[k] == owner && !slices.Contains(taken, k) {
+			delete(st.ports, k)
+		}
+	}
+}
+
+// change records what turns a Service's elements old into new: elements in only one of them,
+// or with other data, are deleted or added. VIPs are counted, since Services may share one.
+func (p *nftPlan) change(old, new []nftElem) {
+	type id struct {
+		set      setID
+		key, end string
+	}
+	had := make(map[id]string, len(old))
+	for _, e := range old {
+		had[id{e.set, e.key, e.end}] = e.val
+	}
+	kept := make(map[id]bool, len(new))
+	for _, e := range new {
+		i := id{e.set, e.key, e.end}
+		if v, ok := had[i]; ok && v == e.val {
+			kept[i] = true
+			continue
+		}
+		p.put(e)
+	}
+	for _, e := range old {
+		if !kept[id{e.set, e.key, e.end}] {
+			p.drop(e)
+		}
+	}
+}
+
+// retract deletes every element of a Service that is gone.
+func (p *nftPlan) retract(elems []nftElem) {
+	for _, e := range elems {
+		p.drop(e)
+	}
+}
+
+func (p *nftPlan) put(e nftElem) {
+	if e.set == setVIPs {
+		p.state.vipRefs[e.key]++
+		if p.state.vipRefs[e.key] > 1 {
+			return
+		}
+	}
+	p.add = append(p.add, e)
+}
+
+func (p *nftPlan) drop(e nftElem) {
+	if e.set == setVIPs {
+		p.state.vipRefs[e.key]--
+		if p.state.vipRefs[e.key] > 0 {
+			return
+		}
+		delete(p.state.vipRefs, e.key)
+	}
+	p.del = append(p.del, e)
+}
+
+// hashElems hashes a Service's elements, to skip unchanged Services without comparing them.
+func hashElems(elems []nftElem) uint64 {
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	for _, e := range elems {
+		h.WriteByte(byte(e.set))
+		h.WriteByte(byte(e.set >> 8))
+		for _, s := range []string{e.key, e.end, e.val} {
+			h.WriteByte(byte(len(s)))
+			h.WriteString(s)
+		}
+	}
+	return h.Sum64()
+}
