@@ -270,7 +270,14 @@ func Cleanup(cfg Config) error {
 	}
 	// Jumps first: a chain still referenced cannot be deleted. Each is deleted by its own
 	// spelling, so a jump someone else wrote to our chain goes too.
-	_, err = d.listJumps(append(jumps, handoffJump), func(j jump, rule string) error {
+	// Only tables the dump shows: listing one the node lacks would create it (nft backend).
+	var ours []jump
+	for _, j := range append(jumps, handoffJump) {
+		if bytes.Contains(dump, []byte("*"+j.table+"\n")) {
+			ours = append(ours, j)
+		}
+	}
+	_, err = d.listJumps(ours, func(j jump, rule string) error {
 		if err := d.ipt.Delete(j.table, j.from, SplitRule(rule)[2:]...); err != nil {
 			return fmt.Errorf("delete jump %s/%s: %w", j.table, j.from, err)
 		}
@@ -279,13 +286,9 @@ func Cleanup(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	f, err := d.inspect()
-	if err != nil {
-		return err
-	}
 	// One restore deletes them all (see deletePayload for the order); one call per chain
 	// would take minutes at 10,000 Services.
-	if payload := deletePayload(f.chains); payload != nil {
+	if payload := deletePayload(chainsInSave(dump)); payload != nil {
 		if err := restore(d.bins, func(w sink) { w.Write(payload) }); err != nil {
 			return fmt.Errorf("delete chains: %w", err)
 		}
@@ -296,6 +299,22 @@ func Cleanup(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// chainsInSave lists our chains per table in an iptables-save dump.
+func chainsInSave(dump []byte) map[string][]string {
+	chains := map[string][]string{}
+	table := ""
+	for _, line := range strings.Split(string(dump), "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, ":"+chainPrefix):
+			name, _, _ := strings.Cut(line[1:], " ")
+			chains[table] = append(chains[table], name)
+		}
+	}
+	return chains
 }
 
 // SplitRule splits a rule as iptables -S or iptables-save spells it into arguments,

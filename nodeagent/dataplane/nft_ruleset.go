@@ -24,7 +24,7 @@ import (
 //	    ip daddr @vips meta l4proto tcp reject with tcp reset
 //	    ip daddr @vips reject with icmp port-unreachable
 //	  }
-//	  chain nat-postrouting { meta mark & MARK != 0 meta mark set meta mark & ~MARK masquerade fully-random }
+//	  chain nat-postrouting { meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
 //	}
 //
 // What is still addressed to a VIP after DNAT (a port the Service does not expose, no ready
@@ -177,7 +177,9 @@ var verdictReturn = &expr.Verdict{Kind: expr.VerdictReturn}
 
 // fixedRules are the rules of every table, by chain, given its fixed sets.
 func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr.Any {
-	jump := func(chain string) [][]expr.Any { return [][]expr.Any{{&expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}} }
+	jump := func(chain string) [][]expr.Any {
+		return [][]expr.Any{{&expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}}
+	}
 	icmpPortUnreachable := uint8(3)
 	if l.v6 {
 		icmpPortUnreachable = 4
@@ -214,6 +216,7 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(^l.mark), Xor: native32(0)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+			&expr.Counter{}, // what was masqueraded, for people and tests
 			// Random source ports avoid the SNAT port race that drops SYNs under load.
 			&expr.Masq{FullyRandom: true},
 		}},

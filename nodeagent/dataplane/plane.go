@@ -61,10 +61,8 @@ func CleanupAll(cfg Config) error {
 	if err := CleanupNFTables(cfg.Family); err != nil {
 		errs = append(errs, fmt.Errorf("nftables: %w", err))
 	}
-	if _, err := exec.LookPath("iptables"); err == nil || cfg.Backend != "" {
-		if err := Cleanup(cfg); err != nil {
-			errs = append(errs, fmt.Errorf("iptables: %w", err))
-		}
+	if err := Cleanup(cfg); err != nil && !errors.Is(err, exec.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("iptables: %w", err))
 	}
 	return errors.Join(errs...)
 }
