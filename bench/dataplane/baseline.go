@@ -81,11 +81,14 @@ func benchBaseline(backend string, n, extrapolateTo int) error {
 	took := time.Since(start)
 	perCall := took / time.Duration(calls)
 	extrapolated := took * time.Duration(extrapolateTo) / time.Duration(n)
-	fmt.Printf("%-6s IPv4 n=%-6d baseline, 1 go-iptables call per rule/chain: %9.1f ms  %7d rules %6d calls  %9.0f rules/s (%.2f ms/call)\n",
+	fmt.Printf("%-8s IPv4 n=%-6d baseline, 1 go-iptables call per rule/chain: %9.1f ms  %7d rules %6d calls  %9.0f rules/s (%.2f ms/call)\n",
 		backend, n, ms(took), rules, calls, float64(rules)/took.Seconds(), ms(perCall))
-	line := fmt.Sprintf("%-6s IPv4 n=%-6d baseline extrapolated linearly from n=%d: %.1f s", backend, extrapolateTo, n, extrapolated.Seconds())
+	line := fmt.Sprintf("%-8s IPv4 n=%-6d baseline extrapolated linearly from n=%d: %.1f s", backend, extrapolateTo, n, extrapolated.Seconds())
 	if full, ok := fullSync10k[backend]; ok {
 		line += fmt.Sprintf("; full Sync measured %.1f ms, %.0fx faster", ms(full), float64(extrapolated)/float64(full))
+	}
+	if full, ok := fullSync10k[dataplane.PlaneNFTables]; ok {
+		line += fmt.Sprintf("; nftables plane %.1f ms, %.0fx faster", ms(full), float64(extrapolated)/float64(full))
 	}
 	fmt.Println(line + " (linear is generous to the baseline: per-call cost grows with the ruleset)")
 	return nil

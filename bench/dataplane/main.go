@@ -1,12 +1,16 @@
 // Command dataplane is 'make bench-dataplane': inside throwaway network namespaces it measures
-// the node agent's iptables data plane (nodeagent/dataplane):
+// the node agent's data planes (nodeagent/dataplane), nftables first, then iptables-restore on
+// both iptables backends:
 //
 //   - a full Sync of 1,000 and 10,000 Services x 2 ports x 5 endpoints (IPv4, policy Cluster),
 //     from empty (agent start) and again over itself (periodic resync);
 //   - a one-Service change at that size (partial Sync) and a Sync with no change;
 //   - the baseline: the same rules written one go-iptables call per rule, for a few hundred
 //     Services, extrapolated linearly to 10,000;
-//   - the Go process's resident memory after the 10,000-Service syncs.
+//   - the Go process's resident memory after the 10,000-Service syncs (the high-water mark is
+//     the whole process's so far: the first plane measured, nftables, has it to itself);
+//   - ratios of the full and one-Service Syncs at the largest size: each plane against the
+//     first one.
 //
 // Addresses come from the documentation ranges only. IPv4 has 512 usable VIPs there, so
 // Services share VIPs on distinct ports; the rule count and shape per Service port are the same
@@ -41,7 +45,7 @@ const (
 
 func main() {
 	sizes := flag.String("sizes", "1000,10000", "Service counts")
-	backends := flag.String("backends", "nft,legacy", "iptables backends to measure, first one is the primary")
+	backends := flag.String("planes", "nftables,nft,legacy", "planes to measure: nftables, or an iptables backend (nft, legacy); the first is the one the others are compared with")
 	baseline := flag.Int("baseline", 200, "Services written one go-iptables call per rule (0 = skip)")
 	ipv6 := flag.Bool("ipv6", true, "also measure IPv6 with unique VIPs at the largest size")
 	flag.Parse()
@@ -72,15 +76,31 @@ func main() {
 				}
 			}
 		}
-		if *baseline > 0 {
+		if *baseline > 0 && b != dataplane.PlaneNFTables {
 			if err := inNetns(func() error { return benchBaseline(b, *baseline, ns[len(ns)-1]) }); err != nil {
 				fmt.Fprintln(os.Stderr, "bench-dataplane:", err)
 				ok = false
 			}
 		}
 	}
+	printRatios(strings.Split(*backends, ","))
 	if !ok {
 		os.Exit(1)
+	}
+}
+
+// measured holds the IPv4 figures at the largest size, per plane, for printRatios.
+var measured = map[string]map[string]time.Duration{}
+
+func printRatios(planes []string) {
+	first := measured[planes[0]]
+	for _, p := range planes[1:] {
+		for _, what := range []string{"full (cold start)", "partial (1 changed)"} {
+			if first[what] > 0 && measured[p][what] > 0 {
+				fmt.Printf("ratio IPv4 %-22s %s %.1f ms / %s %.1f ms = %.1fx\n", what, p, ms(measured[p][what]),
+					planes[0], ms(first[what]), float64(measured[p][what])/float64(first[what]))
+			}
+		}
 	}
 }
 
@@ -120,7 +140,13 @@ func inNetns(f func() error) (err error) {
 // benchSyncs measures one size from an empty namespace: a cold-start full Sync, a full resync,
 // a partial Sync with one Service changed and one with nothing changed, Healthy, and memory.
 func benchSyncs(backend string, fam dataplane.Family, n int) error {
-	dp, err := dataplane.NewIPTables(dataplane.Config{Family: fam, Backend: backend})
+	var dp dataplane.Plane
+	var err error
+	if backend == dataplane.PlaneNFTables {
+		dp, err = dataplane.NewNFTables(dataplane.Config{Family: fam})
+	} else {
+		dp, err = dataplane.NewIPTables(dataplane.Config{Family: fam, Backend: backend})
+	}
 	if err != nil {
 		return err
 	}
@@ -134,11 +160,16 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 		if target > 0 && n >= 10000 {
 			verdict = fmt.Sprintf("  target < %v: %s", target, pass(st.Duration < target))
 		}
-		fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  %7d rules %6d chains  %9.0f rules/s%s\n",
-			backend, fam, n, what, ms(st.Duration), st.Rules, st.Chains,
-			float64(st.Rules)/st.Duration.Seconds(), verdict)
-		if what == "full (cold start)" && fam == dataplane.IPv4 {
-			fullSync10k[backend] = st.Duration // the largest size comes last and wins
+		fmt.Printf("%-8s %-4s n=%-6d %-22s %9.1f ms  %7d rules %6d chains %7d elements%s\n",
+			backend, fam, n, what, ms(st.Duration), st.Rules, st.Chains, st.Elements, verdict)
+		if fam == dataplane.IPv4 { // the largest size comes last and wins
+			if measured[backend] == nil {
+				measured[backend] = map[string]time.Duration{}
+			}
+			measured[backend][what] = st.Duration
+			if what == "full (cold start)" {
+				fullSync10k[backend] = st.Duration
+			}
 		}
 		return nil
 	}
@@ -157,20 +188,22 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 	if err := sync("partial (no change)", false, 0); err != nil {
 		return err
 	}
-	floor, err := restoreFloor(backend, fam)
-	if err != nil {
-		return err
+	if backend != dataplane.PlaneNFTables {
+		floor, err := restoreFloor(backend, fam)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%-8s %-4s n=%-6d %-22s %9.1f ms  (one iptables-restore adding one rule: the least any partial Sync that writes pays)\n",
+			backend, fam, n, "restore floor", ms(floor))
 	}
-	fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  (one iptables-restore adding one rule: the least any partial Sync that writes pays)\n",
-		backend, fam, n, "restore floor", ms(floor))
 	start := time.Now()
 	healthy := dp.Healthy()
-	fmt.Printf("%-6s %-4s n=%-6d %-22s %9.1f ms  (%v)\n", backend, fam, n, "Healthy()", ms(time.Since(start)), healthy)
+	fmt.Printf("%-8s %-4s n=%-6d %-22s %9.1f ms  (%v)\n", backend, fam, n, "Healthy()", ms(time.Since(start)), healthy)
 	if n >= 10000 {
 		rss, hwm := procmem.Read("self")
 		var mem runtime.MemStats
 		runtime.ReadMemStats(&mem)
-		fmt.Printf("%-6s %-4s n=%-6d memory after syncs: VmRSS %.1f MiB, VmHWM %.1f MiB (whole process so far), Go heap in use %.1f MiB  target RSS < %d MiB: %s\n",
+		fmt.Printf("%-8s %-4s n=%-6d memory after syncs: VmRSS %.1f MiB, VmHWM %.1f MiB (whole process so far), Go heap in use %.1f MiB  target RSS < %d MiB: %s\n",
 			backend, fam, n, rss, hwm, float64(mem.HeapInuse)/(1<<20), targetRSSMiB, pass(hwm < targetRSSMiB))
 	}
 	return nil

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"syscall"
@@ -25,6 +24,9 @@ import (
 type NFTables struct {
 	cfg    Config
 	layout *nftLayout
+	// gen is the set generation the rules use ("a" or "b", see writeFull); "" until a full
+	// Sync succeeded.
+	gen string
 
 	mu sync.Mutex
 	// last is the state after the last successful Sync; nil forces a full Sync (at start and
@@ -90,131 +92,30 @@ func (n *NFTables) Sync(services []Service, full bool) (SyncStats, error) {
 		last = nil
 	}
 	p := planNFTables(n.cfg.Family, services, last)
-	stats := SyncStats{Full: p.full, Elements: len(p.add) + len(p.del)}
+	stats := SyncStats{Full: p.full, Elements: p.fullCount + len(p.add) + len(p.del)}
 	if !p.full && stats.Elements == 0 {
 		n.last = p.state
 		stats.Duration = time.Since(start)
 		return stats, nil
 	}
-	// The plan updated the last state in place, and until this transaction succeeds the table
-	// may hold anything: the next Sync must be full.
+	// The plan updated the last state in place, and until this Sync succeeds the table may
+	// hold anything: the next Sync must be full.
 	n.last = nil
-	conn, err := nftConn()
-	if err == nil {
-		c := &nftBatch{Conn: conn}
-		if p.full {
-			stats.Rules, stats.Chains = n.writeTable(c, p.state, p.add)
-			if n.handoff != nil {
-				n.handoff.forgetHandoffs() // drift repair covers VIPA-HANDOFF too
-			}
-		} else {
-			stats.Rules = n.writeChanges(c, p)
+	var err error
+	if p.full {
+		stats.Rules, stats.Chains, err = n.writeFull(p.state)
+		if n.handoff != nil {
+			n.handoff.forgetHandoffs() // drift repair covers VIPA-HANDOFF too
 		}
-		err = c.flush()
+	} else {
+		stats.Rules, err = n.writeChanges(p)
 	}
 	stats.Duration = time.Since(start)
 	if err != nil {
-		return stats, fmt.Errorf("nftables transaction (%d elements): %w", stats.Elements, err)
+		return stats, fmt.Errorf("nftables %s Sync (%d elements): %w", map[bool]string{true: "full", false: "partial"}[p.full], stats.Elements, err)
 	}
 	n.last = p.state
 	return stats, nil
-}
-
-// writeTable queues the whole table: created when missing, deleted and declared again with
-// every chain, set, rule and element. One transaction: packets see the old table or the new.
-func (n *NFTables) writeTable(c *nftBatch, st *nftState, elems []nftElem) (rules, chains int) {
-	l := n.layout
-	c.AddTable(l.table) // so that deleting it cannot fail
-	c.DelTable(l.table)
-	c.AddTable(l.table)
-	sets := map[setID]*nftables.Set{}
-	for _, id := range fixedSets {
-		sets[id] = l.set(id)
-	}
-	for _, k := range slices.Sorted(maps.Keys(st.maps)) {
-		sets[endpointsSet(k)] = l.set(endpointsSet(k))
-	}
-	for _, id := range slices.Sorted(maps.Keys(sets)) {
-		c.check(c.AddSet(sets[id], nil))
-	}
-	fixed := l.fixedRules(sets)
-	for _, ch := range l.chains() {
-		c.AddChain(ch)
-		chains++
-		for _, r := range fixed[ch.Name] {
-			c.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: r})
-			rules++
-		}
-		if ch.Name == nftServices {
-			for _, k := range slices.Sorted(maps.Keys(st.maps)) {
-				c.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: l.dnatRule(sets[endpointsSet(k)], k)})
-				rules++
-			}
-		}
-	}
-	queueElements(c, sets, elems, false)
-	return rules, chains
-}
-
-// writeChanges queues a partial Sync: new endpoint maps with their DNAT rule, then element
-// deletions and additions.
-func (n *NFTables) writeChanges(c *nftBatch, p *nftPlan) (rules int) {
-	l := n.layout
-	sets := map[setID]*nftables.Set{}
-	for _, k := range p.newMaps {
-		s := l.set(endpointsSet(k))
-		c.check(c.AddSet(s, nil))
-		c.AddRule(&nftables.Rule{Table: l.table, Chain: &nftables.Chain{Name: nftServices, Table: l.table}, Exprs: l.dnatRule(s, k)})
-		sets[endpointsSet(k)] = s
-		rules++
-	}
-	for _, es := range [][]nftElem{p.del, p.add} {
-		for _, e := range es {
-			if sets[e.set] == nil {
-				sets[e.set] = l.set(e.set)
-			}
-		}
-	}
-	queueElements(c, sets, p.del, true)
-	queueElements(c, sets, p.add, false)
-	return rules
-}
-
-// elemBatchBytes bounds one message's element list: its netlink attribute length is 16 bits.
-const elemBatchBytes = 48 << 10
-
-// queueElements queues elems, grouped by set, in messages of at most elemBatchBytes.
-func queueElements(c *nftBatch, sets map[setID]*nftables.Set, elems []nftElem, del bool) {
-	bySet := map[setID][]nftables.SetElement{}
-	size := map[setID]int{}
-	flush := func(id setID) {
-		if len(bySet[id]) == 0 {
-			return
-		}
-		if del {
-			c.check(c.SetDeleteElements(sets[id], bySet[id]))
-		} else {
-			c.check(c.SetAddElements(sets[id], bySet[id]))
-		}
-		bySet[id], size[id] = nil, 0
-	}
-	for _, e := range elems {
-		el := nftables.SetElement{Key: []byte(e.key)}
-		if e.end != "" {
-			el.KeyEnd = []byte(e.end)
-		}
-		if e.val != "" {
-			el.Val = []byte(e.val)
-		}
-		bySet[e.set] = append(bySet[e.set], el)
-		// attribute headers and padding: ~32 bytes per element
-		if size[e.set] += 32 + len(e.key) + len(e.end) + len(e.val); size[e.set] > elemBatchBytes {
-			flush(e.set)
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(bySet)) {
-		flush(id)
-	}
 }
 
 // nftBatch queues one transaction's messages and keeps the first error of queueing one
@@ -230,12 +131,12 @@ func (b *nftBatch) check(err error) {
 	}
 }
 
-// flush sends the transaction, unless queueing it failed.
+// flush sends the transaction, unless queueing it (or an earlier one) failed.
 func (b *nftBatch) flush() error {
-	if b.err != nil {
-		return fmt.Errorf("queue: %w", b.err)
+	if b.err == nil {
+		b.err = b.Flush()
 	}
-	return b.Flush()
+	return b.err
 }
 
 // Healthy reports false when our table, a chain or a rule is gone (someone deleted or
@@ -292,8 +193,9 @@ func probeNFTables(l *nftLayout) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	c := &nftBatch{Conn: conn}
-	st := &nftState{maps: map[int]bool{1: true}}
-	(&NFTables{layout: l}).writeTable(c, st, nil)
+	c.AddTable(l.table)
+	sets := l.declareSets(c, map[int]bool{1: true})
+	l.queueRules(c, sets, map[int]bool{1: true})
 	c.DelTable(l.table)
 	if err := c.flush(); err != nil {
 		if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) {

@@ -24,11 +24,14 @@ type nftService struct {
 // nftPlan is one Sync's transaction, decided before anything is written.
 type nftPlan struct {
 	full bool
-	// del and add are element changes, del first (a changed map element is deleted and added
-	// again). A full Sync recreates the table and has only adds.
+	// del and add are the element changes of a partial Sync, del first (a changed map element
+	// is deleted and added again). A full Sync writes every element of state instead
+	// (nftState.each): listing them here too would cost ~7 MB at 10,000 Services.
 	del, add []nftElem
 	newMaps  []int // endpoint counts whose map and rule a partial Sync creates first
-	state    *nftState
+	// fullCount is how many elements a full Sync writes.
+	fullCount int
+	state     *nftState
 }
 
 // planNFTables compares services with last (nil: a full Sync) and lists the element changes.
@@ -73,14 +76,19 @@ func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
 		p.change(prev.elems, elems)
 		st.services[key] = nftService{hash: h, elems: elems, ports: taken}
 	}
+	if p.full {
+		st.each(func(e nftElem) {
+			if k := e.set.endpointCount(); k > 0 {
+				st.maps[k] = true // the full transaction declares every map in st.maps
+			}
+		})
+		return p
+	}
 	for _, e := range p.add {
 		if k := e.set.endpointCount(); k > 0 && !st.maps[k] {
 			st.maps[k] = true
 			p.newMaps = append(p.newMaps, k)
 		}
-	}
-	if p.full {
-		p.newMaps = nil // the full transaction writes every map in st.maps
 	}
 	slices.Sort(p.newMaps)
 	return p
@@ -98,6 +106,12 @@ func (st *nftState) releasePorts(owner string, held, taken []string) {
 // change records what turns a Service's elements old into new: elements in only one of them,
 // or with other data, are deleted or added. VIPs are counted, since Services may share one.
 func (p *nftPlan) change(old, new []nftElem) {
+	if old == nil { // a new Service, or any Service of a full Sync: no need to compare
+		for _, e := range new {
+			p.put(e)
+		}
+		return
+	}
 	type id struct {
 		set      setID
 		key, end string
@@ -136,7 +150,25 @@ func (p *nftPlan) put(e nftElem) {
 			return
 		}
 	}
+	if p.full {
+		p.fullCount++
+		return
+	}
 	p.add = append(p.add, e)
+}
+
+// each calls f for every element the state holds, each VIP once.
+func (st *nftState) each(f func(nftElem)) {
+	for vip := range st.vipRefs {
+		f(nftElem{set: setVIPs, key: vip})
+	}
+	for _, svc := range st.services {
+		for _, e := range svc.elems {
+			if e.set != setVIPs {
+				f(e)
+			}
+		}
+	}
 }
 
 func (p *nftPlan) drop(e nftElem) {

@@ -10,8 +10,12 @@ import (
 // endpoint map a partial Sync creates.
 func changes(p *nftPlan) []string {
 	var out []string
+	add := func(e nftElem) { out = append(out, "+"+e.String()) }
+	if p.full {
+		p.state.each(add)
+	}
 	for _, e := range p.add {
-		out = append(out, "+"+e.String())
+		add(e)
 	}
 	for _, e := range p.del {
 		out = append(out, "-"+e.String())

@@ -13,7 +13,7 @@ import (
 //
 //	table ip vip-allocator {
 //	  chain services {                      # from nat-prerouting and nat-output
-//	    ip daddr != @vips return
+//	    ip daddr != @vips_a return          # sets and maps are named _a or _b: see writeFull
 //	    ip daddr . meta l4proto . th dport @restricted ip daddr . meta l4proto . th dport . ip saddr != @allowed return
 //	    ip daddr . meta l4proto . th dport @masquerade meta mark set meta mark | MARK
 //	    ip daddr . meta l4proto . th dport . ip saddr @hairpin meta mark set meta mark | MARK
@@ -62,6 +62,14 @@ type nftLayout struct {
 	addrLen uint32 // 4 or 16
 	mark    uint32
 	v6      bool
+	gen     string // suffix of the set names, see writeFull
+}
+
+// withGen is l naming its sets with generation gen.
+func (l *nftLayout) withGen(gen string) *nftLayout {
+	c := *l
+	c.gen = gen
+	return &c
 }
 
 func newNFTLayout(fam Family, table string, mark uint32) *nftLayout {
@@ -99,7 +107,7 @@ func (l *nftLayout) set(id setID) *nftables.Set {
 		addr = nftables.TypeIP6Addr
 	}
 	port := []nftables.SetDatatype{addr, nftables.TypeInetProto, nftables.TypeInetService}
-	s := &nftables.Set{Table: l.table, Name: id.String()}
+	s := &nftables.Set{Table: l.table, Name: id.String() + "_" + l.gen}
 	switch {
 	case id == setVIPs:
 		s.KeyType = addr

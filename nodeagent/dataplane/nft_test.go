@@ -107,10 +107,13 @@ func testNFTables(t *testing.T, fam Family) {
 		{"flush", "chain", ip, nftTableName, nftServices},
 		{"delete", "rule", ip, nftTableName, nftFilterForward, "handle", "HANDLE"},
 		{"delete", "table", ip, nftTableName},
-		{"flush", "map", ip, nftTableName, "endpoints_1"},
+		{"flush", "map", ip, nftTableName, "MAP"},
 	} {
-		if drift[len(drift)-1] == "HANDLE" { // the table is replaced on every full Sync
+		switch drift[len(drift)-1] { // names and handles change with every full Sync
+		case "HANDLE":
 			drift[len(drift)-1] = ruleHandle(t, fam, nftFilterForward)
+		case "MAP":
+			drift[len(drift)-1] = "endpoints_1_" + n.gen
 		}
 		nft(drift...)
 		if healthy := n.Healthy(); healthy != (drift[0] == "flush" && drift[1] == "map") {
@@ -122,6 +125,11 @@ func testNFTables(t *testing.T, fam Family) {
 		if !n.Healthy() || !strings.Contains(nftList(t, fam), f.vip+" . tcp . 80 . 0x00000000 : "+f.ep2+" . 8080") {
 			t.Errorf("not repaired after %q:\n%s", drift, nftList(t, fam))
 		}
+	}
+
+	// Each full Sync wrote a new generation of the sets and deleted the old one.
+	if table = nftList(t, fam); strings.Count(table, "\tset ") != 5 || strings.Count(table, "\tmap ") != 1 || strings.Contains(table, "_"+map[string]string{"a": "b", "b": "a"}[n.gen]+" {") {
+		t.Errorf("sets of another generation than %q left:\n%s", n.gen, table)
 	}
 
 	// Handoffs stay in iptables, on the node's backend.
