@@ -81,8 +81,8 @@ func protoNumber(p Protocol) byte {
 // elemRenderer spells the elements of one family's Services. It reuses the iptables
 // renderer's endpoint selection, so both planes serve exactly the same endpoints.
 type elemRenderer struct {
-	r   *renderer
-	buf []byte // scratch for keys
+	r             *renderer
+	key, idx, val []byte // scratch
 }
 
 func newElemRenderer(fam Family) *elemRenderer {
@@ -97,22 +97,21 @@ func appendPortKey(b []byte, vip netip.Addr, pn byte, port uint16) []byte {
 	return append(b, 0, 0)
 }
 
-// serviceElements appends every element Service s needs in this family to out. ports says
-// which Service port keys are taken, by whom (namespace/name): a port another Service already
-// serves is skipped, so two Services claiming one VIP:port never write conflicting elements.
-// It returns the Service port keys s took.
-func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owner string, out []nftElem) ([]nftElem, []string) {
+// serviceElements appends every element Service s needs in this family to out, encoded as
+// records (see appendElem). ports says which Service port keys are taken, by whom
+// (namespace/name): a port another Service already serves is skipped, so two Services
+// claiming one VIP:port never write conflicting elements.
+func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owner string, out []byte) []byte {
 	r := e.r
 	if !r.reachable(s) {
-		return out, nil
+		return out
 	}
-	var taken []string
 	ranges := disjointRanges(r, s.SourceRanges)
 	var vips []netip.Addr // a slice, not a map: the order must not change between Syncs
 	for _, vip := range s.VIPs {
 		if vip = vip.Unmap(); r.ofFamily(vip) && !slices.Contains(vips, vip) {
 			vips = append(vips, vip)
-			out = append(out, nftElem{set: setVIPs, key: string(vip.AsSlice())})
+			out = appendElem(out, setVIPs, vip.AsSlice(), nil, nil, nil, nil)
 		}
 	}
 	for _, p := range s.Ports {
@@ -125,18 +124,18 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 			continue // not DNATed: the filter rejects it
 		}
 		for _, vip := range vips {
-			e.buf = appendPortKey(e.buf[:0], vip, pn, p.Port)
-			key := string(e.buf)
-			if o, ok := ports[key]; ok && o != owner {
+			key := appendPortKey(e.key[:0], vip, pn, p.Port)
+			e.key = key
+			if o, ok := ports[string(key)]; !ok {
+				ports[string(key)] = owner
+			} else if o != owner {
 				continue
 			}
-			ports[key] = owner
-			taken = append(taken, key)
 			if len(s.SourceRanges) > 0 {
-				out = append(out, nftElem{set: setRestricted, key: key})
+				out = appendElem(out, setRestricted, key, nil, nil, nil, nil)
 				for _, src := range ranges {
 					first, last := prefixBounds(src)
-					out = append(out, nftElem{set: setAllowed, key: key + string(first.AsSlice()), end: key + string(last.AsSlice())})
+					out = appendElem(out, setAllowed, key, first.AsSlice(), key, last.AsSlice(), nil)
 				}
 			}
 			if s.Local {
@@ -144,22 +143,58 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 				// (hairpin): without masquerade its reply would bypass the DNAT.
 				for i, ep := range eps {
 					if i == 0 || ep.addr != eps[i-1].addr {
-						out = append(out, nftElem{set: setHairpin, key: key + string(ep.addr.AsSlice())})
+						out = appendElem(out, setHairpin, key, ep.addr.AsSlice(), nil, nil, nil)
 					}
 				}
 			} else {
-				out = append(out, nftElem{set: setMasquerade, key: key})
+				out = appendElem(out, setMasquerade, key, nil, nil, nil, nil)
 			}
 			set := endpointsSet(len(eps))
 			for i, ep := range eps {
 				// numgen writes its number in host byte order.
-				k := binary.NativeEndian.AppendUint32(e.buf, uint32(i))
-				v := binary.BigEndian.AppendUint16(ep.addr.AsSlice(), ep.port)
-				out = append(out, nftElem{set: set, key: string(k), val: string(append(v, 0, 0))})
+				e.idx = binary.NativeEndian.AppendUint32(e.idx[:0], uint32(i))
+				e.val = append(binary.BigEndian.AppendUint16(append(e.val[:0], ep.addr.AsSlice()...), ep.port), 0, 0)
+				out = appendElem(out, set, key, e.idx, nil, nil, e.val)
 			}
 		}
 	}
-	return out, taken
+	return out
+}
+
+// appendElem appends one element as a record: its set (2 bytes), then its key, its interval
+// end and its data, each preceded by its length (1 byte; keys are at most 40 bytes), the key
+// and the end each given in two parts. A Service's elements are kept as one string of such
+// records: ~330 bytes per Service instead of ~1.5 KB as separate strings.
+func appendElem(b []byte, set setID, key, keyTail, end, endTail, val []byte) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(set))
+	b = append(b, byte(len(key)+len(keyTail)))
+	b = append(append(b, key...), keyTail...)
+	b = append(b, byte(len(end)+len(endTail)))
+	b = append(append(b, end...), endTail...)
+	b = append(b, byte(len(val)))
+	return append(b, val...)
+}
+
+// eachElem calls f for every element of records; the elements' strings are parts of records.
+func eachElem(records string, f func(nftElem)) {
+	for len(records) > 0 {
+		e := nftElem{set: setID(records[0]) | setID(records[1])<<8} // little endian, see appendElem
+		records = records[2:]
+		for _, part := range []*string{&e.key, &e.end, &e.val} {
+			n := int(records[0])
+			*part, records = records[1:1+n], records[1+n:]
+		}
+		f(e)
+	}
+}
+
+// portKey is the Service port key of an endpoint map element with index 0, else "": every
+// Service port the plane serves has exactly one.
+func (e nftElem) portKey() string {
+	if e.set.endpointCount() == 0 || e.key[len(e.key)-4:] != "\x00\x00\x00\x00" {
+		return ""
+	}
+	return e.key[:len(e.key)-4]
 }
 
 // disjointRanges are the source ranges of this family, masked, without those inside another:
