@@ -7,8 +7,8 @@
 //   - a one-Service change at that size (partial Sync) and a Sync with no change;
 //   - the baseline: the same rules written one go-iptables call per rule, for a few hundred
 //     Services, extrapolated linearly to 10,000;
-//   - the Go process's resident memory after the 10,000-Service syncs (the high-water mark is
-//     the whole process's so far: the first plane measured, nftables, has it to itself);
+//   - the resident memory after the 10,000-Service syncs (each plane, family and size runs in a
+//     process of its own, so the high-water mark is its own);
 //   - ratios of the full and one-Service Syncs at the largest size: each plane against the
 //     first one.
 //
@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -48,6 +49,7 @@ func main() {
 	backends := flag.String("planes", "nftables,nft,legacy", "planes to measure: nftables, or an iptables backend (nft, legacy); the first is the one the others are compared with")
 	baseline := flag.Int("baseline", 200, "Services written one go-iptables call per rule (0 = skip)")
 	ipv6 := flag.Bool("ipv6", true, "also measure IPv6 with unique VIPs at the largest size")
+	one := flag.String("one", "", "internal: measure plane/family/size alone in this process")
 	flag.Parse()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -57,6 +59,10 @@ func main() {
 			os.Exit(2)
 		}
 		ns = append(ns, n)
+	}
+	if *one != "" {
+		runOne(*one)
+		return
 	}
 	ok := true
 	for _, b := range strings.Split(*backends, ",") {
@@ -70,7 +76,7 @@ func main() {
 				sz = ns[len(ns)-1:]
 			}
 			for _, n := range sz { // each size from an empty namespace: an agent's cold start
-				if err := inNetns(func() error { return benchSyncs(b, fam, n) }); err != nil {
+				if err := runChild(fmt.Sprintf("%s/%s/%d", b, fam, n)); err != nil {
 					fmt.Fprintln(os.Stderr, "bench-dataplane:", err)
 					ok = false
 				}
@@ -87,6 +93,63 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
+}
+
+// runChild measures one plane, family and size in a process of its own, so that its memory
+// high-water mark is its own, and collects its figures for the ratios.
+func runChild(spec string) error {
+	cmd := exec.Command(os.Args[0], "-one", spec)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", spec, err)
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var plane, what string
+		var d time.Duration
+		if line := sc.Text(); strings.HasPrefix(line, "#measured ") {
+			parts := strings.SplitN(line, " ", 4) // #measured plane nanoseconds what
+			plane, what = parts[1], parts[3]
+			n, _ := strconv.ParseInt(parts[2], 10, 64)
+			d = time.Duration(n)
+			record(plane, what, d)
+		} else {
+			fmt.Println(line)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("%s: %w", spec, err)
+	}
+	return nil
+}
+
+// runOne is the child's side of runChild: spec is plane/family/size.
+func runOne(spec string) {
+	parts := strings.Split(spec, "/")
+	n, err := strconv.Atoi(parts[2])
+	if err == nil {
+		err = inNetns(func() error { return benchSyncs(parts[0], dataplane.Family(parts[1]), n) })
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-dataplane:", err)
+		os.Exit(1)
+	}
+	for plane, whats := range measured {
+		for what, d := range whats {
+			fmt.Printf("#measured %s %d %s\n", plane, d.Nanoseconds(), what)
+		}
+	}
+}
+
+func record(plane, what string, d time.Duration) {
+	if measured[plane] == nil {
+		measured[plane] = map[string]time.Duration{}
+	}
+	measured[plane][what] = d
 }
 
 // measured holds the IPv4 figures at the largest size, per plane, for printRatios.
@@ -162,14 +225,8 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 		}
 		fmt.Printf("%-8s %-4s n=%-6d %-22s %9.1f ms  %7d rules %6d chains %7d elements%s\n",
 			backend, fam, n, what, ms(st.Duration), st.Rules, st.Chains, st.Elements, verdict)
-		if fam == dataplane.IPv4 { // the largest size comes last and wins
-			if measured[backend] == nil {
-				measured[backend] = map[string]time.Duration{}
-			}
-			measured[backend][what] = st.Duration
-			if what == "full (cold start)" {
-				fullSync10k[backend] = st.Duration
-			}
+		if fam == dataplane.IPv4 && n >= 10000 {
+			record(backend, what, st.Duration)
 		}
 		return nil
 	}
@@ -203,7 +260,7 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 		rss, hwm := procmem.Read("self")
 		var mem runtime.MemStats
 		runtime.ReadMemStats(&mem)
-		fmt.Printf("%-8s %-4s n=%-6d memory after syncs: VmRSS %.1f MiB, VmHWM %.1f MiB (whole process so far), Go heap in use %.1f MiB  target RSS < %d MiB: %s\n",
+		fmt.Printf("%-8s %-4s n=%-6d memory after syncs: VmRSS %.1f MiB, VmHWM %.1f MiB (a process for this plane and size alone), Go heap in use %.1f MiB  target RSS < %d MiB: %s\n",
 			backend, fam, n, rss, hwm, float64(mem.HeapInuse)/(1<<20), targetRSSMiB, pass(hwm < targetRSSMiB))
 	}
 	return nil

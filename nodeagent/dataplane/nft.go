@@ -87,11 +87,11 @@ func (n *NFTables) Sync(services []Service, full bool) (SyncStats, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	start := time.Now()
-	last := n.last
+	last, reuse := n.last, (*nftState)(nil)
 	if full {
-		last = nil
+		last, reuse = nil, n.last
 	}
-	p := planNFTables(n.cfg.Family, services, last)
+	p := planNFTablesReusing(n.cfg.Family, services, last, reuse)
 	stats := SyncStats{Full: p.full, Elements: p.fullCount + len(p.add) + len(p.del)}
 	if !p.full && stats.Elements == 0 {
 		n.last = p.state

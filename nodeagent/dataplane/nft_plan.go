@@ -35,6 +35,13 @@ type nftPlan struct {
 // It updates last in place and returns it as the new state: the plane forgets last until the
 // transaction succeeds.
 func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
+	return planNFTablesReusing(fam, services, last, nil)
+}
+
+// planNFTablesReusing is planNFTables, but a full plan (last nil) takes the records of
+// unchanged Services from reuse instead of allocating them again: a full Sync at 10,000
+// Services would otherwise leave ~5 MB of garbage.
+func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) *nftPlan {
 	p := &nftPlan{full: last == nil}
 	if p.full {
 		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}}
@@ -66,7 +73,12 @@ func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
 			st.services[key] = prev
 			continue
 		}
-		cur := nftService{records: string(scratch)}
+		var cur nftService
+		if reuse != nil && reuse.services[key].records == string(scratch) {
+			cur = reuse.services[key]
+		} else {
+			cur = nftService{records: string(scratch)}
+		}
 		st.releasePorts(key, prev, cur)
 		p.change(prev, cur)
 		st.services[key] = cur
