@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,8 @@ type IPTables struct {
 	// says whether this agent ever wrote it.
 	handoffs       Handoffs
 	handoffTouched bool
+	// tookOver is set once the other plane's rules are gone (see Sync).
+	tookOver bool
 }
 
 // NewIPTables checks the config, detects the iptables backend unless cfg.Backend names one, and finds
@@ -174,6 +177,13 @@ func (d *IPTables) Sync(services []Service, full bool) (SyncStats, error) {
 	}
 	d.last = p.state
 	stats.Duration = time.Since(start)
+	if !d.tookOver {
+		// A node that ran the nftables plane before keeps its table until this plane serves.
+		if err := CleanupNFTables(d.cfg.Family); err != nil {
+			return stats, fmt.Errorf("remove the nftables plane's table: %w", err)
+		}
+		d.tookOver = true
+	}
 	return stats, nil
 }
 
@@ -255,6 +265,12 @@ func (d *IPTables) Healthy() bool {
 // Cleanup removes every jump rule and every VIPA- chain of this family, touching nothing else.
 // It uses cfg's backend (detected when empty) and is safe to run when nothing is installed.
 func Cleanup(cfg Config) error {
+	return cleanupIPTables(cfg, false)
+}
+
+// cleanupIPTables is Cleanup, leaving the connection handoff (VIPA-HANDOFF) when keepHandoff:
+// the nftables plane uses it, and removes the rest after taking over from this plane.
+func cleanupIPTables(cfg Config, keepHandoff bool) error {
 	d, err := NewIPTables(cfg)
 	if err != nil {
 		return err
@@ -271,8 +287,12 @@ func Cleanup(cfg Config) error {
 	// Jumps first: a chain still referenced cannot be deleted. Each is deleted by its own
 	// spelling, so a jump someone else wrote to our chain goes too.
 	// Only tables the dump shows: listing one the node lacks would create it (nft backend).
+	candidates := jumps
+	if !keepHandoff {
+		candidates = append(slices.Clone(jumps), handoffJump)
+	}
 	var ours []jump
-	for _, j := range append(jumps, handoffJump) {
+	for _, j := range candidates {
 		if bytes.Contains(dump, []byte("*"+j.table+"\n")) {
 			ours = append(ours, j)
 		}
@@ -293,7 +313,7 @@ func Cleanup(cfg Config) error {
 			return fmt.Errorf("delete chains: %w", err)
 		}
 	}
-	if bytes.Contains(dump, []byte(":"+chainHandoff+" ")) {
+	if !keepHandoff && bytes.Contains(dump, []byte(":"+chainHandoff+" ")) {
 		if err := d.ipt.ClearAndDeleteChain(handoffJump.table, chainHandoff); err != nil {
 			return fmt.Errorf("delete %s: %w", chainHandoff, err)
 		}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sync"
 	"syscall"
@@ -15,26 +16,29 @@ import (
 
 // NFTables is the native nftables plane of one family: the table "vip-allocator" (family ip
 // or ip6, see nft_ruleset.go) written through netlink, every Service port and endpoint an
-// element of its sets and maps. A Sync is one atomic transaction: a full one replaces the
-// whole table (so traffic never sees it half written, and any drift is gone), a partial one
-// adds and deletes only the elements of the Services that changed.
+// element of its sets and maps. A partial Sync is one transaction adding and deleting the
+// elements of the Services that changed; a full one fills a new generation of every set and
+// switches every rule to it in one transaction (nft_write.go), so traffic never sees the table
+// half written and any drift is gone.
 //
 // Connection handoffs stay in iptables (VIPA-HANDOFF in mangle, handoff.go): TEE has been
 // proven there, and our reject-vips chain lets its untracked copies out.
 type NFTables struct {
 	cfg    Config
 	layout *nftLayout
+
+	mu sync.Mutex
 	// gen is the set generation the rules use ("a" or "b", see writeFull); "" until a full
 	// Sync succeeded.
 	gen string
-
-	mu sync.Mutex
 	// last is the state after the last successful Sync; nil forces a full Sync (at start and
 	// after any failure, when the table may hold anything).
 	last *nftState
 	// handoff writes VIPA-HANDOFF; nil when iptables is missing, with the reason in handoffErr.
 	handoff    *IPTables
 	handoffErr error
+	// tookOver is set once the other plane's rules are gone (see Sync).
+	tookOver bool
 }
 
 // NewNFTables checks the config and that the kernel takes this plane's whole ruleset (see
@@ -58,9 +62,9 @@ func (n *NFTables) Backend() string { return PlaneNFTables }
 // Family reports the IP family this plane programs.
 func (n *NFTables) Family() Family { return n.cfg.Family }
 
-// nftConn opens a netlink connection per transaction or listing (in the caller's network
-// namespace). The buffers are raised as nft does: a full Sync at 10,000 Services is one
-// ~10 MB message batch, and the kernel answers every message of it.
+// nftConn opens a netlink connection per Sync or listing (in the caller's network namespace).
+// The buffers are raised as nft does: a transaction is up to ~1.5 MB of messages, and the
+// kernel answers every one of them.
 func nftConn() (*nftables.Conn, error) {
 	return nftables.New(nftables.WithSockOptions(func(c *netlink.Conn) error {
 		raw, err := c.SyscallConn()
@@ -115,6 +119,14 @@ func (n *NFTables) Sync(services []Service, full bool) (SyncStats, error) {
 		return stats, fmt.Errorf("nftables %s Sync (%d elements): %w", map[bool]string{true: "full", false: "partial"}[p.full], stats.Elements, err)
 	}
 	n.last = p.state
+	if !n.tookOver {
+		// A node that ran the iptables plane before keeps its chains until this plane serves;
+		// the handoff chain stays, this plane uses it.
+		if err := cleanupIPTables(n.cfg, true); err != nil && !errors.Is(err, exec.ErrNotFound) {
+			return stats, fmt.Errorf("remove the iptables plane's chains: %w", err)
+		}
+		n.tookOver = true
+	}
 	return stats, nil
 }
 
@@ -214,6 +226,9 @@ func CleanupNFTables(fam Family) error {
 	}
 	t := newNFTLayout(fam, nftTableName, 0).table
 	ok, err := tableExists(c, t)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) {
+		return nil // a kernel without nf_tables holds no table of ours
+	}
 	if err != nil || !ok {
 		return err
 	}
