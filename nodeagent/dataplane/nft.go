@@ -63,7 +63,7 @@ func (n *NFTables) Backend() string { return PlaneNFTables }
 func (n *NFTables) Family() Family { return n.cfg.Family }
 
 // nftConn opens a netlink connection per Sync or listing (in the caller's network namespace).
-// The buffers are raised as nft does: a transaction is up to ~1.5 MB of messages, and the
+// The buffers are raised as nft does: a transaction is up to ~300 KB of messages, and the
 // kernel answers every one of them.
 func nftConn() (*nftables.Conn, error) {
 	return nftables.New(nftables.WithSockOptions(func(c *netlink.Conn) error {

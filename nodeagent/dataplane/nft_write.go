@@ -17,7 +17,7 @@ import (
 // elements of 10,000 Services is a ~10 MB message batch that google/nftables and netlink copy
 // three times over (~60 MB of memory). So a full Sync double-buffers the data: it fills a new
 // generation of every set and map (names ending in _a or _b, whichever the rules do not use) in
-// transactions of ~1 MB, which change no packet's fate since no rule refers to them yet; then
+// transactions of ~256 KB, which change no packet's fate since no rule refers to them yet; then
 // one small transaction rewrites every chain's rules to use the new generation and deletes the
 // old one. Rewriting every rule and every set also repairs any drift.
 
@@ -25,7 +25,7 @@ const (
 	// elemMsgBytes bounds one message's element list: its netlink attribute length is 16 bits.
 	elemMsgBytes = 48 << 10
 	// elemTxBytes bounds the elements of one transaction of a full Sync.
-	elemTxBytes = 1 << 20
+	elemTxBytes = 256 << 10
 )
 
 // writeFull writes every chain, rule, set and element of st (see above).
