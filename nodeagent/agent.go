@@ -1,7 +1,7 @@
 // Package nodeagent is the per-node agent: it turns the Services the operator
-// gave VIPs (ipMode Proxy) and their ready endpoints into iptables rules, so
-// traffic to VIP:port reaches an endpoint on every node whatever kube-proxy
-// mode or CNI the cluster runs. It never writes to the API server's objects
+// gave VIPs (ipMode Proxy) and their ready endpoints into data-plane rules
+// (nftables, or iptables: see dataplane.Plane), so traffic to VIP:port reaches
+// an endpoint on every node whatever kube-proxy mode or CNI the cluster runs. It never writes to the API server's objects
 // other than Events, and never removes its rules on exit (a restart must not
 // interrupt traffic): `vip-allocator agent cleanup` does that.
 package nodeagent
