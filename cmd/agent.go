@@ -33,6 +33,7 @@ func runAgent(args []string) error {
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")
 	fs.DurationVar(&o.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
 	masqBit := fs.Int("masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
+	plane := fs.String("dataplane", dataplane.PlaneAuto, "what programs the VIPs: nftables (a table of our own, written through netlink), iptables (iptables-restore, the node's backend) or auto (nftables when the kernel takes it, else iptables)")
 	var l2 l2Options
 	fs.StringVar(&l2.namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), controllers.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
 	fs.IntVar(&l2.port, "memberlist-port", membership.DefaultPort, "UDP and TCP port of the agents' liveness gossip")
@@ -61,13 +62,16 @@ func runAgent(args []string) error {
 	}
 	agent := &nodeagent.Agent{Options: o}
 	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
-		p, err := dataplane.New(dataplane.Config{Family: fam, MasqueradeBit: *masqBit})
+		p, fallback, err := dataplane.Open(dataplane.Config{Family: fam, Plane: *plane, MasqueradeBit: *masqBit})
 		if err != nil {
 			if fam == dataplane.IPv6 {
 				ctrl.Log.Info("no IPv6 data plane on this node", "reason", err.Error())
 				continue
 			}
 			return fmt.Errorf("agent: %w", err)
+		}
+		if fallback != nil {
+			ctrl.Log.Info("nftables refused our ruleset: using iptables", "family", fam, "reason", fallback.Error())
 		}
 		ctrl.Log.Info("data plane", "family", fam, "backend", p.Backend())
 		agent.Planes = append(agent.Planes, p)
@@ -112,7 +116,8 @@ func runAgent(args []string) error {
 	return teardownIfUninstalled(cfg, *daemonSet, o.NodeName)
 }
 
-// runAgentCleanup removes every rule and chain any agent wrote on this node.
+// runAgentCleanup removes every rule, chain and table any agent wrote on this node, with
+// either data plane.
 func runAgentCleanup(args []string) error {
 	fs := flag.NewFlagSet("agent cleanup", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
@@ -120,7 +125,7 @@ func runAgentCleanup(args []string) error {
 	}
 	var errs []error
 	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
-		if err := dataplane.Cleanup(dataplane.Config{Family: fam}); err != nil {
+		if err := dataplane.CleanupAll(dataplane.Config{Family: fam}); err != nil {
 			errs = append(errs, fmt.Errorf("clean up %s rules: %w", fam, err))
 		}
 	}

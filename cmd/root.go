@@ -10,8 +10,8 @@ const usage = `usage: vip-allocator <command> [flags]
 
 commands:
   operator        run the operator (IP allocation for LoadBalancer Services)
-  agent           run the node agent (iptables from VIP:port to ready endpoints)
-  agent cleanup   remove every rule and chain the agent ever wrote on this node
+  agent           run the node agent (nftables or iptables from VIP:port to ready endpoints)
+  agent cleanup   remove every rule, chain and table the agent ever wrote on this node
   migrate plan    for every legacy VirtualIP, what its migration will do and what blocks it (dry run)
   migrate all     mark every legacy VirtualIP that can migrate with virtualips.paas.org/migrate
 

@@ -1,7 +1,7 @@
 // Package nodeagent is the per-node agent: it turns the Services the operator
-// gave VIPs (ipMode Proxy) and their ready endpoints into iptables rules, so
-// traffic to VIP:port reaches an endpoint on every node whatever kube-proxy
-// mode or CNI the cluster runs. It never writes to the API server's objects
+// gave VIPs (ipMode Proxy) and their ready endpoints into data-plane rules
+// (nftables, or iptables: see dataplane.Plane), so traffic to VIP:port reaches
+// an endpoint on every node whatever kube-proxy mode or CNI the cluster runs. It never writes to the API server's objects
 // other than Events, and never removes its rules on exit (a restart must not
 // interrupt traffic): `vip-allocator agent cleanup` does that.
 package nodeagent
@@ -40,11 +40,11 @@ const serviceNameIndex = "kubernetes.io/service-name"
 // whole node, and the work queue folds bursts of events into one.
 var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sync"}}
 
-// Agent keeps one Dataplane per address family in sync with the cluster.
+// Agent keeps one data plane per address family in sync with the cluster.
 type Agent struct {
 	Client  client.Reader
 	Options Options
-	Planes  []*dataplane.Dataplane
+	Planes  []dataplane.Plane
 
 	lastFull, lastCheck time.Time
 	// active planes have written rules; a family with no VIP yet is left
@@ -64,7 +64,7 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	if a.active == nil {
 		a.active = map[dataplane.Family]bool{}
 	}
-	var planes []*dataplane.Dataplane
+	var planes []dataplane.Plane
 	for _, p := range a.Planes {
 		if a.active[p.Family()] || hasFamily(desired, p.Family()) {
 			a.active[p.Family()] = true
@@ -86,7 +86,7 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	for _, p := range planes {
 		stats, err := p.Sync(desired, full)
 		if err != nil {
-			restoreFailures.WithLabelValues(string(p.Family())).Inc()
+			syncFailures.WithLabelValues(string(p.Family())).Inc()
 			a.lastFull = time.Time{} // the next sync rewrites everything
 			return reconcile.Result{}, fmt.Errorf("sync %s rules: %w", p.Family(), err)
 		}
@@ -96,6 +96,7 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 		}
 		syncDuration.WithLabelValues(string(p.Family()), mode).Observe(stats.Duration.Seconds())
 		rulesWritten.WithLabelValues(string(p.Family())).Set(float64(stats.Rules))
+		elementsWritten.WithLabelValues(string(p.Family())).Set(float64(stats.Elements))
 	}
 	if full {
 		a.lastFull = time.Now()

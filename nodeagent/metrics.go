@@ -13,11 +13,16 @@ var (
 	}, []string{"family", "mode"})
 	rulesWritten = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_rules",
-		Help: "Rules written by the last sync, by family.",
+		Help: "Rules written by the last sync, by family (the nftables plane writes rules only on a full sync or for a new endpoint count).",
 	}, []string{"family"})
-	restoreFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+	elementsWritten = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_elements",
+		Help: "nftables set and map elements added or deleted by the last sync, by family (0 on the iptables plane).",
+	}, []string{"family"})
+	// The name predates the nftables plane; it counts its failed transactions too.
+	syncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_restore_failures_total",
-		Help: "iptables-restore runs that failed, by family.",
+		Help: "Syncs whose write failed (iptables-restore or nftables transaction), by family.",
 	}, []string{"family"})
 	vipsAnnounced = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_vips_announced",
@@ -54,5 +59,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, restoreFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent)
 }

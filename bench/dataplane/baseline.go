@@ -13,15 +13,12 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
-// fullSync10k is the primary measurement the baseline is compared with, per backend.
-var fullSync10k = map[string]time.Duration{}
-
 // benchBaseline writes the rules of n Services as a naive agent would: one go-iptables call per
 // chain and per rule. To write exactly the same rules it lets the Dataplane write them once,
 // reads them back with iptables-save, removes them with Cleanup, and times the replay.
 func benchBaseline(backend string, n, extrapolateTo int) error {
 	cfg := dataplane.Config{Family: dataplane.IPv4, Backend: backend}
-	dp, err := dataplane.New(cfg)
+	dp, err := dataplane.NewIPTables(cfg)
 	if err != nil {
 		return err
 	}
@@ -81,11 +78,14 @@ func benchBaseline(backend string, n, extrapolateTo int) error {
 	took := time.Since(start)
 	perCall := took / time.Duration(calls)
 	extrapolated := took * time.Duration(extrapolateTo) / time.Duration(n)
-	fmt.Printf("%-6s IPv4 n=%-6d baseline, 1 go-iptables call per rule/chain: %9.1f ms  %7d rules %6d calls  %9.0f rules/s (%.2f ms/call)\n",
+	fmt.Printf("%-8s IPv4 n=%-6d baseline, 1 go-iptables call per rule/chain: %9.1f ms  %7d rules %6d calls  %9.0f rules/s (%.2f ms/call)\n",
 		backend, n, ms(took), rules, calls, float64(rules)/took.Seconds(), ms(perCall))
-	line := fmt.Sprintf("%-6s IPv4 n=%-6d baseline extrapolated linearly from n=%d: %.1f s", backend, extrapolateTo, n, extrapolated.Seconds())
-	if full, ok := fullSync10k[backend]; ok {
+	line := fmt.Sprintf("%-8s IPv4 n=%-6d baseline extrapolated linearly from n=%d: %.1f s", backend, extrapolateTo, n, extrapolated.Seconds())
+	if full, ok := measured[backend]["full (cold start)"]; ok {
 		line += fmt.Sprintf("; full Sync measured %.1f ms, %.0fx faster", ms(full), float64(extrapolated)/float64(full))
+	}
+	if full, ok := measured[dataplane.PlaneNFTables]["full (cold start)"]; ok {
+		line += fmt.Sprintf("; nftables plane %.1f ms, %.0fx faster", ms(full), float64(extrapolated)/float64(full))
 	}
 	fmt.Println(line + " (linear is generous to the baseline: per-call cost grows with the ruleset)")
 	return nil

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +48,8 @@ func (j jump) matches(rule string) bool {
 	return strings.HasPrefix(rule, "-A "+j.from+" ") && strings.HasSuffix(rule, " -j "+j.to)
 }
 
-// Dataplane owns every iptables rule and chain with the prefix "VIPA-" for one family.
-type Dataplane struct {
+// IPTables owns every iptables rule and chain with the prefix "VIPA-" for one family.
+type IPTables struct {
 	cfg     Config
 	backend string
 	mark    uint32
@@ -64,23 +65,16 @@ type Dataplane struct {
 	// says whether this agent ever wrote it.
 	handoffs       Handoffs
 	handoffTouched bool
+	// tookOver is set once the other plane's rules are gone (see Sync).
+	tookOver bool
 }
 
-// New checks the config, detects the iptables backend unless cfg.Backend names one, and finds
+// NewIPTables checks the config, detects the iptables backend unless cfg.Backend names one, and finds
 // the binaries. It changes nothing in iptables.
-func New(cfg Config) (*Dataplane, error) {
-	if cfg.Family != IPv4 && cfg.Family != IPv6 {
-		return nil, fmt.Errorf("family %q: must be %q or %q", cfg.Family, IPv4, IPv6)
-	}
-	if cfg.MasqueradeBit == 0 {
-		cfg.MasqueradeBit = 21
-	}
-	switch cfg.MasqueradeBit {
-	case 14, 15:
-		return nil, fmt.Errorf("masquerade bit %d: kube-proxy uses bits 14 and 15, pick another", cfg.MasqueradeBit)
-	}
-	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
-		return nil, fmt.Errorf("masquerade bit %d: must be within 0-31", cfg.MasqueradeBit)
+func NewIPTables(cfg Config) (*IPTables, error) {
+	mark, err := checkConfig(&cfg)
+	if err != nil {
+		return nil, err
 	}
 	switch cfg.Backend {
 	case "":
@@ -101,18 +95,36 @@ func New(cfg Config) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("go-iptables %s: %w", bins.cmd, err)
 	}
-	d := &Dataplane{cfg: cfg, backend: cfg.Backend, mark: 1 << cfg.MasqueradeBit, bins: bins, ipt: ipt}
+	d := &IPTables{cfg: cfg, backend: cfg.Backend, mark: mark, bins: bins, ipt: ipt}
 	if cfg.Backend == "nft" {
 		d.nft, _ = exec.LookPath("nft")
 	}
 	return d, nil
 }
 
+// checkConfig checks the family and the masquerade bit (defaulting it) and returns the mark.
+func checkConfig(cfg *Config) (mark uint32, err error) {
+	if cfg.Family != IPv4 && cfg.Family != IPv6 {
+		return 0, fmt.Errorf("family %q: must be %q or %q", cfg.Family, IPv4, IPv6)
+	}
+	if cfg.MasqueradeBit == 0 {
+		cfg.MasqueradeBit = 21
+	}
+	switch cfg.MasqueradeBit {
+	case 14, 15:
+		return 0, fmt.Errorf("masquerade bit %d: kube-proxy uses bits 14 and 15, pick another", cfg.MasqueradeBit)
+	}
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		return 0, fmt.Errorf("masquerade bit %d: must be within 0-31", cfg.MasqueradeBit)
+	}
+	return 1 << cfg.MasqueradeBit, nil
+}
+
 // Backend reports the iptables backend in use: "nft" or "legacy".
-func (d *Dataplane) Backend() string { return d.backend }
+func (d *IPTables) Backend() string { return d.backend }
 
 // Family reports the IP family this Dataplane programs.
-func (d *Dataplane) Family() Family { return d.cfg.Family }
+func (d *IPTables) Family() Family { return d.cfg.Family }
 
 // Sync makes the rules match services, the complete desired set.
 //
@@ -122,7 +134,7 @@ func (d *Dataplane) Family() Family { return d.cfg.Family }
 // With full=true (forced on the first Sync and after a failure) it rewrites every chain,
 // deletes every stale VIPA- chain found in iptables, and restores missing jump rules. A
 // partial Sync trusts that the last one's jumps are still there: Healthy notices when not.
-func (d *Dataplane) Sync(services []Service, full bool) (SyncStats, error) {
+func (d *IPTables) Sync(services []Service, full bool) (SyncStats, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	start := time.Now()
@@ -165,11 +177,18 @@ func (d *Dataplane) Sync(services []Service, full bool) (SyncStats, error) {
 	}
 	d.last = p.state
 	stats.Duration = time.Since(start)
+	if !d.tookOver {
+		// A node that ran the nftables plane before keeps its table until this plane serves.
+		if err := CleanupNFTables(d.cfg.Family); err != nil {
+			return stats, fmt.Errorf("remove the nftables plane's table: %w", err)
+		}
+		d.tookOver = true
+	}
 	return stats, nil
 }
 
 // inspect finds our chains and jumps, before a full Sync or a Cleanup.
-func (d *Dataplane) inspect() (found, error) {
+func (d *IPTables) inspect() (found, error) {
 	if d.nft == "" {
 		f, err := scanSave(d.bins)
 		if err != nil {
@@ -188,7 +207,7 @@ func (d *Dataplane) inspect() (found, error) {
 // listJumps reports which jumps exist, calling del (when set) for every rule that is one.
 // It lists the built-in chains (-S) rather than asking go-iptables' Exists (-C): for a rule
 // that jumps to a user chain, iptables-nft -C loads every chain, 0.35 s at 10,000 Services.
-func (d *Dataplane) listJumps(js []jump, del func(j jump, rule string) error) (map[jump]bool, error) {
+func (d *IPTables) listJumps(js []jump, del func(j jump, rule string) error) (map[jump]bool, error) {
 	present := map[jump]bool{}
 	listed := map[[2]string][]string{}
 	for _, j := range js {
@@ -219,7 +238,7 @@ func (d *Dataplane) listJumps(js []jump, del func(j jump, rule string) error) (m
 // failed: the caller then does a full Sync. It runs 8 iptables commands: ~25 ms at 10,000
 // Services on nft, ~1 s on legacy (each legacy command reads the whole table), so call it on
 // a timer rather than before every Sync.
-func (d *Dataplane) Healthy() bool {
+func (d *IPTables) Healthy() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.last == nil {
@@ -246,7 +265,13 @@ func (d *Dataplane) Healthy() bool {
 // Cleanup removes every jump rule and every VIPA- chain of this family, touching nothing else.
 // It uses cfg's backend (detected when empty) and is safe to run when nothing is installed.
 func Cleanup(cfg Config) error {
-	d, err := New(cfg)
+	return cleanupIPTables(cfg, false)
+}
+
+// cleanupIPTables is Cleanup, leaving the connection handoff (VIPA-HANDOFF) when keepHandoff:
+// the nftables plane uses it, and removes the rest after taking over from this plane.
+func cleanupIPTables(cfg Config, keepHandoff bool) error {
+	d, err := NewIPTables(cfg)
 	if err != nil {
 		return err
 	}
@@ -261,7 +286,18 @@ func Cleanup(cfg Config) error {
 	}
 	// Jumps first: a chain still referenced cannot be deleted. Each is deleted by its own
 	// spelling, so a jump someone else wrote to our chain goes too.
-	_, err = d.listJumps(append(jumps, handoffJump), func(j jump, rule string) error {
+	// Only tables the dump shows: listing one the node lacks would create it (nft backend).
+	candidates := jumps
+	if !keepHandoff {
+		candidates = append(slices.Clone(jumps), handoffJump)
+	}
+	var ours []jump
+	for _, j := range candidates {
+		if bytes.Contains(dump, []byte("*"+j.table+"\n")) {
+			ours = append(ours, j)
+		}
+	}
+	_, err = d.listJumps(ours, func(j jump, rule string) error {
 		if err := d.ipt.Delete(j.table, j.from, SplitRule(rule)[2:]...); err != nil {
 			return fmt.Errorf("delete jump %s/%s: %w", j.table, j.from, err)
 		}
@@ -270,23 +306,35 @@ func Cleanup(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	f, err := d.inspect()
-	if err != nil {
-		return err
-	}
 	// One restore deletes them all (see deletePayload for the order); one call per chain
 	// would take minutes at 10,000 Services.
-	if payload := deletePayload(f.chains); payload != nil {
+	if payload := deletePayload(chainsInSave(dump)); payload != nil {
 		if err := restore(d.bins, func(w sink) { w.Write(payload) }); err != nil {
 			return fmt.Errorf("delete chains: %w", err)
 		}
 	}
-	if bytes.Contains(dump, []byte(":"+chainHandoff+" ")) {
+	if !keepHandoff && bytes.Contains(dump, []byte(":"+chainHandoff+" ")) {
 		if err := d.ipt.ClearAndDeleteChain(handoffJump.table, chainHandoff); err != nil {
 			return fmt.Errorf("delete %s: %w", chainHandoff, err)
 		}
 	}
 	return nil
+}
+
+// chainsInSave lists our chains per table in an iptables-save dump.
+func chainsInSave(dump []byte) map[string][]string {
+	chains := map[string][]string{}
+	table := ""
+	for _, line := range strings.Split(string(dump), "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, ":"+chainPrefix):
+			name, _, _ := strings.Cut(line[1:], " ")
+			chains[table] = append(chains[table], name)
+		}
+	}
+	return chains
 }
 
 // SplitRule splits a rule as iptables -S or iptables-save spells it into arguments,

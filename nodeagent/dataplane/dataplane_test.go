@@ -146,7 +146,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 	}
 	before := save(t, backend, fam)
 
-	d, err := New(cfg)
+	d, err := NewIPTables(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 	testHandoffs(t, d, backend, fam)
 
 	// A restarted agent (new Dataplane) starts with a full Sync and finds the old chains.
-	d2, err := New(cfg)
+	d2, err := NewIPTables(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func testDataplane(t *testing.T, backend string, fam Family) {
 // and the next Sync full.
 func TestFailedRestoreForcesFullSync(t *testing.T) {
 	enterNetns(t)
-	d, err := New(Config{Family: IPv4, Backend: "nft"})
+	d, err := NewIPTables(Config{Family: IPv4, Backend: "nft"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestBackendDetection(t *testing.T) {
 			for _, c := range tc.setup {
 				cmd(t, c[0], c[1:]...)
 			}
-			d, err := New(Config{Family: IPv4})
+			d, err := NewIPTables(Config{Family: IPv4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,22 +344,25 @@ func TestBackendDetection(t *testing.T) {
 
 // TestTraffic checks the rules do what they are for: a connection to VIP:port reaches an
 // endpoint, and one to a port the Service does not expose is refused at once.
+// TestTraffic sends real connections through each plane: the iptables plane on both backends
+// and the nftables plane.
 func TestTraffic(t *testing.T) {
-	for _, backend := range []string{"nft", "legacy"} {
+	for _, plane := range []string{"nft", "legacy", PlaneNFTables} {
 		for _, local := range []bool{false, true} {
-			name := backend + "/cluster"
+			name := plane + "/cluster"
 			if local {
-				name = backend + "/local"
+				name = plane + "/local"
 			}
 			t.Run(name, func(t *testing.T) {
 				enterNetns(t)
-				testTraffic(t, backend, local)
+				testTraffic(t, plane, local)
 			})
 		}
 	}
 }
 
-func testTraffic(t *testing.T, backend string, local bool) {
+// testTraffic: plane is an iptables backend ("nft", "legacy") or PlaneNFTables.
+func testTraffic(t *testing.T, plane string, local bool) {
 	// The client is 198.51.100.1, the endpoint 198.51.100.2; the VIP 192.0.2.10 is routed
 	// out of an interface, as if it lived elsewhere on the network. (A veth pair: this kernel
 	// may lack the dummy driver.)
@@ -386,9 +389,22 @@ func testTraffic(t *testing.T, backend string, local bool) {
 		}
 	}()
 
-	d, err := New(Config{Family: IPv4, Backend: backend})
+	// kube-proxy stand-ins: an iptables nat rule that would send the VIP's port elsewhere (a
+	// closed port), appended after our jump, in every iptables backend the plane may meet.
+	// Our DNAT must bind the connection first.
+	backends := []string{plane}
+	var d Plane
+	if plane == PlaneNFTables {
+		backends = []string{"nft", "legacy"}
+		d, err = NewNFTables(Config{Family: IPv4})
+	} else {
+		d, err = NewIPTables(Config{Family: IPv4, Backend: plane})
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, b := range backends {
+		cmd(t, "iptables-"+b, "-t", "nat", "-A", "OUTPUT", "-d", "192.0.2.10", "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", "198.51.100.2:9")
 	}
 	svc := Service{Namespace: "default", Name: "web", VIPs: addrs("192.0.2.10"), Local: local,
 		Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.2", true, "http/8080")}}
@@ -408,13 +424,7 @@ func testTraffic(t *testing.T, backend string, local bool) {
 	}
 	// Cluster masquerades, Local does not. (For a client on the node itself masquerade picks
 	// the same address again, so count packets instead of looking at the source.)
-	masq := 0
-	for _, line := range strings.Split(cmd(t, "iptables-"+backend+"-save", "-c", "-t", "nat"), "\n") {
-		if strings.Contains(line, "-A VIPA-POSTROUTING -j MASQUERADE") {
-			fmt.Sscanf(line, "[%d:", &masq)
-		}
-	}
-	if (masq > 0) == local {
+	if masq := masqueraded(t, plane); (masq > 0) == local {
 		t.Errorf("local=%v: %d packets masqueraded", local, masq)
 	}
 
@@ -423,15 +433,33 @@ func testTraffic(t *testing.T, backend string, local bool) {
 	if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > time.Second {
 		t.Errorf("connect to a port the VIP does not expose: %v after %v, want refused at once", err, time.Since(start))
 	}
-	if err := Cleanup(Config{Family: IPv4, Backend: backend}); err != nil {
+	if err := CleanupAll(Config{Family: IPv4, Backend: backends[0]}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// masqueraded counts the packets our masquerade rule has seen.
+func masqueraded(t *testing.T, plane string) int {
+	masq := 0
+	if plane == PlaneNFTables {
+		out := cmd(t, "nft", "list", "chain", "ip", nftTableName, nftNATPostrouting)
+		if _, after, ok := strings.Cut(out, "counter packets "); ok {
+			fmt.Sscanf(after, "%d", &masq)
+		}
+		return masq
+	}
+	for _, line := range strings.Split(cmd(t, "iptables-"+plane+"-save", "-c", "-t", "nat"), "\n") {
+		if strings.Contains(line, "-A VIPA-POSTROUTING -j MASQUERADE") {
+			fmt.Sscanf(line, "[%d:", &masq)
+		}
+	}
+	return masq
 }
 
 // testHandoffs: VIPA-HANDOFF holds two rules per VIP handed over (copy to the previous owner,
 // drop ours), is jumped to first from mangle PREROUTING, is emptied when the handoffs end, and
 // comes back after a flush once a full Sync has run.
-func testHandoffs(t *testing.T, d *Dataplane, backend string, fam Family) {
+func testHandoffs(t *testing.T, d Plane, backend string, fam Family) {
 	f := fixtureFor(fam)
 	prev := f.ep3 // any address of the family stands for the previous owner's
 	other := "198.51.100.7"

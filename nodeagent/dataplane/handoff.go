@@ -50,10 +50,17 @@ func renderHandoffs(fam Family, h Handoffs) string {
 	return string(b)
 }
 
+// forgetHandoffs makes the next SetHandoffs rewrite VIPA-HANDOFF (drift repair).
+func (d *IPTables) forgetHandoffs() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.handoffs = nil
+}
+
 // SetHandoffs makes VIPA-HANDOFF hand over exactly the VIPs of h of this Dataplane's family.
 // Nothing is written while h is empty and nothing was ever handed over, so a node that never
 // took a VIP over keeps its mangle table untouched.
-func (d *Dataplane) SetHandoffs(h Handoffs) error {
+func (d *IPTables) SetHandoffs(h Handoffs) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	mine := Handoffs{}

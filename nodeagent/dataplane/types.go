@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Family is an IP family; one Dataplane programs one family (iptables or ip6tables).
+// Family is an IP family; one Plane programs one family.
 type Family string
 
 const (
@@ -47,16 +47,18 @@ type Endpoint struct {
 // Service is one LoadBalancer Service as the data plane needs it.
 type Service struct {
 	Namespace, Name string
-	VIPs            []netip.Addr // both families may appear; a Dataplane uses only its own family
+	VIPs            []netip.Addr // both families may appear; a Plane uses only its own family
 	Ports           []Port
 	Local           bool           // externalTrafficPolicy: Local
 	SourceRanges    []netip.Prefix // loadBalancerSourceRanges; empty = everyone
 	Endpoints       []Endpoint     // ready endpoints (both families may appear)
 }
 
-// Config selects the family, the masquerade mark and, for tests, the iptables backend.
+// Config selects the family, the plane, the masquerade mark and, for tests, the iptables backend.
 type Config struct {
 	Family Family
+	// Plane is PlaneAuto (or empty), PlaneNFTables or PlaneIPTables; only Open reads it.
+	Plane string
 	// MasqueradeBit is the bit of the packet mark that asks for masquerade; 0 means 21
 	// (mark 0x200000). kube-proxy uses bits 14 and 15, which are refused.
 	MasqueradeBit int
@@ -66,7 +68,8 @@ type Config struct {
 
 // SyncStats describes one Sync.
 type SyncStats struct {
-	Rules    int           // rules written in the iptables-restore payload
+	Rules    int           // rules written (iptables-restore payload, or nftables rules)
+	Elements int           // nftables set and map elements added or deleted
 	Chains   int           // chains declared (written or deleted) in the payload
 	Full     bool          // everything was rewritten and stale chains looked up
 	Duration time.Duration // listing (full only), planning, writing and iptables-restore

@@ -316,6 +316,18 @@ func endpointSlice(ns, svc string, backends map[string]string) *discoveryv1.Endp
 	return es
 }
 
+// ruleset dumps node's iptables rules and its whole nftables ruleset (our table, iptables-nft's
+// tables, anyone else's) without counters, for comparison.
+func (d *dataLab) ruleset(node string) string {
+	nft := regexp.MustCompile(`counter packets \d+ bytes \d+`).ReplaceAllString(d.in(node, "nft", "list", "ruleset"), "counter")
+	return d.iptablesSave(node) + "\n" + nft
+}
+
+// hasAgentRules reports whether a ruleset dump holds rules of either data plane.
+func hasAgentRules(dump string) bool {
+	return strings.Contains(dump, "VIPA-SERVICES") || strings.Contains(dump, "table ip vip-allocator")
+}
+
 // iptablesSave dumps node's rules without comments and counters, for comparison.
 func (d *dataLab) iptablesSave(node string) string {
 	var out []string
@@ -330,7 +342,14 @@ func (d *dataLab) iptablesSave(node string) string {
 	return strings.Join(out, "\n")
 }
 
+// TestDataPath runs the data-path scenarios on each data plane.
 func TestDataPath(t *testing.T) {
+	for _, plane := range []string{"nftables", "iptables"} {
+		t.Run(plane, func(t *testing.T) { testDataPath(t, plane) })
+	}
+}
+
+func testDataPath(t *testing.T, plane string) {
 	d := setup(t)
 	ctx := context.Background()
 	k8s := d.env.Admin
@@ -339,10 +358,17 @@ func TestDataPath(t *testing.T) {
 	d.in("node1", "iptables", "-t", "nat", "-N", "NODE-OWN")
 	d.in("node1", "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "198.51.100.0/24", "-j", "NODE-OWN")
 	d.in("node1", "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
-	before := d.iptablesSave("node1")
+	// Rules in every built-in chain either plane or the test's kube-proxy stand-in touches, as
+	// on a real node: iptables-nft creates a built-in chain only when first used, and would
+	// leave the empty chain behind.
+	d.in("node1", "iptables", "-t", "nat", "-A", "PREROUTING", "-s", "198.51.100.0/24", "-j", "NODE-OWN")
+	d.in("node1", "iptables", "-t", "nat", "-A", "OUTPUT", "-s", "198.51.100.0/24", "-j", "NODE-OWN")
+	d.in("node1", "iptables", "-A", "FORWARD", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+	d.in("node1", "iptables", "-A", "OUTPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+	before := d.ruleset("node1")
 
-	d.startAgent(t, "node1")
-	d.startAgent(t, "node2")
+	d.startAgent(t, "node1", "--dataplane", plane)
+	d.startAgent(t, "node2", "--dataplane", plane)
 
 	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0", "192.0.2.255"}}}); err != nil {
 		t.Fatal(err)
@@ -390,6 +416,24 @@ func TestDataPath(t *testing.T) {
 				_, err = d.curl(vipURL + ":8000")
 				return err
 			})
+		}
+	})
+
+	t.Run("the node's own tables hold what the plane writes, and only that", func(t *testing.T) {
+		dump := d.ruleset("node1")
+		if nft := strings.Contains(dump, "table ip vip-allocator"); nft != (plane == "nftables") || strings.Contains(dump, "VIPA-SERVICES") == nft {
+			t.Fatalf("--dataplane %s wrote:\n%s", plane, dump)
+		}
+	})
+
+	t.Run("a kube-proxy DNAT of the VIP in iptables nat PREROUTING comes too late to take it", func(t *testing.T) {
+		d.via("node1")
+		standIn := []string{"PREROUTING", "-d", vip, "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", "198.51.100.99:8080"}
+		d.in("node1", append([]string{"iptables", "-t", "nat", "-A"}, standIn...)...)
+		defer d.in("node1", append([]string{"iptables", "-t", "nat", "-D"}, standIn...)...)
+		seen, err := d.backendsSeen(vipURL, 12)
+		if err != nil || len(seen) < 2 {
+			t.Fatalf("saw %v: %v", seen, err)
 		}
 	})
 
@@ -454,13 +498,21 @@ func TestDataPath(t *testing.T) {
 
 	t.Run("drift is repaired: flushed chains and a deleted jump rule", func(t *testing.T) {
 		d.via("node1")
-		for _, line := range strings.Split(d.in("node1", "iptables-save", "-t", "nat"), "\n") {
-			if strings.HasPrefix(line, ":VIPA-") {
-				d.in("node1", "iptables", "-t", "nat", "-F", strings.Fields(line)[0][1:])
+		if plane == "nftables" {
+			d.in("node1", "nft", "flush", "chain", "ip", "vip-allocator", "services")
+		} else {
+			for _, line := range strings.Split(d.in("node1", "iptables-save", "-t", "nat"), "\n") {
+				if strings.HasPrefix(line, ":VIPA-") {
+					d.in("node1", "iptables", "-t", "nat", "-F", strings.Fields(line)[0][1:])
+				}
 			}
 		}
 		eventually(t, "rules rewritten after a flush", func() error { _, err := d.curl(vipURL); return err })
-		d.in("node1", "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "vip-allocator service VIPs", "-j", "VIPA-SERVICES")
+		if plane == "nftables" {
+			d.in("node1", "nft", "delete", "rule", "ip", "vip-allocator", "nat-prerouting", "handle", firstRuleHandle(d.in("node1", "nft", "-a", "list", "chain", "ip", "vip-allocator", "nat-prerouting")))
+		} else {
+			d.in("node1", "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "vip-allocator service VIPs", "-j", "VIPA-SERVICES")
+		}
 		if _, err := d.curl(vipURL); err == nil {
 			t.Fatal("traffic still flows without the jump rule: the test proves nothing")
 		}
@@ -525,8 +577,18 @@ func TestDataPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent cleanup: %v\n%s", err, out)
 		}
-		if after := d.iptablesSave("node1"); after != before {
+		if after := d.ruleset("node1"); after != before {
 			t.Fatalf("cleanup left a difference:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
 	})
+}
+
+// firstRuleHandle is the handle of the first rule in `nft -a list chain` output.
+func firstRuleHandle(listing string) string {
+	for _, line := range strings.Split(listing, "\n") {
+		if _, h, ok := strings.Cut(line, "# handle "); ok && !strings.Contains(line, "chain ") {
+			return strings.TrimSpace(h)
+		}
+	}
+	return "none"
 }

@@ -1,0 +1,275 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// This file turns Services into the elements of the nftables plane's sets and maps (pure: no
+// I/O). Every Service port is data, never a rule: the kernel revalidates the rules reachable
+// from a hook on every commit that adds one, but not set elements, so a Service change is a
+// small transaction whatever the number of Services.
+//
+// A "Service port key" is the concatenation VIP . protocol . port, laid out as the kernel
+// lays out the registers of `ip daddr . meta l4proto . th dport`: every field padded to 4
+// bytes, the protocol in the first byte of its word, the port in network order.
+
+// setID names one of the plane's sets and maps; ids from setEndpoints on are the endpoint maps
+// of Service ports with (id - setEndpoints + 1) endpoints.
+type setID uint32
+
+const (
+	setVIPs       setID = iota // VIP: anything addressed to one and not DNATed is rejected
+	setRestricted              // Service port key: ports with loadBalancerSourceRanges
+	setAllowed                 // Service port key . source range (interval): who may use them
+	setMasquerade              // Service port key: policy Cluster, masquerade all
+	setHairpin                 // Service port key . local endpoint: policy Local, masquerade only hairpin
+	setEndpoints               // Service port key . index : endpoint . port, for 1 endpoint; +1 per more
+)
+
+// endpointsSet is the map of Service ports with k endpoints.
+func endpointsSet(k int) setID { return setEndpoints + setID(k-1) }
+
+// endpointCount is k for an endpoint map, 0 for the other sets.
+func (id setID) endpointCount() int {
+	if id < setEndpoints {
+		return 0
+	}
+	return int(id-setEndpoints) + 1
+}
+
+func (id setID) String() string {
+	switch id {
+	case setVIPs:
+		return "vips"
+	case setRestricted:
+		return "restricted"
+	case setAllowed:
+		return "allowed"
+	case setMasquerade:
+		return "masquerade"
+	case setHairpin:
+		return "hairpin"
+	}
+	return "endpoints_" + strconv.Itoa(id.endpointCount())
+}
+
+// nftElem is one element as the kernel holds it: key (and, for an interval, its last key) and,
+// for a map, the data. Strings keep the bytes immutable and comparable.
+type nftElem struct {
+	set           setID
+	key, end, val string
+}
+
+// protoNumber is the IP protocol number of p; 0 for a protocol the plane cannot DNAT.
+func protoNumber(p Protocol) byte {
+	switch proto(p) {
+	case TCP:
+		return 6
+	case UDP:
+		return 17
+	case SCTP:
+		return 132
+	}
+	return 0
+}
+
+// elemRenderer spells the elements of one family's Services. It reuses the iptables
+// renderer's endpoint selection, so both planes serve exactly the same endpoints.
+type elemRenderer struct {
+	r             *renderer
+	key, idx, val []byte // scratch
+}
+
+func newElemRenderer(fam Family) *elemRenderer {
+	return &elemRenderer{r: newRenderer(renderInput{Family: fam})}
+}
+
+// appendPortKey appends the Service port key of vip, protocol number pn and port.
+func appendPortKey(b []byte, vip netip.Addr, pn byte, port uint16) []byte {
+	b = append(b, vip.AsSlice()...)
+	b = append(b, pn, 0, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, port)
+	return append(b, 0, 0)
+}
+
+// serviceElements appends every element Service s needs in this family to out, encoded as
+// records (see appendElem). ports says which Service port keys are taken, by whom
+// (namespace/name): a port another Service already serves is skipped, so two Services
+// claiming one VIP:port never write conflicting elements.
+func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owner string, out []byte) []byte {
+	r := e.r
+	if !r.reachable(s) {
+		return out
+	}
+	ranges := disjointRanges(r, s.SourceRanges)
+	var vips []netip.Addr // a slice, not a map: the order must not change between Syncs
+	for _, vip := range s.VIPs {
+		if vip = vip.Unmap(); r.ofFamily(vip) && !slices.Contains(vips, vip) {
+			vips = append(vips, vip)
+			out = appendElem(out, setVIPs, vip.AsSlice(), nil, nil, nil, nil)
+		}
+	}
+	for _, p := range s.Ports {
+		pn := protoNumber(p.Protocol)
+		if pn == 0 {
+			continue
+		}
+		eps := r.portTargets(s, p)
+		if len(eps) == 0 {
+			continue // not DNATed: the filter rejects it
+		}
+		for _, vip := range vips {
+			key := appendPortKey(e.key[:0], vip, pn, p.Port)
+			e.key = key
+			if o, ok := ports[string(key)]; !ok {
+				ports[string(key)] = owner
+			} else if o != owner {
+				continue
+			}
+			if len(s.SourceRanges) > 0 {
+				out = appendElem(out, setRestricted, key, nil, nil, nil, nil)
+				for _, src := range ranges {
+					first, last := prefixBounds(src)
+					out = appendElem(out, setAllowed, key, first.AsSlice(), key, last.AsSlice(), nil)
+				}
+			}
+			if s.Local {
+				// Source kept, except when an endpoint reaches its own Service through the VIP
+				// (hairpin): without masquerade its reply would bypass the DNAT.
+				for i, ep := range eps {
+					if i == 0 || ep.addr != eps[i-1].addr {
+						out = appendElem(out, setHairpin, key, ep.addr.AsSlice(), nil, nil, nil)
+					}
+				}
+			} else {
+				out = appendElem(out, setMasquerade, key, nil, nil, nil, nil)
+			}
+			set := endpointsSet(len(eps))
+			for i, ep := range eps {
+				// numgen writes its number in host byte order.
+				e.idx = binary.NativeEndian.AppendUint32(e.idx[:0], uint32(i))
+				e.val = append(binary.BigEndian.AppendUint16(append(e.val[:0], ep.addr.AsSlice()...), ep.port), 0, 0)
+				out = appendElem(out, set, key, e.idx, nil, nil, e.val)
+			}
+		}
+	}
+	return out
+}
+
+// appendElem appends one element as a record: its set (2 bytes), then its key, its interval
+// end and its data, each preceded by its length (1 byte; keys are at most 40 bytes), the key
+// and the end each given in two parts. A Service's elements are kept as one string of such
+// records: ~330 bytes per Service instead of ~1.5 KB as separate strings.
+func appendElem(b []byte, set setID, key, keyTail, end, endTail, val []byte) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(set))
+	b = append(b, byte(len(key)+len(keyTail)))
+	b = append(append(b, key...), keyTail...)
+	b = append(b, byte(len(end)+len(endTail)))
+	b = append(append(b, end...), endTail...)
+	b = append(b, byte(len(val)))
+	return append(b, val...)
+}
+
+// eachElem calls f for every element of records; the elements' strings are parts of records.
+func eachElem(records string, f func(nftElem)) {
+	for len(records) > 0 {
+		e := nftElem{set: setID(records[0]) | setID(records[1])<<8} // little endian, see appendElem
+		records = records[2:]
+		for _, part := range []*string{&e.key, &e.end, &e.val} {
+			n := int(records[0])
+			*part, records = records[1:1+n], records[1+n:]
+		}
+		f(e)
+	}
+}
+
+// portKey is the Service port key of an endpoint map element with index 0, else "": every
+// Service port the plane serves has exactly one.
+func (e nftElem) portKey() string {
+	if e.set.endpointCount() == 0 || e.key[len(e.key)-4:] != "\x00\x00\x00\x00" {
+		return ""
+	}
+	return e.key[:len(e.key)-4]
+}
+
+// disjointRanges are the source ranges of this family, masked, without those inside another:
+// an interval set refuses overlapping elements. (Prefixes nest or are disjoint.)
+func disjointRanges(r *renderer, in []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range in {
+		if p.IsValid() && r.ofFamily(p.Addr()) {
+			out = append(out, p.Masked())
+		}
+	}
+	// Shorter prefixes first, so a prefix is compared with every wider one kept before it.
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Bits() - b.Bits(); c != 0 {
+			return c
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	kept := out[:0]
+	for _, p := range out {
+		if !slices.ContainsFunc(kept, func(k netip.Prefix) bool { return k.Contains(p.Addr()) }) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// prefixBounds is the first and last address of p.
+func prefixBounds(p netip.Prefix) (netip.Addr, netip.Addr) {
+	p = p.Masked()
+	first := p.Addr()
+	b := first.AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	last, _ := netip.AddrFromSlice(b)
+	return first, last
+}
+
+// String spells an element as nft lists it (with the protocol as a number), for tests and logs.
+func (e nftElem) String() string {
+	var b strings.Builder
+	b.WriteString(e.set.String() + " ")
+	b.WriteString(spellKey(e.set, e.key))
+	if e.end != "" {
+		b.WriteString("-" + spellKey(e.set, e.end))
+	}
+	if e.val != "" {
+		v := []byte(e.val)
+		a, _ := netip.AddrFromSlice(v[:len(v)-4])
+		b.WriteString(" : " + a.String() + " . " + strconv.Itoa(int(binary.BigEndian.Uint16(v[len(v)-4:]))))
+	}
+	return b.String()
+}
+
+func spellKey(set setID, key string) string {
+	k := []byte(key)
+	addr := func(b []byte) string { a, _ := netip.AddrFromSlice(b); return a.String() }
+	var n int // address length
+	switch {
+	case set == setVIPs:
+		return addr(k)
+	case set == setAllowed || set == setHairpin:
+		n = (len(k) - 8) / 2
+	case set.endpointCount() > 0:
+		n = len(k) - 12
+	default:
+		n = len(k) - 8
+	}
+	s := fmt.Sprintf("%s . %d . %d", addr(k[:n]), k[n], binary.BigEndian.Uint16(k[n+4:]))
+	switch rest := k[n+8:]; {
+	case set == setAllowed || set == setHairpin:
+		s += " . " + addr(rest)
+	case set.endpointCount() > 0:
+		s += " . " + strconv.Itoa(int(binary.NativeEndian.Uint32(rest)))
+	}
+	return s
+}

@@ -1,0 +1,259 @@
+package dataplane
+
+import (
+	"encoding/binary"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// This file declares the nftables plane's table: its chains, sets and the few fixed rules. In
+// nft's words (IPv4; IPv6 is the same with ip6):
+//
+//	table ip vip-allocator {
+//	  chain services {                      # from nat-prerouting and nat-output
+//	    ip daddr != @vips_a return          # sets and maps are named _a or _b: see writeFull
+//	    ip daddr . meta l4proto . th dport @restricted ip daddr . meta l4proto . th dport . ip saddr != @allowed return
+//	    ip daddr . meta l4proto . th dport @masquerade meta mark set meta mark | MARK
+//	    ip daddr . meta l4proto . th dport . ip saddr @hairpin meta mark set meta mark | MARK
+//	    dnat ip to ip daddr . meta l4proto . th dport . numgen random mod K map @endpoints_K   # one per K in use
+//	  }
+//	  chain reject-vips {                   # from filter-input, filter-forward, filter-output
+//	    ct state untracked return           # connection handoff copies (handoff.go)
+//	    ip daddr @vips meta l4proto tcp reject with tcp reset
+//	    ip daddr @vips reject with icmp port-unreachable
+//	  }
+//	  chain nat-postrouting { meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
+//	}
+//
+// What is still addressed to a VIP after DNAT (a port the Service does not expose, no ready
+// endpoint, a source outside loadBalancerSourceRanges) is rejected at once, as on the
+// iptables plane.
+
+// nftTableName is the plane's table, in family ip and ip6: everything in it is ours, and the
+// plane writes nothing outside it.
+const nftTableName = "vip-allocator"
+
+// Chain names.
+const (
+	nftServices       = "services"
+	nftRejectVIPs     = "reject-vips"
+	nftNATPrerouting  = "nat-prerouting"
+	nftNATOutput      = "nat-output"
+	nftNATPostrouting = "nat-postrouting"
+	nftFilterInput    = "filter-input"
+	nftFilterForward  = "filter-forward"
+	nftFilterOutput   = "filter-output"
+)
+
+// Priorities one below those of iptables' tables (and of kube-proxy's nftables mode) at each
+// hook, so our DNAT binds a VIP's connection before anyone else's nat rule sees it: the first
+// nat chain that translates a connection wins, later ones are skipped.
+var (
+	nftDNATPriority   = nftables.ChainPriority(-101) // dstnat - 1
+	nftSNATPriority   = nftables.ChainPriority(99)   // srcnat - 1
+	nftFilterPriority = nftables.ChainPriority(-1)   // filter - 1
+)
+
+// nftLayout builds the table's objects for one family.
+type nftLayout struct {
+	table   *nftables.Table
+	addrLen uint32 // 4 or 16
+	mark    uint32
+	v6      bool
+	gen     string // suffix of the set names, see writeFull
+}
+
+// withGen is l naming its sets with generation gen.
+func (l *nftLayout) withGen(gen string) *nftLayout {
+	c := *l
+	c.gen = gen
+	return &c
+}
+
+func newNFTLayout(fam Family, table string, mark uint32) *nftLayout {
+	l := &nftLayout{table: &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}, addrLen: 4, mark: mark}
+	if fam == IPv6 {
+		l.table.Family, l.addrLen, l.v6 = nftables.TableFamilyIPv6, 16, true
+	}
+	return l
+}
+
+// reg is the 32-bit register holding the byte at offset off of a concatenation.
+func reg(off uint32) uint32 { return unix.NFT_REG32_00 + off/4 }
+
+// chains lists every chain, regular chains (jump targets) first.
+func (l *nftLayout) chains() []*nftables.Chain {
+	base := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio nftables.ChainPriority) *nftables.Chain {
+		return &nftables.Chain{Name: name, Table: l.table, Type: typ, Hooknum: hook, Priority: nftables.ChainPriorityRef(prio)}
+	}
+	return []*nftables.Chain{
+		{Name: nftServices, Table: l.table},
+		{Name: nftRejectVIPs, Table: l.table},
+		base(nftNATPrerouting, nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftDNATPriority),
+		base(nftNATOutput, nftables.ChainTypeNAT, nftables.ChainHookOutput, nftDNATPriority),
+		base(nftNATPostrouting, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftSNATPriority),
+		base(nftFilterInput, nftables.ChainTypeFilter, nftables.ChainHookInput, nftFilterPriority),
+		base(nftFilterForward, nftables.ChainTypeFilter, nftables.ChainHookForward, nftFilterPriority),
+		base(nftFilterOutput, nftables.ChainTypeFilter, nftables.ChainHookOutput, nftFilterPriority),
+	}
+}
+
+// set declares one set or map.
+func (l *nftLayout) set(id setID) *nftables.Set {
+	addr := nftables.TypeIPAddr
+	if l.v6 {
+		addr = nftables.TypeIP6Addr
+	}
+	port := []nftables.SetDatatype{addr, nftables.TypeInetProto, nftables.TypeInetService}
+	s := &nftables.Set{Table: l.table, Name: id.String() + "_" + l.gen}
+	switch {
+	case id == setVIPs:
+		s.KeyType = addr
+	case id == setRestricted || id == setMasquerade:
+		s.KeyType = nftables.MustConcatSetType(port...)
+	case id == setAllowed:
+		s.KeyType = nftables.MustConcatSetType(append(port, addr)...)
+		s.Interval = true
+	case id == setHairpin:
+		s.KeyType = nftables.MustConcatSetType(append(port, addr)...)
+	default: // an endpoint map
+		// The index is typed "mark": a 32-bit host-order number like numgen's output, and
+		// one nft can print (nft 1.0.6 aborts listing a concatenation with "integer").
+		s.KeyType = nftables.MustConcatSetType(append(port, nftables.TypeMark)...)
+		s.IsMap = true
+		s.DataType = nftables.MustConcatSetType(addr, nftables.TypeInetService)
+	}
+	s.Concatenation = id != setVIPs
+	return s
+}
+
+// fixedSets are the sets every table has; endpoint maps come and go with endpoint counts.
+var fixedSets = []setID{setVIPs, setRestricted, setAllowed, setMasquerade, setHairpin}
+
+// loadPortKey loads the packet's Service port key (daddr . l4proto . dport) from register 0.
+func (l *nftLayout) loadPortKey() []expr.Any {
+	daddr := uint32(16)
+	if l.v6 {
+		daddr = 24
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: reg(0), Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: l.addrLen},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg(l.addrLen)},
+		&expr.Payload{DestRegister: reg(l.addrLen + 4), Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+	}
+}
+
+// loadAfterPortKey loads the source address right after the Service port key.
+func (l *nftLayout) loadSourceAfterPortKey() expr.Any {
+	saddr := uint32(12)
+	if l.v6 {
+		saddr = 8
+	}
+	return &expr.Payload{DestRegister: reg(l.addrLen + 8), Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: l.addrLen}
+}
+
+func (l *nftLayout) loadDaddr() expr.Any {
+	return l.loadPortKey()[0]
+}
+
+func lookup(s *nftables.Set, invert bool) *expr.Lookup {
+	return &expr.Lookup{SourceRegister: reg(0), SetName: s.Name, SetID: s.ID, Invert: invert}
+}
+
+func native32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+
+// setMark ORs our mark bit into the packet mark.
+func (l *nftLayout) setMark() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(^l.mark), Xor: native32(l.mark)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+	}
+}
+
+func cat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+var verdictReturn = &expr.Verdict{Kind: expr.VerdictReturn}
+
+// fixedRules are the rules of every table, by chain, given its fixed sets.
+func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr.Any {
+	jump := func(chain string) [][]expr.Any {
+		return [][]expr.Any{{&expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}}
+	}
+	icmpPortUnreachable := uint8(3)
+	if l.v6 {
+		icmpPortUnreachable = 4
+	}
+	return map[string][][]expr.Any{
+		nftServices: {
+			{l.loadDaddr(), lookup(sets[setVIPs], true), verdictReturn},
+			cat(l.loadPortKey(), []expr.Any{lookup(sets[setRestricted], false), l.loadSourceAfterPortKey(), lookup(sets[setAllowed], true), verdictReturn}),
+			cat(l.loadPortKey(), []expr.Any{lookup(sets[setMasquerade], false)}, l.setMark()),
+			cat(l.loadPortKey(), []expr.Any{l.loadSourceAfterPortKey(), lookup(sets[setHairpin], false)}, l.setMark()),
+		},
+		nftRejectVIPs: {
+			{
+				&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(expr.CtStateBitUNTRACKED), Xor: native32(0)},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)},
+				verdictReturn,
+			},
+			{
+				l.loadDaddr(), lookup(sets[setVIPs], false),
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+				&expr.Reject{Type: unix.NFT_REJECT_TCP_RST},
+			},
+			{l.loadDaddr(), lookup(sets[setVIPs], false), &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: icmpPortUnreachable}},
+		},
+		nftNATPrerouting: jump(nftServices),
+		nftNATOutput:     jump(nftServices),
+		nftNATPostrouting: {{
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(l.mark), Xor: native32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)},
+			// Clear the bit so a packet that loops back through the stack is not masqueraded twice.
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(^l.mark), Xor: native32(0)},
+			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+			&expr.Counter{}, // what was masqueraded, for people and tests
+			// Random source ports avoid the SNAT port race that drops SYNs under load.
+			&expr.Masq{FullyRandom: true},
+		}},
+		nftFilterInput:   jump(nftRejectVIPs),
+		nftFilterForward: jump(nftRejectVIPs),
+		nftFilterOutput:  jump(nftRejectVIPs),
+	}
+}
+
+// dnatRule spreads the Service ports with k endpoints over them: a random index picks the
+// element of the endpoint map, whose data is the endpoint address and port.
+func (l *nftLayout) dnatRule(m *nftables.Set, k int) []expr.Any {
+	nfproto := uint32(unix.NFPROTO_IPV4)
+	if l.v6 {
+		nfproto = unix.NFPROTO_IPV6
+	}
+	return cat(l.loadPortKey(), []expr.Any{
+		&expr.Numgen{Register: reg(l.addrLen + 8), Modulus: uint32(k), Type: unix.NFT_NG_RANDOM},
+		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: m.Name, SetID: m.ID},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: nfproto, RegAddrMin: reg(0), RegProtoMin: reg(l.addrLen), Specified: true},
+	})
+}
+
+// ruleCounts is how many rules each chain holds with maps endpoint maps: Healthy compares.
+func (l *nftLayout) ruleCounts(maps int) map[string]int {
+	counts := map[string]int{}
+	for chain, rules := range l.fixedRules(map[setID]*nftables.Set{setVIPs: {}, setRestricted: {}, setAllowed: {}, setMasquerade: {}, setHairpin: {}}) {
+		counts[chain] = len(rules)
+	}
+	counts[nftServices] += maps
+	return counts
+}
