@@ -156,17 +156,14 @@ func (r *runningAnnouncer) announceStop() {
 	})
 }
 
-// stop finishes: it withdraws the BGP routes first (the routers take the
-// node out of their ECMP groups while its rules still forward), then, after a
-// hand-over, waits until the new owners have taken over, then goes quiet and
-// leaves.
+// stop finishes: BGP first (routes withdrawn, or kept by routers with
+// graceful restart when only the agent restarts; see bgp.Speaker.Shutdown),
+// then, after a hand-over, it waits until the new owners have taken over, goes
+// quiet and leaves.
 func (r *runningAnnouncer) stop() {
 	r.announceStop()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	if err := r.bgp.WithdrawAll(ctx, time.Second); err != nil {
-		ctrl.Log.Error(err, "withdraw the BGP routes before stopping")
-	}
-	r.bgp.Stop(ctx)
+	r.bgp.Shutdown(ctx, !r.handover)
 	cancel()
 	if !r.handover {
 		r.speaker.Close()

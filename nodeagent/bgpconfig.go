@@ -46,7 +46,8 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 			Name: p.Name, Address: addr.Unmap(), Port: 179,
 			PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
 			Hold: 3e9, Keepalive: 1e9,
-			MultiHop: p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
+			MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
+			GracefulRestart: p.Spec.GracefulRestart != nil && *p.Spec.GracefulRestart,
 		}
 		if p.Spec.PeerPort != 0 {
 			peer.Port = uint16(p.Spec.PeerPort)

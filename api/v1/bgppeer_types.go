@@ -62,6 +62,13 @@ type BGPPeerSpec struct {
 	// +optional
 	EBGPMultiHop *bool `json:"ebgpMultiHop,omitempty"`
 
+	// GracefulRestart keeps this node's routes at the router while its agent
+	// restarts (RFC 4724, restart time 120s): the router must support it (FRR:
+	// bgp graceful-restart). Absent or false: a stopping agent withdraws its
+	// routes first, and the router sends the traffic to the other nodes.
+	// +optional
+	GracefulRestart *bool `json:"gracefulRestart,omitempty"`
+
 	// NodeSelector picks the nodes that peer with this router. Absent: every node.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`

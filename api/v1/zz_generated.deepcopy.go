@@ -151,6 +151,11 @@ func (in *BGPPeerSpec) DeepCopyInto(out *BGPPeerSpec) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.GracefulRestart != nil {
+		in, out := &in.GracefulRestart, &out.GracefulRestart
+		*out = new(bool)
+		**out = **in
+	}
 	if in.NodeSelector != nil {
 		in, out := &in.NodeSelector, &out.NodeSelector
 		*out = new(metav1.LabelSelector)

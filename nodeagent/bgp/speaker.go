@@ -30,6 +30,9 @@ type Peer struct {
 	Keepalive time.Duration
 	Password  string
 	MultiHop  bool
+	// GracefulRestart (RFC 4724): the router keeps this node's routes while
+	// the agent restarts (see Shutdown).
+	GracefulRestart bool
 }
 
 // Config is what the speaker peers as.
@@ -179,8 +182,12 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 // reconnects reports whether changing a peer from old to cur needs a new
 // session: GoBGP updates timers and multi-hop in place, nothing else.
 func reconnects(old, cur Peer) bool {
-	return old.Password != cur.Password || old.Port != cur.Port || old.PeerASN != cur.PeerASN || old.MyASN != cur.MyASN
+	return old.Password != cur.Password || old.Port != cur.Port || old.PeerASN != cur.PeerASN || old.MyASN != cur.MyASN ||
+		old.GracefulRestart != cur.GracefulRestart // a capability of the OPEN message
 }
+
+// gracefulRestartTime is how long a router keeps a restarting node's routes.
+const gracefulRestartTime = 120
 
 // apiPeer is GoBGP's description of p.
 func apiPeer(p Peer) *api.Peer {
@@ -204,6 +211,14 @@ func apiPeer(p Peer) *api.Peer {
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
 	}
+	if p.GracefulRestart {
+		// LocalRestarting sets the Restart State and Forwarding State bits
+		// of the first session: a router still holding this node's stale
+		// routes keeps them until this agent has sent its own (the rules
+		// forwarded all along).
+		out.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: gracefulRestartTime, LocalRestarting: true}
+		out.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+	}
 	return out
 }
 
@@ -226,6 +241,34 @@ func (s *Speaker) WithdrawAll(ctx context.Context, timeout time.Duration) error 
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("routes still advertised after %s", timeout)
+}
+
+// Shutdown ends the speaker as the agent stops. Leaving (the node goes away,
+// or any stop of a node whose peers lack graceful restart), it withdraws every
+// route, waits until the peers were sent the withdrawals (at most a second),
+// and closes every session: the routers move traffic off the node while its
+// rules still forward. Restarting, the sessions of peers with graceful restart
+// are left to end with the process, without a notification: those routers
+// keep the node's routes, marked stale, until the new agent has sent them
+// again; every other session is closed (its router drops the routes at once).
+func (s *Speaker) Shutdown(ctx context.Context, restarting bool) {
+	if !restarting {
+		if err := s.WithdrawAll(ctx, time.Second); err != nil {
+			s.log.Error(err, "withdraw the routes before stopping")
+		}
+		s.Stop(ctx)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, p := range s.peers {
+		if p.GracefulRestart {
+			continue
+		}
+		if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
+			s.log.Error(err, "close the session before stopping", "peer", name)
+		}
+	}
 }
 
 // Stop closes every session (a Cease notification to each router) and the server.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -435,6 +436,62 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Errorf("session of %s with the first router: %s since %v, was since %v: it flapped", s.Node, s.State, s.Since, since[s.Node])
 			}
 		}
+	})
+
+	t.Run("graceful restart: an agent restart keeps the node's route at the router, no request fails", func(t *testing.T) {
+		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "bgp graceful-restart"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), peer); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(peer.DeepCopy())
+		peer.Spec.GracefulRestart = ptr.To(true)
+		if err := d.env.Admin.Patch(ctx, peer, patch); err != nil {
+			t.Fatal(err)
+		}
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		node := d.clientPath(t, webVIP)
+		loop := d.curlLoop("http://" + webVIP + "/")
+		var missing atomic.Int64
+		done := make(chan struct{})
+		go func() { // the restarting node's next hop must never leave the router
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if hops, err := d.router.nextHops(hostRoute(webVIP)); err == nil && !slices.Contains(nodesOf(hops), node) {
+					missing.Add(1)
+				}
+			}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		start := time.Now()
+		d.stopAgent(node)
+		d.startAgent(lab, node)
+		eventually(t, node+"'s new agent re-establishes its session", func() error {
+			var p paasv1.BGPPeer
+			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &p); err != nil {
+				return err
+			}
+			for _, s := range p.Status.Sessions {
+				if s.Node == node && s.State == "Established" && s.Since.After(start) {
+					return nil
+				}
+			}
+			return fmt.Errorf("sessions %+v", p.Status.Sessions)
+		})
+		time.Sleep(time.Second)
+		close(done)
+		ok, failed, firstErr := loop.end()
+		t.Logf("restarted %s's agent with graceful restart: %d requests, %d failed; its next hop missing in %d polls", node, ok+failed, failed, missing.Load())
+		if missing.Load() > 0 || failed > 0 {
+			t.Fatalf("the router lost %s's route in %d polls; %d of %d requests failed (first: %v)", node, missing.Load(), failed, ok+failed, firstErr)
+		}
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 	})
 
 	t.Run("Service deleted: every node withdraws", func(t *testing.T) {
