@@ -72,9 +72,10 @@ func TestBGPPeersOf(t *testing.T) {
 	cfg, _ := bgpPeersOf(node, []paasv1.BGPPeer{peer("tor", func(s *paasv1.BGPPeerSpec) {
 		s.PeerPort, s.HoldTime, s.KeepaliveTime, s.EBGPMultiHop = 1179, &metav1.Duration{Duration: 9 * time.Second}, &metav1.Duration{Duration: 3 * time.Second}, ptr.To(true)
 		s.PasswordSecret = &paasv1.SecretKeyRef{Name: "s", Key: "k"}
+		s.GracefulRestart = ptr.To(true)
 	})}, map[string]string{"tor": "pw"})
 	want := bgp.Peer{Name: "tor", Address: netip.MustParseAddr("198.51.100.1"), Port: 1179, PeerASN: 64512, MyASN: 64513,
-		Hold: 9 * time.Second, Keepalive: 3 * time.Second, Password: "pw", MultiHop: true}
+		Hold: 9 * time.Second, Keepalive: 3 * time.Second, Password: "pw", MultiHop: true, GracefulRestart: true}
 	if len(cfg.Peers) != 1 || cfg.Peers[0] != want {
 		t.Errorf("peer %+v, want %+v", cfg.Peers, want)
 	}
