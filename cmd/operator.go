@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,7 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	fs.DurationVar(&o.Migration.HandoverDelay, "migration-handover-delay", migration.DefaultHandoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")
 	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")
+	agentFlags := fs.String("agent-args", "", `flags added to every agent, separated by spaces, e.g. "--dataplane=iptables --liveness-timers=lan" (see vip-allocator agent -h)`)
 	tolerations := fs.String("agent-tolerations", "", `tolerations of the agent DaemonSet as JSON, e.g. [{"key":"role","operator":"Equal","value":"edge","effect":"NoSchedule"}]; empty tolerates every taint`)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
@@ -92,6 +94,11 @@ func runOperator(args []string) error {
 			return fmt.Errorf("--agent-tolerations: %w", err)
 		}
 	}
+	extra, err := agentArgs(*agentFlags)
+	if err != nil {
+		return fmt.Errorf("--agent-args: %w", err)
+	}
+	o.Agent.ExtraArgs = extra
 
 	loading := clientcmd.NewDefaultClientConfigLoadingRules()
 	loading.ExplicitPath = o.Kubeconfig
@@ -176,6 +183,21 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// agentArgs splits --agent-args into the agents' extra flags. The operator
+// sets --node-name and --daemonset itself: a second value would fight it.
+func agentArgs(s string) ([]string, error) {
+	args := strings.Fields(s)
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--") {
+			return nil, fmt.Errorf("%q: want flags such as --dataplane=iptables, each with its value after '='", a)
+		}
+		if name, _, _ := strings.Cut(a, "="); name == "--node-name" || name == "--daemonset" {
+			return nil, fmt.Errorf("%s is set by the operator", name)
+		}
+	}
+	return args, nil
 }
 
 // operatorNamespace holds the operator's Secrets: its own pod's namespace

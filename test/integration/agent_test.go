@@ -70,18 +70,20 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("follows --agent-node-selector and --agent-tolerations", func() {
+	It("follows --agent-node-selector, --agent-tolerations and --agent-args", func() {
 		stopOperator()
 		saved := operatorOptions
 		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
 		operatorOptions.Agent.NodeSelector = map[string]string{"vip.paas.org/edge": "true"}
 		operatorOptions.Agent.Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+		operatorOptions.Agent.ExtraArgs = []string{"--dataplane=iptables"}
 		startOperator()
 		Eventually(func(g Gomega) {
 			pod := getDS(g).Spec.Template.Spec
 			g.Expect(pod.NodeSelector).To(Equal(map[string]string{"vip.paas.org/edge": "true"}))
 			g.Expect(pod.Tolerations).To(HaveLen(1))
 			g.Expect(pod.Tolerations[0].Key).To(Equal("edge"))
+			g.Expect(pod.Containers[0].Args).To(HaveExactElements("agent", "--node-name=$(NODE_NAME)", "--daemonset=vip-allocator-operator/vip-allocator-agent", "--dataplane=iptables"))
 		}).Should(Succeed())
 	})
 })
