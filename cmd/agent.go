@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -113,7 +114,11 @@ func runAgent(args []string) error {
 	if err != nil || *daemonSet == "" {
 		return err
 	}
-	return teardownIfUninstalled(cfg, *daemonSet, o.NodeName)
+	return teardownIfUninstalled(cfg, *daemonSet, o.NodeName, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		announcer.bgp.Stop(ctx)
+	})
 }
 
 // runAgentCleanup removes every rule, chain and table any agent wrote on this node, with

@@ -13,7 +13,11 @@ import (
 // teardownIfUninstalled removes the node's rules when the agent stops because
 // it is being uninstalled, and keeps them on a restart (nodeagent/teardown.go).
 // It uses a fresh client: the manager and its cache have stopped.
-func teardownIfUninstalled(cfg *rest.Config, daemonSet, node string) error {
+//
+// first runs before the rules go: the BGP sessions a restart would have left
+// to graceful restart are closed, so no router keeps sending to rules that
+// are about to disappear.
+func teardownIfUninstalled(cfg *rest.Config, daemonSet, node string, first func()) error {
 	key, err := nodeagent.ParseDaemonSet(daemonSet)
 	if err != nil {
 		return err
@@ -22,7 +26,7 @@ func teardownIfUninstalled(cfg *rest.Config, daemonSet, node string) error {
 	if err != nil {
 		return fmt.Errorf("teardown: %w", err)
 	}
-	verdict, err := nodeagent.TeardownIfUninstalled(c, key, node, func() error { return runAgentCleanup(nil) })
+	verdict, err := nodeagent.TeardownIfUninstalled(c, key, node, func() error { first(); return runAgentCleanup(nil) })
 	ctrl.Log.Info("agent stopping", "removeRules", verdict.Uninstall, "why", verdict.Why)
 	return err
 }
