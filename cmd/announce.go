@@ -242,12 +242,12 @@ func bgpPasswords(c client.Client, namespace string) func(context.Context) (map[
 		}
 		var s corev1.Secret
 		key := client.ObjectKey{Namespace: namespace, Name: controllers.BGPPasswordsSecret}
-		if err := c.Get(ctx, key, &s); err != nil {
-			if apierrors.IsNotFound(err) {
-				err = nil // no password copied yet
-			}
-			return nil, err
+		err := c.Get(ctx, key, &s)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err // asked again on the next pass
 		}
+		// Not found: no password copied yet, which is an answer too (cached
+		// like one, so a peer waiting for its Secret costs no GET per pass).
 		current = map[string]string{}
 		for peer, pw := range s.Data {
 			current[peer] = string(pw)

@@ -145,7 +145,7 @@ func establishedCondition(generation int64, selected []string, sessions []paasv1
 		switch {
 		case !ok:
 			down = append(down, n+": no session reported yet")
-		case s.State == "Established":
+		case s.State == paasv1.SessionEstablished:
 			up++
 		default:
 			msg := n + ": " + s.State

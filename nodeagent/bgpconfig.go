@@ -149,7 +149,7 @@ func establishedNodes(peers []paasv1.BGPPeer, names []string) map[string]bool {
 			continue
 		}
 		for _, s := range p.Status.Sessions {
-			if s.State == bgp.Established {
+			if s.State == paasv1.SessionEstablished {
 				out[s.Node] = true
 			}
 		}

@@ -133,6 +133,9 @@ type BGPSession struct {
 	Message string `json:"message,omitempty"`
 }
 
+// SessionEstablished is the State of an up session (RFC 4271's name).
+const SessionEstablished = "Established"
+
 // BGPPeer condition types and reasons.
 const (
 	// BGPPeerAccepted is True when the agents peer with the router.

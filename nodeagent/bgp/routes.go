@@ -159,7 +159,7 @@ func exportPolicy(routes map[netip.Prefix]advertised, peers map[string]Peer) *ap
 		var others []string
 		for name, p := range peers {
 			if !slices.Contains(allowed, name) {
-				others = append(others, p.Address.String()+"/"+fmt.Sprint(p.Address.BitLen()))
+				others = append(others, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
 			}
 		}
 		if len(others) == 0 {
