@@ -43,8 +43,15 @@ type target struct {
 // appendPortTargets appends to dst the endpoints a Service port spreads over in family fam:
 // every ready endpoint with a port of the same name and protocol (only this node's for policy
 // Local), sorted and without duplicates, so that informer order does not cause rewrites.
-// Callers pass scratch space as dst: at 10,000 Services a Sync asks for ~20,000 of these.
+// A port of a protocol the kernel cannot DNAT by port has none. A port without targets is
+// not DNATed at all, so its VIP rejects it. Callers pass scratch space as dst: at 10,000
+// Services a Sync asks for ~20,000 of these.
 func appendPortTargets(dst []target, fam Family, s *Service, p Port) []target {
+	switch proto(p.Protocol) {
+	case TCP, UDP, SCTP:
+	default:
+		return dst
+	}
 	n, out := len(dst), dst
 	for _, ep := range s.Endpoints {
 		addr := ep.Addr.Unmap()

@@ -70,6 +70,7 @@ func TestPortTargets(t *testing.T) {
 		ep("198.51.100.4", false, "http/0"),     // no port number: unusable
 		ep("2001:db8:1::1", false, "http/8080"), // the other family
 		ep("198.51.100.5", false, "http/UDP/8080"),
+		ep("198.51.100.6", false, "http/ICMP/8080"), // matched only by a port no plane can DNAT
 	}
 	http := Port{Name: "http", Protocol: "", Port: 80} // empty protocol: TCP
 	for _, tc := range []struct {
@@ -85,6 +86,7 @@ func TestPortTargets(t *testing.T) {
 		{desc: "protocol matters", fam: IPv4, port: Port{Name: "http", Protocol: UDP, Port: 80}, want: []string{"198.51.100.5:8080"}},
 		{desc: "IPv6", fam: IPv6, port: http, want: []string{"[2001:db8:1::1]:8080"}},
 		{desc: "no endpoint with the port", fam: IPv4, port: Port{Name: "none", Port: 1}},
+		{desc: "a protocol no plane can DNAT", fam: IPv4, port: Port{Name: "http", Protocol: "ICMP", Port: 80}},
 	} {
 		s := Service{Endpoints: eps, Local: tc.local}
 		scratch := []target{{}} // appended to, never overwritten
