@@ -216,7 +216,7 @@ func livenessTimers(preset string) (membership.Timers, error) {
 // liveness adapts membership to what the announcer needs.
 type liveness struct{ c *membership.Cluster }
 
-func (l liveness) Alive() map[string]bool {
+func (l liveness) AliveDraining() map[string]bool {
 	out := map[string]bool{}
 	for name, st := range l.c.Members() {
 		out[name] = st == membership.Draining
