@@ -71,7 +71,6 @@ var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Nam
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups;ips;virtualips,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=ips/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-memberlist,namespace=vip-allocator-operator
 
 // Reconcile is one pass: observe, decide, apply.
 func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {

@@ -42,7 +42,6 @@ type BGPAnnouncer struct {
 
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers/status,verbs=get;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-bgp-passwords,namespace=vip-allocator-operator
 
 // decideBGP is the pure BGP side of a pass: the routes this node advertises
 // (every VIP among vips it may carry, as the alive agents are) and, for the
