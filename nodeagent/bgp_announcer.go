@@ -29,7 +29,7 @@ type BGPAnnouncer struct {
 	NodeName string
 	Speaker  *bgp.Speaker
 	// Passwords reads the peers' TCP MD5 passwords by peer name, from the
-	// Secret the operator fills (see controllers.BGPPasswordsSecret).
+	// Secret the operator fills (see paasv1.BGPPasswordsSecret).
 	Passwords func(ctx context.Context) (map[string]string, error)
 
 	mu sync.Mutex
