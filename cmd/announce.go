@@ -8,6 +8,7 @@ import (
 	"time"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 
 	"github.com/hashicorp/memberlist"
 	corev1 "k8s.io/api/core/v1"
@@ -289,21 +290,10 @@ func bindAddress(ctx context.Context, c client.Client, node, flag string) (netip
 	if err := c.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
 		return netip.Addr{}, fmt.Errorf("get Node %s for its address: %w", node, err)
 	}
-	if addr, ok := internalIP(&n); ok {
-		return addr, nil
+	if ips := election.InternalIPs(&n); len(ips) > 0 {
+		return ips[0], nil
 	}
 	return netip.Addr{}, fmt.Errorf("Node %s has no InternalIP: set --bind-address", node)
-}
-
-func internalIP(n *corev1.Node) (netip.Addr, bool) {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			if addr, err := netip.ParseAddr(a.Address); err == nil {
-				return addr, true
-			}
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // joinOthers joins the agents of the Nodes not in the membership yet.
@@ -320,8 +310,8 @@ func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluste
 		if _, in := members[n.Name]; in || n.Name == self {
 			continue
 		}
-		if addr, ok := internalIP(n); ok {
-			addrs = append(addrs, addr.String())
+		if ips := election.InternalIPs(n); len(ips) > 0 {
+			addrs = append(addrs, ips[0].String())
 		}
 	}
 	if len(addrs) == 0 {

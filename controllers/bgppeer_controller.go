@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // BGPPeerReconciler reports on each BGPPeer whether it is used (Accepted) and
@@ -73,16 +73,9 @@ func (r *BGPPeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // peeringNodes are the names of the nodes running an agent (they publish
 // their interfaces) that peer selects.
 func peeringNodes(peer *paasv1.BGPPeer, nodes []corev1.Node) []string {
-	sel := labels.Everything()
-	if peer.Spec.NodeSelector != nil {
-		var err error
-		if sel, err = metav1.LabelSelectorAsSelector(peer.Spec.NodeSelector); err != nil {
-			return nil
-		}
-	}
 	var out []string
-	for _, n := range nodes {
-		if _, agent := n.Annotations[paasv1.NodeInterfacesAnnotation]; agent && sel.Matches(labels.Set(n.Labels)) {
+	for i := range nodes {
+		if n := election.NodeOf(&nodes[i]); n.Agent && election.PeerSelects(peer, n) {
 			out = append(out, n.Name)
 		}
 	}

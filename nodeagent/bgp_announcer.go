@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 )
 
 // BGPAnnouncer is the BGP side of the announcer: it keeps the node's speaker
