@@ -88,7 +88,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 	for _, p := range plans {
 		vip := p.VIP
 		fmt.Fprintf(out, "%s/%s  ip=%s  service=%s  state=%q", vip.Namespace, vip.Name, vip.Status.IP, vip.Spec.Service, vip.Status.State)
-		if migration.Requested(vip) {
+		if vip.MigrationRequested() {
 			fmt.Fprint(out, "  (annotated)")
 		}
 		fmt.Fprintln(out)
@@ -99,7 +99,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 			continue
 		case p.Plan.Blocked != "":
 			blocked++
-		case migration.Requested(vip):
+		case vip.MigrationRequested():
 			running++
 		default:
 			ready++
@@ -129,7 +129,7 @@ func MigrateAll(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.
 	var todo []*paasv1.VirtualIP
 	for _, p := range plans {
 		switch {
-		case p.Plan.Done || migration.Requested(p.VIP):
+		case p.Plan.Done || p.VIP.MigrationRequested():
 		case p.Plan.Blocked != "":
 			fmt.Fprintf(out, "skipped %s/%s: %s\n", p.VIP.Namespace, p.VIP.Name, p.Plan.Blocked)
 		default:
