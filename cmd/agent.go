@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
@@ -27,12 +27,12 @@ func runAgent(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	c := nodeagent.Config{Scheme: Scheme()}
 	fs.StringVar(&c.NodeName, "node-name", "", "the node this agent runs on (required)")
-	fs.BoolVar(&c.OwnClassOnly, "own-class-only", false, "serve only Services of class "+controllers.LoadBalancerClass+" (as the operator's flag)")
+	fs.BoolVar(&c.OwnClassOnly, "own-class-only", false, "serve only Services of class "+paasv1.LoadBalancerClass+" (as the operator's flag)")
 	fs.DurationVar(&c.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")
 	fs.DurationVar(&c.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
 	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
 	fs.StringVar(&c.Plane, "dataplane", dataplane.PlaneAuto, "what programs the VIPs: nftables (a table of our own, written through netlink), iptables (iptables-restore, the node's backend) or auto (nftables when the kernel takes it, else iptables)")
-	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), controllers.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
+	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), paasv1.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
 	fs.IntVar(&c.MemberlistPort, "memberlist-port", membership.DefaultPort, "UDP and TCP port of the agents' liveness gossip")
 	fs.StringVar(&c.BindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&c.HandoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")

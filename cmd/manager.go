@@ -91,5 +91,5 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 // operatorNamespace holds the operator's Secrets: its own pod's namespace
 // (--namespace), or the bundle's when it runs outside a pod.
 func operatorNamespace(o OperatorOptions) string {
-	return cmp.Or(o.Agent.Namespace, controllers.DefaultNamespace)
+	return cmp.Or(o.Agent.Namespace, paasv1.DefaultNamespace)
 }

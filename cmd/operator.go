@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
@@ -47,7 +48,7 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
-	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services with spec.loadBalancerClass "+controllers.LoadBalancerClass+" (to coexist with another load-balancer implementation)")
+	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services with spec.loadBalancerClass "+paasv1.LoadBalancerClass+" (to coexist with another load-balancer implementation)")
 	fs.IntVar(&o.Workers, "workers", 8, "Services reconciled concurrently")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "API requests per second the operator may make")
 	fs.IntVar(&o.Burst, "kube-api-burst", 400, "API request burst")

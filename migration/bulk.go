@@ -60,7 +60,7 @@ func PrintPlans(out io.Writer, plans []VirtualIPPlan) {
 	for _, p := range plans {
 		vip := p.VIP
 		fmt.Fprintf(out, "%s/%s  ip=%s  service=%s  state=%q", vip.Namespace, vip.Name, vip.Status.IP, vip.Spec.Service, vip.Status.State)
-		if Requested(vip) {
+		if vip.MigrationRequested() {
 			fmt.Fprint(out, "  (annotated)")
 		}
 		fmt.Fprintln(out)
@@ -71,7 +71,7 @@ func PrintPlans(out io.Writer, plans []VirtualIPPlan) {
 			continue
 		case p.Plan.Blocked != "":
 			blocked++
-		case Requested(vip):
+		case vip.MigrationRequested():
 			running++
 		default:
 			ready++
@@ -93,7 +93,7 @@ func AnnotateAll(ctx context.Context, c client.Client, plans []VirtualIPPlan, ou
 	var todo []*paasv1.VirtualIP
 	for _, p := range plans {
 		switch {
-		case p.Plan.Done || Requested(p.VIP):
+		case p.Plan.Done || p.VIP.MigrationRequested():
 		case p.Plan.Blocked != "":
 			fmt.Fprintf(out, "skipped %s/%s: %s\n", p.VIP.Namespace, p.VIP.Name, p.Plan.Blocked)
 		default:

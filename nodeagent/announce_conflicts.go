@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 )
 
@@ -76,7 +75,7 @@ func (a *Announcer) legacyAnnouncer(ctx context.Context, vip netip.Addr) (bool, 
 		return false, fmt.Errorf("list VirtualIPs: %w", err)
 	}
 	for i := range legacy.Items {
-		if addr, err := netip.ParseAddr(legacy.Items[i].Status.IP); err == nil && addr.Unmap() == vip && migration.LegacyARPExpected(&legacy.Items[i]) {
+		if addr, ok := legacy.Items[i].Addr(); ok && addr == vip && legacy.Items[i].LegacyARPExpected() {
 			return true, nil
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 )
 
 // The announcer works in three steps per pass: observe reads everything once
@@ -90,7 +90,7 @@ type announcerPolicy struct {
 func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	l2VIPs, bgpVIPs := map[netip.Addr]vipCandidacy{}, map[netip.Addr]vipCandidacy{}
 	for vip, c := range o.vips {
-		if modeOf(c.group) == paasv1.AnnounceBGP {
+		if election.ModeOf(c.group) == paasv1.AnnounceBGP {
 			bgpVIPs[vip] = c
 		} else {
 			l2VIPs[vip] = c
@@ -231,12 +231,4 @@ func handoffTargets(answered map[netip.Addr]string, from map[netip.Addr]string, 
 // more: in a two-node cluster a lone survivor must still answer.
 func inMajority(alive []election.Node, known int) bool {
 	return 2*len(alive) >= known
-}
-
-// modeOf is how a group's VIPs are announced (L2 when unset).
-func modeOf(g *paasv1.IPGroup) paasv1.AnnounceMode {
-	if an := g.Spec.Announce; an != nil && an.Mode != "" {
-		return an.Mode
-	}
-	return paasv1.AnnounceL2
 }

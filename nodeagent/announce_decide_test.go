@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 )
 
 // TestDecide runs one agent ("a") through a sequence of passes; each step
@@ -206,9 +206,9 @@ func TestDecideBGPRoutesFollowTheGroup(t *testing.T) {
 	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp"}, Spec: paasv1.IPGroupSpec{Announce: &paasv1.Announce{
 		Mode: paasv1.AnnounceBGP, NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"edge": "true"}},
 		BGP: &paasv1.BGPAnnounce{Peers: []string{"r2"}, LocalPref: &pref, Communities: []string{"65000:100"}}}}}
-	c, ok := candidacyOf(g)
+	c, ok := election.CandidacyOf(g)
 	if !ok {
-		t.Fatal("candidacyOf: not announced")
+		t.Fatal("CandidacyOf: not announced")
 	}
 	edge := election.Node{Name: "a", Labels: labels.Set{"edge": "true"}}
 	other := election.Node{Name: "b", Labels: labels.Set{}}

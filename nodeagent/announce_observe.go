@@ -8,13 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 )
 
 // observe reads, from the cache, everything a pass decides from: each kind
@@ -86,7 +84,7 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 			if group == nil {
 				continue // not (yet) in the ledger: not ours to announce
 			}
-			c, ok := candidacyOf(group)
+			c, ok := election.CandidacyOf(group)
 			if !ok {
 				continue
 			}
@@ -112,28 +110,6 @@ func groupOf(ip *paasv1.IP, svc *corev1.Service, groups map[string]*paasv1.IPGro
 		return nil
 	}
 	return groups[ip.Labels[paasv1.IPGroupLabel]]
-}
-
-// candidacyOf is what a group announced by L2 or BGP asks of a node; ok is
-// false for a group the agents do not announce (None) or with a bad selector.
-func candidacyOf(g *paasv1.IPGroup) (election.Candidacy, bool) {
-	an := g.Spec.Announce
-	if modeOf(g) == paasv1.AnnounceNone {
-		return election.Candidacy{}, false
-	}
-	var c election.Candidacy
-	if an == nil {
-		return c, true
-	}
-	c.Interfaces = an.Interfaces
-	if an.NodeSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(an.NodeSelector)
-		if err != nil {
-			return c, false // the operator reports the bad selector on the group
-		}
-		c.Selector = sel
-	}
-	return c, true
 }
 
 // endpointNodes are the nodes with a ready endpoint of svc.
@@ -169,12 +145,8 @@ func aliveNodes(nodes []corev1.Node, members map[string]bool) (alive []election.
 		if !ok {
 			continue
 		}
-		en := election.Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable, Draining: draining}
-		for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
-			for _, p := range ifc.Addrs {
-				en.Interfaces = append(en.Interfaces, election.Interface{Name: ifc.Name, Prefix: p})
-			}
-		}
+		en := election.NodeOf(n)
+		en.Draining = draining
 		alive = append(alive, en)
 	}
 	return alive, known

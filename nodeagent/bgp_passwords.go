@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-bgp-passwords,namespace=vip-allocator-operator
@@ -30,7 +30,7 @@ func bgpPasswords(c client.Reader, namespace string) func(context.Context) (map[
 			return current, nil
 		}
 		var s corev1.Secret
-		key := client.ObjectKey{Namespace: namespace, Name: controllers.BGPPasswordsSecret}
+		key := client.ObjectKey{Namespace: namespace, Name: paasv1.BGPPasswordsSecret}
 		err := c.Get(ctx, key, &s)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err // asked again on the next pass
