@@ -42,51 +42,53 @@ type BGPAnnouncer struct {
 
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers/status,verbs=get;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-bgp-passwords,namespace=vip-allocator-operator
 
-// advertise converges the speaker to the BGP VIPs this node may carry among
-// vips, as the alive agents are.
-func (a *Announcer) advertise(ctx context.Context, vips map[netip.Addr]vipCandidacy, alive []election.Node) error {
-	b := a.BGP
-	var node corev1.Node
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: a.NodeName}, &node); err != nil {
-		return fmt.Errorf("get Node %s: %w", a.NodeName, err)
-	}
-	var peers paasv1.BGPPeerList
-	if err := a.Client.List(ctx, &peers); err != nil {
-		return fmt.Errorf("list BGPPeers: %w", err)
-	}
-	var passwords map[string]string
-	if slices.ContainsFunc(peers.Items, func(p paasv1.BGPPeer) bool { return p.Spec.PasswordSecret != nil }) {
-		var err error
-		if passwords, err = b.Passwords(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; peers with a password wait")
-		}
-	}
-	cfg, skipped := bgpPeersOf(&node, peers.Items, passwords)
-	b.logSkipped(ctx, skipped)
-	if err := b.Speaker.Configure(ctx, cfg); err != nil {
-		return fmt.Errorf("configure BGP: %w", err)
-	}
-	var routes []bgp.Route
-	records := map[netip.Addr][]string{}
+// decideBGP is the pure BGP side of a pass: the routes this node advertises
+// (every VIP among vips it may carry, as the alive agents are) and, for the
+// VIPs whose advertisers this node records on the ledger (one alive agent per
+// VIP, by rendezvous hash), those advertisers with an established session.
+func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.Node, peers []paasv1.BGPPeer) (routes []bgp.Route, records map[netip.Addr][]string) {
+	records = map[netip.Addr][]string{}
 	var names []string // every alive agent: one of them records each VIP, even one nobody advertises
 	for _, n := range alive {
 		names = append(names, n.Name)
 	}
 	for vip, c := range vips {
 		advertisers := election.Advertisers(c.Candidacy, alive)
-		if slices.Contains(advertisers, a.NodeName) {
+		if slices.Contains(advertisers, self) {
 			routes = append(routes, routeOf(vip, c.group))
 		}
-		if election.Pick(vip, names) == a.NodeName {
+		if election.Pick(vip, names) == self {
 			var peerNames []string
 			if an := c.group.Spec.Announce; an != nil && an.BGP != nil {
 				peerNames = an.BGP.Peers
 			}
-			up := establishedNodes(peers.Items, peerNames)
+			up := establishedNodes(peers, peerNames)
 			records[vip] = slices.DeleteFunc(advertisers, func(n string) bool { return !up[n] })
 		}
+	}
+	slices.SortFunc(routes, func(x, y bgp.Route) int { return x.Prefix.Addr().Compare(y.Prefix.Addr()) })
+	return routes, records
+}
+
+// apply converges the speaker: peering with the BGPPeers that select node
+// (nil: not in the cache, an error) and advertising routes; the records are
+// written apart (RecordAdvertisers).
+func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paasv1.BGPPeer, routes []bgp.Route, records map[netip.Addr][]string) error {
+	if node == nil {
+		return fmt.Errorf("get Node %s: not found", b.NodeName)
+	}
+	var passwords map[string]string
+	if slices.ContainsFunc(peers, func(p paasv1.BGPPeer) bool { return p.Spec.PasswordSecret != nil }) {
+		var err error
+		if passwords, err = b.Passwords(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; peers with a password wait")
+		}
+	}
+	cfg, skipped := bgpPeersOf(node, peers, passwords)
+	b.logSkipped(ctx, skipped)
+	if err := b.Speaker.Configure(ctx, cfg); err != nil {
+		return fmt.Errorf("configure BGP: %w", err)
 	}
 	if err := b.Speaker.Advertise(ctx, routes); err != nil {
 		return fmt.Errorf("advertise: %w", err)

@@ -1,4 +1,4 @@
-package cmd
+package controllers
 
 import (
 	"slices"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestAgentArgs(t *testing.T) {
+func TestParseAgentArgs(t *testing.T) {
 	tests := []struct {
 		in      string
 		want    []string
@@ -19,15 +19,15 @@ func TestAgentArgs(t *testing.T) {
 		{"--daemonset=ns/ds", nil, "--daemonset is set by the operator"},
 	}
 	for _, tt := range tests {
-		got, err := agentArgs(tt.in)
+		got, err := ParseAgentArgs(tt.in)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("agentArgs(%q) error %v, want %q", tt.in, err, tt.wantErr)
+				t.Errorf("ParseAgentArgs(%q) error %v, want %q", tt.in, err, tt.wantErr)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, tt.want) {
-			t.Errorf("agentArgs(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			t.Errorf("ParseAgentArgs(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}
 }

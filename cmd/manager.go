@@ -1,0 +1,95 @@
+package cmd
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/redhat-cop/operator-utils/pkg/util"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
+	"github.com/paas-org/vip-allocator-operator/migration"
+)
+
+// Scheme knows the built-in kinds and ours.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	must(clientgoscheme.AddToScheme(s))
+	must(paasv1.AddToScheme(s))
+	return s
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// NewManager builds the operator's manager with every controller registered.
+// Tests and benchmarks call it with their own rest config.
+func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              "vip-allocator-operator.paas.org",
+		LeaderElectionNamespace:       cmp.Or(o.LeaderNamespace, o.Agent.Namespace),
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{DefaultTransform: slimcache.Transform,
+			// Secrets only in the operator's namespace, the only ones it may read.
+			ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}}}},
+		// Tests and benchmarks stop and start managers in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	base := func(name string) util.ReconcilerBase {
+		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
+		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
+	}
+	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode)}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up Service controller: %w", err)
+	}
+	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator")}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
+	}
+	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up BGPPeer controller: %w", err)
+	}
+	if o.Agent.Namespace != "" {
+		if err := (&controllers.AgentReconciler{ReconcilerBase: base("vip-allocator"), Options: o.Agent}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("set up agent controller: %w", err)
+		}
+	}
+	migrationOptions := o.Migration
+	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(o.Workers, 1)
+	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up migration controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// operatorNamespace holds the operator's Secrets: its own pod's namespace
+// (--namespace), or the bundle's when it runs outside a pod.
+func operatorNamespace(o OperatorOptions) string {
+	return cmp.Or(o.Agent.Namespace, paasv1.DefaultNamespace)
+}

@@ -1,0 +1,46 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ParseAgentArgs splits the operator's --agent-args into the agents' extra
+// flags (AgentOptions.ExtraArgs). The operator sets --node-name and
+// --daemonset itself: a second value would fight it.
+func ParseAgentArgs(s string) ([]string, error) {
+	args := strings.Fields(s)
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--") {
+			return nil, fmt.Errorf("%q: want flags such as --dataplane=iptables, each with its value after '='", a)
+		}
+		if name, _, _ := strings.Cut(a, "="); name == "--node-name" || name == "--daemonset" {
+			return nil, fmt.Errorf("%s is set by the operator", name)
+		}
+	}
+	return args, nil
+}
+
+// OwnImage reads the operator's image from its own pod (the Role in its
+// namespace lets it get pods): the agent runs the same image, so a mirrored
+// image needs no second setting (AgentOptions.Image).
+func OwnImage(ctx context.Context, c client.Reader, namespace, pod string) (string, error) {
+	if pod == "" {
+		return "", errors.New("$POD_NAME is not set")
+	}
+	var p corev1.Pod
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err != nil {
+		return "", fmt.Errorf("get pod %s/%s: %w", namespace, pod, err)
+	}
+	for _, c := range p.Spec.Containers {
+		if c.Name == "operator" {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container named operator", namespace, pod)
+}

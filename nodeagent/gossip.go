@@ -1,0 +1,121 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
+)
+
+// The agents' liveness gossip (package membership) as the running agent
+// uses it: its shared key from the operator's Secret, this node's address,
+// and joining the agents of the other Nodes.
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-memberlist,namespace=vip-allocator-operator
+
+// settleAlone is how long an agent that sees no other agent waits before it
+// announces anything: long enough for agents started together to find each other.
+const settleAlone = 5 * time.Second
+
+// Liveness timer presets (the agent's --liveness-timers flag).
+const (
+	TimersTuned = "tuned" // about a second to declare a dead node dead
+	TimersLAN   = "lan"   // memberlist's defaults, about five: the baseline of make bench-failover
+)
+
+// livenessTimers is a named preset of failure-detection timers.
+func livenessTimers(preset string) (membership.Timers, error) {
+	switch preset {
+	case "", TimersTuned:
+		return membership.TunedTimers(), nil
+	case TimersLAN:
+		return membership.TimersOf(memberlist.DefaultLANConfig()), nil
+	}
+	return membership.Timers{}, fmt.Errorf("--liveness-timers %q: want %s or %s", preset, TimersTuned, TimersLAN)
+}
+
+// liveness adapts membership to what the announcer needs.
+type liveness struct{ c *membership.Cluster }
+
+func (l liveness) AliveDraining() map[string]bool {
+	out := map[string]bool{}
+	for name, st := range l.c.Members() {
+		out[name] = st == membership.Draining
+	}
+	return out
+}
+
+func (l liveness) Changed() <-chan struct{} { return l.c.Changed() }
+
+// gossipKey reads the agents' shared key from the Secret the operator
+// creates, waiting a minute for it on a fresh install.
+func gossipKey(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
+	var secret corev1.Secret
+	name := client.ObjectKey{Namespace: namespace, Name: paasv1.MemberlistSecret}
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, name, &secret)
+		if err != nil {
+			ctrl.Log.Info("waiting for the gossip key Secret (the operator creates it)", "secret", name, "error", err.Error())
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s (created by the operator; is it running?): %w", name, err)
+	}
+	key := secret.Data[paasv1.MemberlistKey]
+	if n := len(key); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("Secret %s: key %q holds %d bytes, want 16, 24 or 32", name, paasv1.MemberlistKey, n)
+	}
+	return key, nil
+}
+
+// bindAddress is the flag's address or else the Node's first InternalIP.
+func bindAddress(ctx context.Context, c client.Reader, node, flag string) (netip.Addr, error) {
+	if flag != "" {
+		return netip.ParseAddr(flag)
+	}
+	var n corev1.Node
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return netip.Addr{}, fmt.Errorf("get Node %s for its address: %w", node, err)
+	}
+	if ips := election.InternalIPs(&n); len(ips) > 0 {
+		return ips[0], nil
+	}
+	return netip.Addr{}, fmt.Errorf("Node %s has no InternalIP: set --bind-address", node)
+}
+
+// joinOthers joins the agents of the Nodes not in the membership yet.
+func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluster, self string) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		ctrl.Log.Error(err, "list Nodes to join their agents")
+		return
+	}
+	members := cluster.Members()
+	var addrs []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if _, in := members[n.Name]; in || n.Name == self {
+			continue
+		}
+		if ips := election.InternalIPs(n); len(ips) > 0 {
+			addrs = append(addrs, ips[0].String())
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	if joined, err := cluster.Join(addrs); err != nil && joined == 0 {
+		ctrl.Log.V(1).Info("no other agent reachable yet", "tried", len(addrs), "error", err.Error())
+	}
+}

@@ -1,0 +1,243 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
+)
+
+// Config is the running agent's configuration: its flags.
+type Config struct {
+	Options
+	Scheme *runtime.Scheme
+	// Plane and MasqueradeBit configure the data planes (dataplane.Config).
+	Plane         string
+	MasqueradeBit int
+	// Namespace is the operator's: it holds the gossip key and BGP passwords.
+	Namespace      string
+	MemberlistPort int
+	// BindAddress is this node's gossip address; empty: the Node's InternalIP.
+	BindAddress    string
+	HandoverDelay  time.Duration
+	ARPProbePeriod time.Duration
+	OnStop         string // OnStopAuto, OnStopHandover or OnStopRestart
+	LivenessTimers string // TimersTuned or TimersLAN
+	// ConnectionHandoff sends the open connections of VIPs taken over in a
+	// planned move on to their previous owner.
+	ConnectionHandoff bool
+	// DaemonSet ("namespace/name") runs this agent: on stop its rules are
+	// removed when it is gone (uninstall); empty: always kept.
+	DaemonSet              string
+	MetricsAddr, ProbeAddr string
+}
+
+// Server is a running node agent: the data planes, the announcer and the
+// liveness gossip. Start it, and Stop it when its context ends; Run does both.
+type Server struct {
+	cfg       Config
+	mgr       manager.Manager
+	agent     *Agent
+	direct    client.Client // the API server itself: Secrets, and the Node once the cache stops
+	daemonSet *types.NamespacedName
+	shutdown  *shutdown
+
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the manager has returned
+	mgrErr  error
+	stopErr error
+}
+
+// NewServer opens the data planes and builds the manager; nothing runs yet.
+func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
+	s := &Server{cfg: cfg, agent: &Agent{Options: cfg.Options}}
+	if cfg.DaemonSet != "" {
+		key, err := ParseDaemonSet(cfg.DaemonSet)
+		if err != nil {
+			return nil, err
+		}
+		s.daemonSet = &key
+	}
+	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		p, fallback, err := dataplane.Open(dataplane.Config{Family: fam, Plane: cfg.Plane, MasqueradeBit: cfg.MasqueradeBit})
+		if err != nil {
+			if fam == dataplane.IPv6 {
+				ctrl.Log.Info("no IPv6 data plane on this node", "reason", err.Error())
+				continue
+			}
+			return nil, err
+		}
+		if fallback != nil {
+			ctrl.Log.Info("nftables refused our ruleset: using iptables", "family", fam, "reason", fallback.Error())
+		}
+		ctrl.Log.Info("data plane", "family", fam, "backend", p.Backend())
+		s.agent.Planes = append(s.agent.Planes, p)
+	}
+	var err error
+	if s.direct, err = client.New(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	s.mgr, err = ctrl.NewManager(rc, ctrl.Options{
+		Scheme:                 cfg.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress: cfg.ProbeAddr,
+		Cache:                  cache.Options{DefaultTransform: slimcache.Transform},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	s.agent.Client = s.mgr.GetClient()
+	if err := s.agent.SetupWithManager(s.mgr); err != nil {
+		return nil, err
+	}
+	if err := s.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run starts the agent and stops it when ctx ends (SIGTERM) or the manager
+// fails.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	return s.Stop()
+}
+
+// Start joins the other agents, registers the announcer and starts the
+// manager. When ctx ends the agent tells the others at once whether it drains
+// or restarts (the shutdown protocol), so they act while it still answers.
+func (s *Server) Start(ctx context.Context) error {
+	ctx, s.cancel = context.WithCancel(ctx)
+	if err := s.startAnnouncing(ctx); err != nil {
+		s.cancel()
+		return err
+	}
+	s.done = make(chan struct{})
+	go func() {
+		s.mgrErr = s.mgr.Start(ctx)
+		close(s.done)
+	}()
+	go func() {
+		<-ctx.Done()
+		s.shutdown.announce()
+	}()
+	return nil
+}
+
+// Stop stops the manager, finishes the shutdown protocol and, when the agent
+// is being uninstalled, removes its rules (see TeardownIfUninstalled).
+func (s *Server) Stop() error {
+	s.cancel()
+	<-s.done
+	s.shutdown.finish()
+	if s.mgrErr != nil || s.daemonSet == nil {
+		return s.mgrErr
+	}
+	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.shutdown.beforeCleanup(CleanupRules))
+	ctrl.Log.Info("agent stopping", "removeRules", verdict.Uninstall, "why", verdict.Why)
+	return err
+}
+
+// startAnnouncing joins the liveness gossip and registers the announcer (L2
+// and BGP) and its helpers with the manager.
+func (s *Server) startAnnouncing(ctx context.Context) error {
+	log := ctrl.Log.WithName("announce")
+	node := s.cfg.NodeName
+	key, err := gossipKey(ctx, s.direct, s.cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	bind, err := bindAddress(ctx, s.direct, node, s.cfg.BindAddress)
+	if err != nil {
+		return err
+	}
+	timers, err := livenessTimers(s.cfg.LivenessTimers)
+	if err != nil {
+		return err
+	}
+	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Key: key, Timers: timers, Log: log.WithName("memberlist")})
+	if err != nil {
+		return fmt.Errorf("start liveness gossip on %s: %w", bind, err)
+	}
+	started := time.Now()
+	joinOthers(ctx, s.direct, cluster, node)
+
+	a := &Announcer{
+		Client:        s.mgr.GetClient(),
+		Recorder:      s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+		NodeName:      node,
+		OwnClassOnly:  s.cfg.OwnClassOnly,
+		Liveness:      liveness{cluster},
+		HandoverDelay: s.cfg.HandoverDelay,
+		// Settled once another agent is seen, or after a few seconds alone
+		// (the first agent of a cluster, or a one-node cluster).
+		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },
+	}
+	if s.cfg.ConnectionHandoff {
+		a.Handoff = s.agent.Handoff
+	}
+	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(ctx), s.cfg.ARPProbePeriod)
+	// The BGP speaker stays idle (no session, no port) until a BGPPeer
+	// selects this node.
+	speaker := bgp.New(log.WithName("bgp"))
+	a.BGP = &BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: node, Speaker: speaker, Passwords: bgpPasswords(s.direct, s.cfg.Namespace)}
+	s.shutdown = &shutdown{gossip: cluster, l2: a.Speaker, bgp: speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
+		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, node))}
+	if err := a.SetupWithManager(s.mgr); err != nil {
+		return err
+	}
+	runnables := []manager.RunnableFunc{
+		(&InterfacePublisher{Client: s.mgr.GetClient(), NodeName: node, Period: 30 * time.Second}).Start,
+		func(ctx context.Context) error { a.ReportConflicts(ctx); return nil },
+		a.BGP.RecordAdvertisers,
+		a.BGP.ReportSessions,
+		// Heal partitions and pick up nodes that joined: join every Node
+		// not in the membership now and then.
+		func(ctx context.Context) error {
+			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, s.mgr.GetClient(), cluster, node) }, 5*time.Second)
+			return nil
+		},
+	}
+	for _, run := range runnables {
+		if err := s.mgr.Add(run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CleanupRules removes every rule, chain and table any agent wrote on this
+// node, with either data plane (`vip-allocator agent cleanup`, and an
+// uninstall).
+func CleanupRules() error {
+	var errs []error
+	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
+		if err := dataplane.CleanupAll(dataplane.Config{Family: fam}); err != nil {
+			errs = append(errs, fmt.Errorf("clean up %s rules: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
