@@ -32,10 +32,10 @@ const migrateUsage = `usage: vip-allocator migrate plan|all [flags]
 type MigrateOptions struct {
 	Kubeconfig string
 	Namespace  string
-	// OwnClassOnly and HandoverDelay must match the operator's flags for the
+	// OwnClassOnly and CutoverDelay must match the operator's flags for the
 	// plan to say what the operator will do.
 	OwnClassOnly  bool
-	HandoverDelay time.Duration
+	CutoverDelay time.Duration
 }
 
 func runMigrate(args []string) error {
@@ -48,7 +48,8 @@ func runMigrate(args []string) error {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	fs.StringVar(&o.Namespace, "namespace", "", "only the VirtualIPs of this namespace; empty: all")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "as the operator's flag")
-	fs.DurationVar(&o.HandoverDelay, "migration-handover-delay", migration.DefaultHandoverDelay, "as the operator's flag")
+	fs.DurationVar(&o.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "as the operator's flag")
+	fs.DurationVar(&o.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -189,7 +190,7 @@ func planAll(ctx context.Context, cfg *rest.Config, o MigrateOptions) ([]Virtual
 	var out []VirtualIPPlan
 	for i := range vips.Items {
 		vip := &vips.Items[i]
-		observed, err := migration.Observe(ctx, reader, vip, migration.Options{OwnClassOnly: o.OwnClassOnly, HandoverDelay: o.HandoverDelay}, now)
+		observed, err := migration.Observe(ctx, reader, vip, migration.Options{OwnClassOnly: o.OwnClassOnly, CutoverDelay: o.CutoverDelay}, now)
 		if err != nil {
 			return nil, fmt.Errorf("observe %s/%s: %w", vip.Namespace, vip.Name, err)
 		}
