@@ -28,10 +28,10 @@ const migrateUsage = `usage: vip-allocator migrate plan|all [flags]
 type MigrateOptions struct {
 	Kubeconfig string
 	Namespace  string
-	// OwnClassOnly and HandoverDelay must match the operator's flags for the
+	// OwnClassOnly and CutoverDelay must match the operator's flags for the
 	// plan to say what the operator will do.
 	OwnClassOnly  bool
-	HandoverDelay time.Duration
+	CutoverDelay time.Duration
 }
 
 func runMigrate(args []string) error {
@@ -44,7 +44,8 @@ func runMigrate(args []string) error {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	fs.StringVar(&o.Namespace, "namespace", "", "only the VirtualIPs of this namespace; empty: all")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "as the operator's flag")
-	fs.DurationVar(&o.HandoverDelay, "migration-handover-delay", migration.DefaultHandoverDelay, "as the operator's flag")
+	fs.DurationVar(&o.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "as the operator's flag")
+	fs.DurationVar(&o.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -102,5 +103,5 @@ func planAll(ctx context.Context, cfg *rest.Config, o MigrateOptions) ([]migrati
 	if !reader.WaitForCacheSync(ctx) {
 		return nil, errors.New("cache did not sync")
 	}
-	return migration.PlanAll(ctx, reader, o.Namespace, migration.Options{OwnClassOnly: o.OwnClassOnly, HandoverDelay: o.HandoverDelay})
+	return migration.PlanAll(ctx, reader, o.Namespace, migration.Options{OwnClassOnly: o.OwnClassOnly, CutoverDelay: o.CutoverDelay})
 }

@@ -79,7 +79,7 @@ func addressChanges(had, held []netip.Addr) (moves []move, allocated, released [
 // settleLedger runs once the Service's status shows result.held: it deletes the
 // Service's ledger objects of addresses it no longer holds (the old side of a
 // move) and relabels those now in another group than recorded.
-func (r *ServiceReconciler) settleLedger(ctx context.Context, result allocation, current []paasv1.IP) error {
+func (r *ServiceReconciler) settleLedger(ctx context.Context, result allocOutcome, current []paasv1.IP) error {
 	var released []paasv1.IP
 	for i := range current {
 		ip := &current[i]
@@ -115,7 +115,7 @@ func (r *ServiceReconciler) relabelLedger(ctx context.Context, ip *paasv1.IP, gr
 }
 
 // reportChanges tells in Events what the status patch from had to result changed.
-func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr, result allocation) {
+func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr, result allocOutcome) {
 	moves, allocated, released := addressChanges(had, result.held)
 	for _, m := range moves {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPChanged, "Changed %s → %s (IPGroup %s)", m.from, m.to, result.groupOf[m.to])

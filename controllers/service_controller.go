@@ -58,7 +58,7 @@ type ServiceReconciler struct {
 	// VIP (kube-proxy or the CNI does). Empty means Proxy.
 	IPMode corev1.LoadBalancerIPMode
 
-	state *allocations
+	state *allocatorState
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
@@ -118,7 +118,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		}
 	}
 
-	var result allocation
+	var result allocOutcome
 	for attempt := 0; ; attempt++ {
 		result = r.allocate(ctx, key, request, requestErr)
 		lost, err := r.writeLedger(ctx, svc, result, current)
@@ -150,20 +150,21 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	return nil
 }
 
-// allocation is what one reconcile decided for a Service.
-type allocation struct {
+// allocOutcome is what one reconcile's allocation decided for a Service: the
+// addresses it holds now and, if it holds less than it asked for, why.
+type allocOutcome struct {
 	held     []netip.Addr
 	groupOf  map[netip.Addr]string // the IPGroup each held address is in, if any
 	err      error
 	released bool // an address was freed: pending Services may now fit
 }
 
-func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocation {
+func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocOutcome {
 	s := r.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.alloc.Held(key.String())
-	var out allocation
+	var out allocOutcome
 	if err := s.syncGroups(ctx, r.GetClient()); err != nil {
 		out.held, out.err = before, err
 	} else if requestErr != nil {
@@ -192,7 +193,7 @@ func groupOf(a *allocator.Allocator, addr netip.Addr) string {
 // writeLedger creates the ledger objects of the held addresses; settleLedger
 // deletes the Service's others once its status no longer shows them. lost is
 // true when another holder already had an address.
-func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service, result allocation, current []paasv1.IP) (lost bool, err error) {
+func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service, result allocOutcome, current []paasv1.IP) (lost bool, err error) {
 	have := map[string]bool{}
 	for _, ip := range current {
 		have[ip.Name] = true
@@ -282,7 +283,7 @@ func (r *ServiceReconciler) ledgerOf(ctx context.Context, key types.NamespacedNa
 // writeStatus patches the Service's ingress and condition when they changed, and
 // tells what happened in Events. shown is true when the status now holds
 // result.held (patched, or already so).
-func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocation) (shown bool, err error) {
+func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocOutcome) (shown bool, err error) {
 	key := client.ObjectKeyFromObject(svc)
 	if r.state.staleStatus(key, svc.ResourceVersion) {
 		return false, nil // our last patch is on its way; its watch event reconciles again
@@ -408,7 +409,7 @@ func (r *ServiceReconciler) wakePending() {
 // SetupWithManager registers the controller, the ledger index and the readiness
 // check that opens once the allocator is rebuilt.
 func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.state = newAllocations()
+	r.state = newAllocatorState()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &paasv1.IP{}, ownerIndex, func(o client.Object) []string {
 		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
 			return []string{owner.Namespace + "/" + owner.Name}

@@ -50,6 +50,9 @@ var Actions = []Action{ActionCreateIPGroup, ActionConvertService, ActionDeleteCl
 
 // Reasons of the VirtualIP condition Migrated. Refusals first: each comes with
 // a message that names the fix, and the migration resumes once it is made.
+// The cutover (the clone waits out CutoverDelay) keeps its published reason
+// HandingOver and state "Migrating: handing over": the code calls it cutover
+// so it cannot be confused with the data plane's connection hand-off.
 const (
 	ReasonNotValid          = "NotValid"
 	ReasonNoIP              = "NoIP"
@@ -62,16 +65,17 @@ const (
 	ReasonIPGroupConflict   = "IPGroupConflict"
 	ReasonPreparingIPGroup  = "PreparingIPGroup"
 	ReasonConvertingService = "ConvertingService"
-	ReasonHandingOver       = "HandingOver"
+	ReasonCuttingOver       = "HandingOver"
 	ReasonCleaningUp        = "CleaningUp"
 	ReasonMigrated          = "Migrated"
 )
 
-// The intermediate states, as the original operator spelled them.
+// The intermediate states, as the original operator spelled them (see above
+// for StateCuttingOver).
 const (
 	StatePreparingIPGroup  = paasv1.VirtualIPMigratingPrefix + "preparing IPGroup"
 	StateConvertingService = paasv1.VirtualIPMigratingPrefix + "converting Service"
-	StateHandingOver       = paasv1.VirtualIPMigratingPrefix + "handing over"
+	StateCuttingOver       = paasv1.VirtualIPMigratingPrefix + "handing over"
 	StateCleaningUp        = paasv1.VirtualIPMigratingPrefix + "cleaning up"
 )
 
@@ -91,9 +95,9 @@ type Observed struct {
 	GSM *paasv1.GroupSegmentMapping
 	// OwnClassOnly mirrors the operator's flag: converted Services get our class.
 	OwnClassOnly bool
-	// HandoverDelay is how long the Service must have held the IP (so every
+	// CutoverDelay is how long the Service must have held the IP (so every
 	// agent programs and announces it) before the keepalived path is removed.
-	HandoverDelay time.Duration
+	CutoverDelay time.Duration
 	Now           time.Time
 }
 
@@ -143,7 +147,7 @@ func Decide(o Observed) Decision {
 		return Decision{Action: ActionCreateIPGroup, State: StatePreparingIPGroup, Reason: ReasonPreparingIPGroup, IPGroup: group,
 			Message: fmt.Sprintf("creating IPGroup %s from GroupSegmentMapping %s (segment %s) to hold %s", group.Name, o.GSM.Name, group.Spec.Segment, addr)}
 	}
-	for _, phase := range []func(Observed, netip.Addr, string) (Decision, bool){convertingService, handingOver, cleaningUp} {
+	for _, phase := range []func(Observed, netip.Addr, string) (Decision, bool){convertingService, cuttingOver, cleaningUp} {
 		if d, busy := phase(o, addr, group.Name); busy {
 			return d
 		}
@@ -201,20 +205,20 @@ func convertingService(o Observed, addr netip.Addr, group string) (Decision, boo
 	return d, true
 }
 
-// handingOver: the keepalived clone stays until the new path has carried the
-// IP for the hand-over delay (and is announced, when the Service says so).
-func handingOver(o Observed, addr netip.Addr, _ string) (Decision, bool) {
+// cuttingOver: the keepalived clone stays until the new path has carried the
+// IP for the cutover delay (and is announced, when the Service says so).
+func cuttingOver(o Observed, addr netip.Addr, _ string) (Decision, bool) {
 	if o.Clone == nil {
 		return Decision{}, false
 	}
-	d := Decision{State: StateHandingOver, Reason: ReasonHandingOver,
+	d := Decision{State: StateCuttingOver, Reason: ReasonCuttingOver,
 		Message: fmt.Sprintf("Service %s holds %s; the keepalived clone %s/%s goes once the new data path has carried the IP for %s",
-			targetName(o.VIP), addr, o.Clone.Namespace, o.Clone.Name, o.HandoverDelay)}
+			targetName(o.VIP), addr, o.Clone.Namespace, o.Clone.Name, o.CutoverDelay)}
 	if c := meta.FindStatusCondition(o.Service.Status.Conditions, paasv1.ConditionAnnounced); c != nil && c.Status != metav1.ConditionTrue {
 		d.Message += fmt.Sprintf("; waiting for the announcement: %s", c.Message)
 		return d, true
 	}
-	if wait := handoverLeft(o.Service, o.HandoverDelay, o.Now); wait > 0 {
+	if wait := cutoverLeft(o.Service, o.CutoverDelay, o.Now); wait > 0 {
 		d.RequeueAfter = wait
 		return d, true
 	}
@@ -269,9 +273,9 @@ func serviceConflict(o Observed, addr netip.Addr) (Decision, bool) {
 	return Decision{}, false
 }
 
-// handoverLeft is how much longer the clone must stay: the Service must have
+// cutoverLeft is how much longer the clone must stay: the Service must have
 // held the IP (its IPAllocated condition True) for delay.
-func handoverLeft(svc *corev1.Service, delay time.Duration, now time.Time) time.Duration {
+func cutoverLeft(svc *corev1.Service, delay time.Duration, now time.Time) time.Duration {
 	c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated)
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return delay

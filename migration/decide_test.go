@@ -35,7 +35,7 @@ func legacy() Observed {
 			Annotations: map[string]string{paasv1.OwnerAnnotation: "shop/web-vip"}}},
 		GSM: &paasv1.GroupSegmentMapping{ObjectMeta: metav1.ObjectMeta{Name: "segment-a"},
 			Spec: paasv1.GroupSegmentMappingSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.1"}}},
-		HandoverDelay: 5 * time.Second,
+		CutoverDelay: 5 * time.Second,
 		Now:           t0,
 	}
 }
@@ -74,15 +74,15 @@ func TestHappyPath(t *testing.T) {
 			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionIPAllocated,
 				Status: metav1.ConditionFalse, Reason: paasv1.ReasonRequestedIPInUse, Message: "in use"})
 		}, ActionNone, StateConvertingService, 0, "RequestedIPInUse: in use"},
-		{"served 2 s ago: the clone stays for the rest of the hand-over", func(o *Observed) { holding(o, t0.Add(-2*time.Second)) },
-			ActionNone, StateHandingOver, 3 * time.Second, "clone shop/web-vip-keepalived-clone"},
+		{"served 2 s ago: the clone stays for the rest of the cutover", func(o *Observed) { holding(o, t0.Add(-2*time.Second)) },
+			ActionNone, StateCuttingOver, 3 * time.Second, "clone shop/web-vip-keepalived-clone"},
 		{"an announcer that has not announced holds the clone", func(o *Observed) {
 			o.Now = t0.Add(time.Minute)
 			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionAnnounced, Status: metav1.ConditionFalse, Message: "no eligible node"})
-		}, ActionNone, StateHandingOver, 0, "no eligible node"},
+		}, ActionNone, StateCuttingOver, 0, "no eligible node"},
 		{"announced and held long enough: the clone goes", func(o *Observed) {
 			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionAnnounced, Status: metav1.ConditionTrue})
-		}, ActionDeleteClone, StateHandingOver, 0, ""},
+		}, ActionDeleteClone, StateCuttingOver, 0, ""},
 		{"clone gone: loadBalancerIP is released", func(o *Observed) { o.Clone = nil }, ActionReleaseLoadBalancerIP, StateCleaningUp, 0, ""},
 		{"then the legacy finalizers", func(o *Observed) { o.Service.Spec.LoadBalancerIP = "" }, ActionRemoveFinalizers, StateCleaningUp, 0, ""},
 		{"then Migrated", func(o *Observed) { o.VIP.Finalizers = nil }, ActionMarkMigrated, paasv1.VirtualIPMigrated, 0, "holding 192.0.2.10 from IPGroup segment-a"},
@@ -230,7 +230,7 @@ func TestLegacyARPExpected(t *testing.T) {
 		want      bool
 	}{
 		{"legacy, not migrating: the new announcer does not carry it", false, paasv1.VirtualIPValid, false},
-		{"migrating", true, StateHandingOver, true},
+		{"migrating", true, StateCuttingOver, true},
 		{"blocked", true, paasv1.VirtualIPError, true},
 		{"migrated: keepalived let go", true, paasv1.VirtualIPMigrated, false},
 	} {

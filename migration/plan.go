@@ -76,9 +76,9 @@ func waitFor(o *Observed, d Decision, addr netip.Addr) {
 			o.Ledger = &paasv1.IP{}
 		}
 		o.Ledger.Spec.Owner = &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
-	case ReasonHandingOver:
+	case ReasonCuttingOver:
 		meta.RemoveStatusCondition(&svc.Status.Conditions, paasv1.ConditionAnnounced)
-		o.Now = o.Now.Add(d.RequeueAfter + o.HandoverDelay)
+		o.Now = o.Now.Add(d.RequeueAfter + o.CutoverDelay)
 	}
 }
 
@@ -99,8 +99,8 @@ func describe(o Observed, d Decision) string {
 	case ActionMarkMigrated:
 		return "state Migrated: " + d.Message
 	}
-	if d.Reason == ReasonHandingOver {
-		return fmt.Sprintf("wait %s: the new data path carries %s while the keepalived clone still answers", o.HandoverDelay, o.VIP.Status.IP)
+	if d.Reason == ReasonCuttingOver {
+		return fmt.Sprintf("wait %s: the new data path carries %s while the keepalived clone still answers", o.CutoverDelay, o.VIP.Status.IP)
 	}
 	return fmt.Sprintf("wait: the operator gives Service %s the IP and relabels the ledger object %s (ipgroup=<group>, owned by the Service)", svc, o.VIP.Status.IP)
 }

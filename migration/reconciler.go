@@ -21,10 +21,10 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// DefaultHandoverDelay is how long a Service holds its IP before the keepalived
+// DefaultCutoverDelay is how long a Service holds its IP before the keepalived
 // clone is deleted: agents program a VIP within a second of the status change,
 // and the announcer's gratuitous ARPs run for 5 s after it takes a VIP over.
-const DefaultHandoverDelay = 5 * time.Second
+const DefaultCutoverDelay = 5 * time.Second
 
 // Event reasons on VirtualIPs.
 const (
@@ -37,8 +37,8 @@ type Options struct {
 	// OwnClassOnly mirrors the operator's --own-class-only: converted Services
 	// get spec.loadBalancerClass paas.org/vip-allocator.
 	OwnClassOnly bool
-	// HandoverDelay: see DefaultHandoverDelay. Zero means the default.
-	HandoverDelay time.Duration
+	// CutoverDelay: see DefaultCutoverDelay. Zero means the default.
+	CutoverDelay time.Duration
 	// Workers is the number of VirtualIPs migrated at once.
 	Workers int
 	// AfterAction, when set, runs after each action's write and before the
@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // Observe reads everything Decide needs about vip from c (the operator's
 // cache, or the CLI's).
 func Observe(ctx context.Context, c client.Reader, vip *paasv1.VirtualIP, opts Options, now time.Time) (Observed, error) {
-	o := Observed{VIP: vip, OwnClassOnly: opts.OwnClassOnly, HandoverDelay: opts.handoverDelay(), Now: now}
+	o := Observed{VIP: vip, OwnClassOnly: opts.OwnClassOnly, CutoverDelay: opts.cutoverDelay(), Now: now}
 	svc := &corev1.Service{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: vip.Namespace, Name: vip.Spec.Service}, svc); err == nil {
 		o.Service = svc
@@ -147,11 +147,11 @@ func Observe(ctx context.Context, c client.Reader, vip *paasv1.VirtualIP, opts O
 	return o, nil
 }
 
-func (o Options) handoverDelay() time.Duration {
-	if o.HandoverDelay > 0 {
-		return o.HandoverDelay
+func (o Options) cutoverDelay() time.Duration {
+	if o.CutoverDelay > 0 {
+		return o.CutoverDelay
 	}
-	return DefaultHandoverDelay
+	return DefaultCutoverDelay
 }
 
 // act makes the one write d asks for. Each is idempotent: AlreadyExists and

@@ -4,7 +4,7 @@
 //
 //   - the baseline: a plain client making the minimal writes of a migration
 //     per VirtualIP (Service to LoadBalancer, ledger relabel, Service status;
-//     then, after the same hand-over delay, clone delete, loadBalancerIP
+//     then, after the same cutover delay, clone delete, loadBalancerIP
 //     clear, finalizers, VirtualIP status), with the operator's concurrency;
 //   - the operator (bin/vip-allocator, a real process): time from annotating
 //     all N (as 'vip-allocator migrate all' does) until all are Migrated, its
@@ -51,7 +51,7 @@ const (
 func main() {
 	sizes := flag.String("n", "300,1000", "numbers of VirtualIPs, comma-separated")
 	workers := flag.Int("workers", 8, "operator --workers, and the baseline's concurrency")
-	delay := flag.Duration("handover-delay", migration.DefaultHandoverDelay, "operator --migration-handover-delay, and the baseline's wait")
+	delay := flag.Duration("cutover-delay", migration.DefaultCutoverDelay, "operator --migration-cutover-delay, and the baseline's wait")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard()) // the in-process "migrate all" client logs nothing worth reading here
 	var ns []int
@@ -100,7 +100,7 @@ func run(sizes []int, workers int, delay time.Duration) error {
 		}
 		results = append(results, r)
 	}
-	fmt.Printf("\nbench-migrate: legacy VirtualIPs migrated at once, %d workers, hand-over delay %s, local kube-apiserver v1.36.3\n", workers, delay)
+	fmt.Printf("\nbench-migrate: legacy VirtualIPs migrated at once, %d workers, cutover delay %s, local kube-apiserver v1.36.3\n", workers, delay)
 	fmt.Printf("  %6s  %12s  %12s  %7s  %16s  %16s  %11s  %11s\n", "N", "baseline", "operator", "ratio", "writes/VIP base", "writes/VIP op", "IPs changed", "IPs doubled")
 	bad := 0
 	for _, r := range results {
@@ -189,7 +189,7 @@ func runSize(ctx context.Context, root, dir string, admin, operator client.Clien
 	// The operator: a real process; the clock starts when the annotations go on.
 	fmt.Printf("N=%d: operator...\n", n)
 	op, err := operatorproc.Start(root, dir, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
-		"--workers", fmt.Sprint(workers), "--migration-handover-delay", delay.String())
+		"--workers", fmt.Sprint(workers), "--migration-cutover-delay", delay.String())
 	if err != nil {
 		return r, err
 	}
@@ -208,7 +208,7 @@ func runSize(ctx context.Context, root, dir string, admin, operator client.Clien
 	}
 	cfg.QPS, cfg.Burst = 200, 400
 	start = time.Now()
-	if err := cmd.MigrateAll(ctx, cfg, cmd.MigrateOptions{Namespace: benchNS, HandoverDelay: delay}, io.Discard); err != nil {
+	if err := cmd.MigrateAll(ctx, cfg, cmd.MigrateOptions{Namespace: benchNS, CutoverDelay: delay}, io.Discard); err != nil {
 		return r, err
 	}
 	if err := waitMigrated(ctx, admin, benchNS, n, 10*time.Minute); err != nil {

@@ -132,12 +132,12 @@ var _ = Describe("migration of legacy VirtualIPs", func() {
 		Expect(group.Labels).To(HaveKeyWithValue(paasv1.CreatedFromGSMLabel, "gsm-happy"))
 
 		By("intermediate states reported as the original did, the IP never leaving the Service, the clone going last")
-		Expect(t.states).To(ContainElements(migration.StateConvertingService, migration.StateHandingOver, paasv1.VirtualIPMigrated))
+		Expect(t.states).To(ContainElements(migration.StateConvertingService, migration.StateCuttingOver, paasv1.VirtualIPMigrated))
 		Expect(t.states[0]).To(Equal(paasv1.VirtualIPValid))
 		Expect(t.lostAfter).To(BeEmpty(), "the Service lost its IP after holding it")
 		Expect(t.heldAt).NotTo(BeZero())
 		Expect(t.cloneGone).NotTo(BeZero())
-		// The hand-over delay is 2 s and counted from a condition time of 1 s resolution.
+		// The cutover delay is 2 s and counted from a condition time of 1 s resolution.
 		Expect(t.cloneGone.Sub(t.heldAt)).To(BeNumerically(">=", time.Second), "the clone went before the new path carried the IP")
 		vip := getVIP(ns, web.name)
 		cond := meta.FindStatusCondition(vip.Status.Conditions, paasv1.VirtualIPConditionMigrated)

@@ -75,7 +75,7 @@ var _ = AfterSuite(func() {
 // operatorOptions are the flags the suite's operator runs with.
 var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 8, IPMode: "Proxy",
 	Agent:     controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
-	Migration: migration.Options{HandoverDelay: 2 * time.Second}}
+	Migration: migration.Options{CutoverDelay: 2 * time.Second}}
 
 // startOperator runs the operator's manager in-process as the operator's ServiceAccount.
 func startOperator() {

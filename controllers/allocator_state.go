@@ -21,10 +21,10 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
-// allocations is the operator's in-memory allocation state: the pure allocator
+// allocatorState is the operator's in-memory allocation state: the pure allocator
 // behind a mutex, rebuilt from the cluster once before anything is allocated,
 // and the Services waiting for an address.
-type allocations struct {
+type allocatorState struct {
 	mu        sync.Mutex
 	alloc     *allocator.Allocator
 	groupsKey string // identity of the IPGroups the allocator holds
@@ -41,15 +41,15 @@ type allocations struct {
 	}
 }
 
-func newAllocations() *allocations {
-	a := &allocations{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
+func newAllocatorState() *allocatorState {
+	a := &allocatorState{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
 	a.inFlight.statusFrom = map[types.NamespacedName]string{}
 	a.inFlight.ledger = map[string]types.UID{}
 	return a
 }
 
 // statusPatched records that key's status was patched from resourceVersion rv.
-func (a *allocations) statusPatched(key types.NamespacedName, rv string) {
+func (a *allocatorState) statusPatched(key types.NamespacedName, rv string) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	a.inFlight.statusFrom[key] = rv
@@ -57,7 +57,7 @@ func (a *allocations) statusPatched(key types.NamespacedName, rv string) {
 
 // staleStatus reports whether the cached Service (at rv) predates our last
 // status patch; it forgets the patch once the cache has moved on.
-func (a *allocations) staleStatus(key types.NamespacedName, rv string) bool {
+func (a *allocatorState) staleStatus(key types.NamespacedName, rv string) bool {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	from, ok := a.inFlight.statusFrom[key]
@@ -67,14 +67,14 @@ func (a *allocations) staleStatus(key types.NamespacedName, rv string) bool {
 	return ok && from == rv
 }
 
-func (a *allocations) ledgerCreated(name string, owner types.UID) {
+func (a *allocatorState) ledgerCreated(name string, owner types.UID) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	a.inFlight.ledger[name] = owner
 }
 
 // ledgerSeen forgets a created ledger object once the cache has shown it.
-func (a *allocations) ledgerSeen(name string) {
+func (a *allocatorState) ledgerSeen(name string) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	delete(a.inFlight.ledger, name)
@@ -82,14 +82,14 @@ func (a *allocations) ledgerSeen(name string) {
 
 // ledgerInFlight reports whether we created ledger object name for owner and
 // the cache has not shown it yet.
-func (a *allocations) ledgerInFlight(name string, owner types.UID) bool {
+func (a *allocatorState) ledgerInFlight(name string, owner types.UID) bool {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	return a.inFlight.ledger[name] == owner
 }
 
 // forget drops what is known about key's writes: the Service is gone.
-func (a *allocations) forget(key types.NamespacedName) {
+func (a *allocatorState) forget(key types.NamespacedName) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	delete(a.inFlight.statusFrom, key)
@@ -111,7 +111,7 @@ func ledgerOwnerKey(ip *paasv1.IP) string {
 
 // syncGroups hands the allocator the current IPGroups when they changed.
 // Callers hold a.mu.
-func (a *allocations) syncGroups(ctx context.Context, c client.Reader) error {
+func (a *allocatorState) syncGroups(ctx context.Context, c client.Reader) error {
 	var list paasv1.IPGroupList
 	if err := c.List(ctx, &list); err != nil {
 		return fmt.Errorf("list IPGroups: %w", err)
@@ -145,7 +145,7 @@ func (a *allocations) syncGroups(ctx context.Context, c client.Reader) error {
 // keeps its address, always), oldest Service first; then the ledger (which
 // covers a crash between ledger create and status patch); then legacy
 // VirtualIPs. It runs once; later calls return at once.
-func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly bool) error {
+func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassOnly bool) error {
 	if a.rebuilt.Load() {
 		return nil
 	}
@@ -205,7 +205,7 @@ func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly
 // ReadyCheck is a readiness check: not ready until the allocator is rebuilt.
 // With leader election, a standby replica is ready (it rebuilds when elected):
 // otherwise a one-replica rolling update would wait forever for the new pod.
-func (a *allocations) ReadyCheck(leaderElection bool, elected <-chan struct{}) func(*http.Request) error {
+func (a *allocatorState) ReadyCheck(leaderElection bool, elected <-chan struct{}) func(*http.Request) error {
 	return func(*http.Request) error {
 		if leaderElection {
 			select {
