@@ -155,3 +155,38 @@ func (p UpgradePlan) Write(out io.Writer, namespace string) {
 		}
 	}
 }
+
+// PlanUpgradeOf reads the cluster and prints what the upgrade will do.
+func PlanUpgradeOf(ctx context.Context, c client.Reader, namespace string, ownClassOnly bool, out io.Writer) (UpgradePlan, error) {
+	in, err := ObserveInstallation(ctx, c, namespace, ownClassOnly)
+	if err != nil {
+		return UpgradePlan{}, err
+	}
+	p := PlanUpgrade(in)
+	p.Write(out, namespace)
+	return p, nil
+}
+
+// Upgrade removes what the original operator left that would race or block
+// ours, then reads the cluster again and says what is left: the operator's
+// part (adoption, finalizers), VirtualIPs, problems. Running it again removes
+// nothing more.
+func Upgrade(ctx context.Context, c client.Client, namespace string, ownClassOnly bool, out io.Writer) error {
+	in, err := ObserveInstallation(ctx, c, namespace, ownClassOnly)
+	if err != nil {
+		return err
+	}
+	if err := ApplyUpgrade(ctx, c, PlanUpgrade(in), out); err != nil {
+		return fmt.Errorf("remove the original operator's objects: %w", err)
+	}
+	if in, err = ObserveInstallation(ctx, c, namespace, ownClassOnly); err != nil {
+		return err
+	}
+	p := PlanUpgrade(in)
+	if len(p.Remove) > 0 {
+		return fmt.Errorf("%s is back after its deletion: something recreates it", p.Remove[0].Object)
+	}
+	fmt.Fprintln(out)
+	p.Write(out, namespace)
+	return nil
+}
