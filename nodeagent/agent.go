@@ -1,9 +1,12 @@
 // Package nodeagent is the per-node agent: it turns the Services the operator
-// gave VIPs (ipMode Proxy) and their ready endpoints into data-plane rules
-// (nftables, or iptables: see dataplane.Plane), so traffic to VIP:port reaches
-// an endpoint on every node whatever kube-proxy mode or CNI the cluster runs. It never writes to the API server's objects
-// other than Events, and never removes its rules on exit (a restart must not
-// interrupt traffic): `vip-allocator agent cleanup` does that.
+// gave VIPs (ipMode Proxy) and their ready endpoints into dataplane.Service
+// values and hands them to one dataplane.Plane per family (the nftables plane,
+// or the iptables one, as dataplane.Open picked), so traffic to VIP:port reaches
+// an endpoint on every node whatever kube-proxy mode or CNI the cluster runs.
+// It never writes to the API server's objects other than Events. It keeps its
+// rules when it stops for a restart or an upgrade (traffic must not stop) and
+// removes them, as `vip-allocator agent cleanup` does, only when it is being
+// uninstalled (teardown.go).
 package nodeagent
 
 import (

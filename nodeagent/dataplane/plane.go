@@ -53,6 +53,25 @@ func Open(cfg Config) (p Plane, fallback error, err error) {
 	return nil, nil, fmt.Errorf("data plane %q: must be %q, %q or %q", cfg.Plane, PlaneAuto, PlaneNFTables, PlaneIPTables)
 }
 
+// checkConfig checks the family and the masquerade bit (defaulting it) and returns the mark;
+// both planes start with it, so they refuse and default the same settings.
+func checkConfig(cfg *Config) (mark uint32, err error) {
+	if cfg.Family != IPv4 && cfg.Family != IPv6 {
+		return 0, fmt.Errorf("family %q: must be %q or %q", cfg.Family, IPv4, IPv6)
+	}
+	if cfg.MasqueradeBit == 0 {
+		cfg.MasqueradeBit = 21
+	}
+	switch cfg.MasqueradeBit {
+	case 14, 15:
+		return 0, fmt.Errorf("masquerade bit %d: kube-proxy uses bits 14 and 15, pick another", cfg.MasqueradeBit)
+	}
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		return 0, fmt.Errorf("masquerade bit %d: must be within 0-31", cfg.MasqueradeBit)
+	}
+	return 1 << cfg.MasqueradeBit, nil
+}
+
 // CleanupAll removes everything either plane wrote for this family (our nftables table, our
 // iptables chains and jumps) and touches nothing else. A node without the iptables tools
 // can hold no iptables rules of ours, so their absence is not an error.

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"strconv"
 )
 
-// This file spells the rules of each chain; render.go assembles them into a payload.
+// This file spells the iptables plane's rules of each chain; iptables_render.go assembles
+// them into a payload. Which endpoints and source ranges the rules name is decided in
+// targets.go, shared with the nftables plane.
 
 // sink is where rules are spelled: the pipe to iptables-restore (*bufio.Writer), or a scratch
 // *bytes.Buffer whose content is only hashed to see whether a Service's rules changed. At
@@ -30,14 +31,6 @@ func svcChainName(ns, name string, p Port, fam Family) string {
 	var enc [56]byte
 	base32.StdEncoding.Encode(enc[:], h[:])
 	return svcChainStem + string(enc[:16])
-}
-
-// proto defaults an empty protocol to TCP, as the API server does.
-func proto(p Protocol) Protocol {
-	if p == "" {
-		return TCP
-	}
-	return p
 }
 
 // iptProto is the iptables spelling of a protocol; "" for one iptables cannot DNAT.
@@ -70,12 +63,6 @@ func probability(n int) string {
 	return strconv.FormatFloat(1/float64(n), 'f', 10, 64)
 }
 
-// target is one DNAT destination of a Service port.
-type target struct {
-	addr netip.Addr
-	port uint16
-}
-
 // renderer spells rules for one family. It keeps scratch space between calls, so it is used
 // by one goroutine at a time.
 type renderer struct {
@@ -86,7 +73,7 @@ type renderer struct {
 	markMask  string
 	randomFul bool
 
-	targets []target // scratch for portTargets
+	targets []target // scratch for appendPortTargets
 	tmp     []byte   // scratch for spelling addresses
 }
 
@@ -98,18 +85,6 @@ func newRenderer(in renderInput) *renderer {
 	r.mark = fmt.Sprintf("%#x", in.Mark)
 	r.markMask = r.mark + "/" + r.mark
 	return r
-}
-
-func (r *renderer) ofFamily(a netip.Addr) bool {
-	return a.IsValid() && a.Is4() == (r.family == IPv4)
-}
-
-// reachable reports whether a Service gets any VIPA-SERVICES jump in this family: it has a
-// VIP of the family, and no source ranges or one of the family.
-func (r *renderer) reachable(s *Service) bool {
-	return slices.ContainsFunc(s.VIPs, func(v netip.Addr) bool { return r.ofFamily(v.Unmap()) }) &&
-		(len(s.SourceRanges) == 0 ||
-			slices.ContainsFunc(s.SourceRanges, func(p netip.Prefix) bool { return r.ofFamily(p.Addr()) }))
 }
 
 // host writes "addr/32" (or /128).
@@ -168,14 +143,14 @@ func (r *renderer) filterVIP(w sink, vip netip.Addr) int {
 func (r *renderer) serviceJumps(w sink, s *Service, p Port, chain string) int {
 	n := 0
 	for _, vip := range s.VIPs {
-		if vip = vip.Unmap(); !r.ofFamily(vip) {
+		if vip = vip.Unmap(); !r.family.matches(vip) {
 			continue
 		}
 		if len(s.SourceRanges) == 0 {
 			n += r.serviceJump(w, s, p, chain, vip, netip.Prefix{})
 		}
 		for _, src := range s.SourceRanges {
-			if src.IsValid() && r.ofFamily(src.Addr()) {
+			if src.IsValid() && r.family.matches(src.Addr()) {
 				n += r.serviceJump(w, s, p, chain, vip, src.Masked())
 			}
 		}
@@ -221,34 +196,6 @@ func (r *renderer) port(w sink, port uint16) {
 	w.Write(r.tmp)
 }
 
-// portTargets lists the endpoints a Service port spreads over: every ready endpoint with a
-// port of the same name and protocol (only this node's for policy Local), sorted so that
-// informer order does not cause rewrites. The result is scratch space, valid until the next call.
-func (r *renderer) portTargets(s *Service, p Port) []target {
-	out := r.targets[:0]
-	for _, ep := range s.Endpoints {
-		addr := ep.Addr.Unmap()
-		if !r.ofFamily(addr) || (s.Local && !ep.Local) {
-			continue
-		}
-		for _, epp := range ep.Ports {
-			if epp.Name == p.Name && proto(epp.Protocol) == proto(p.Protocol) && epp.Port != 0 {
-				out = append(out, target{addr: addr, port: epp.Port})
-				break
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b target) int {
-		if c := a.addr.Compare(b.addr); c != 0 {
-			return c
-		}
-		return int(a.port) - int(b.port)
-	})
-	out = slices.Compact(out)
-	r.targets = out
-	return out
-}
-
 // portChain writes the chain of one Service port into w and returns its rule count; 0 (and
 // nothing written) when the port has no usable endpoint or protocol, or nothing would jump
 // to the chain.
@@ -258,10 +205,11 @@ func (r *renderer) portTargets(s *Service, p Port) []target {
 // that would need them.
 func (r *renderer) portChain(w sink, s *Service, p Port, chain string) int {
 	pr := iptProto(p.Protocol)
-	if pr == "" || !r.reachable(s) {
+	if pr == "" || !reachable(r.family, s) {
 		return 0
 	}
-	eps := r.portTargets(s, p)
+	r.targets = appendPortTargets(r.targets[:0], r.family, s, p)
+	eps := r.targets
 	if len(eps) == 0 {
 		return 0
 	}

@@ -125,7 +125,7 @@ func makePlan(in renderInput) *plan {
 		}
 		jumps.Write(scratch.Bytes())
 		for _, vip := range s.VIPs {
-			if vip = vip.Unmap(); p.r.ofFamily(vip) && !seenVIP[vip] { // Services may share a VIP
+			if vip = vip.Unmap(); p.r.family.matches(vip) && !seenVIP[vip] { // Services may share a VIP
 				if len(seenVIP) == 0 {
 					p.nfilter += p.r.filterTop(&p.filter)
 				}
@@ -328,22 +328,6 @@ func (w *tableWriter) end() {
 		w.out.WriteString("-X " + c + "\n")
 	}
 	w.out.WriteString("COMMIT\n")
-}
-
-// sortedServices orders Services by namespace/name without touching the caller's slice, so
-// the payload, and therefore the change detection, does not depend on informer order.
-func sortedServices(in []Service) []*Service {
-	out := make([]*Service, len(in))
-	for i := range in {
-		out[i] = &in[i]
-	}
-	slices.SortStableFunc(out, func(a, b *Service) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out
 }
 
 // deletePayload flushes and deletes the given chains, per table; nil when there are none.

@@ -1,13 +1,12 @@
 package dataplane
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
 )
 
 // These tests run the nftables plane against the kernel, each inside its own network namespace
-// (see enterNetns), and read back what it wrote with the nft tool.
+// (see enterNetns in plane_test.go), and read back what it wrote with the nft tool.
 
 func TestNFTables(t *testing.T) {
 	for _, fam := range []Family{IPv4, IPv6} {
@@ -169,46 +168,4 @@ func ruleHandle(t *testing.T, fam Family, chain string) string {
 	}
 	t.Fatalf("no rule in %s:\n%s", chain, out)
 	return ""
-}
-
-// TestPlaneTakeover: a plane's first full Sync removes what the other plane left on the node
-// (the agent was switched, or upgraded to another default), except the handoff chain, which
-// the nftables plane uses too.
-func TestPlaneTakeover(t *testing.T) {
-	enterNetns(t)
-	f := fixtureFor(IPv4)
-	ipt, err := NewIPTables(Config{Family: IPv4, Backend: "nft"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ipt.Sync(f.services(f.ep1), true); err != nil {
-		t.Fatal(err)
-	}
-	if err := ipt.SetHandoffs(Handoffs{netip.MustParseAddr(f.vip): netip.MustParseAddr(f.ep3)}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := NewNFTables(Config{Family: IPv4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Sync(f.services(f.ep1), false); err != nil {
-		t.Fatal(err)
-	}
-	dump := save(t, "nft", IPv4)
-	if strings.Contains(dump, chainServices) || strings.Contains(dump, chainFilter) || !strings.Contains(dump, "-j "+chainHandoff) {
-		t.Fatalf("after the nftables plane took over, want only the handoff left in iptables:\n%s", dump)
-	}
-	if nftList(t, IPv4) == "" {
-		t.Fatal("no nftables table")
-	}
-	ipt2, err := NewIPTables(Config{Family: IPv4, Backend: "nft"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ipt2.Sync(f.services(f.ep1), false); err != nil {
-		t.Fatal(err)
-	}
-	if table := nftList(t, IPv4); table != "" {
-		t.Fatalf("after the iptables plane took over, our nftables table is still there:\n%s", table)
-	}
 }

@@ -78,15 +78,17 @@ func protoNumber(p Protocol) byte {
 	return 0
 }
 
-// elemRenderer spells the elements of one family's Services. It reuses the iptables
-// renderer's endpoint selection, so both planes serve exactly the same endpoints.
+// elemRenderer spells the elements of one family's Services. Which Services, endpoints and
+// source ranges they hold is decided in targets.go, as for the iptables plane, so both planes
+// serve exactly the same endpoints.
 type elemRenderer struct {
-	r             *renderer
-	key, idx, val []byte // scratch
+	family        Family
+	targets       []target // scratch for appendPortTargets
+	key, idx, val []byte   // scratch
 }
 
 func newElemRenderer(fam Family) *elemRenderer {
-	return &elemRenderer{r: newRenderer(renderInput{Family: fam})}
+	return &elemRenderer{family: fam}
 }
 
 // appendPortKey appends the Service port key of vip, protocol number pn and port.
@@ -102,14 +104,14 @@ func appendPortKey(b []byte, vip netip.Addr, pn byte, port uint16) []byte {
 // (namespace/name): a port another Service already serves is skipped, so two Services
 // claiming one VIP:port never write conflicting elements.
 func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owner string, out []byte) []byte {
-	r := e.r
-	if !r.reachable(s) {
+	fam := e.family
+	if !reachable(fam, s) {
 		return out
 	}
-	ranges := disjointRanges(r, s.SourceRanges)
+	ranges := disjointRanges(fam, s.SourceRanges)
 	var vips []netip.Addr // a slice, not a map: the order must not change between Syncs
 	for _, vip := range s.VIPs {
-		if vip = vip.Unmap(); r.ofFamily(vip) && !slices.Contains(vips, vip) {
+		if vip = vip.Unmap(); fam.matches(vip) && !slices.Contains(vips, vip) {
 			vips = append(vips, vip)
 			out = appendElem(out, setVIPs, vip.AsSlice(), nil, nil, nil, nil)
 		}
@@ -119,7 +121,8 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 		if pn == 0 {
 			continue
 		}
-		eps := r.portTargets(s, p)
+		e.targets = appendPortTargets(e.targets[:0], fam, s, p)
+		eps := e.targets
 		if len(eps) == 0 {
 			continue // not DNATed: the filter rejects it
 		}
@@ -195,31 +198,6 @@ func (e nftElem) portKey() string {
 		return ""
 	}
 	return e.key[:len(e.key)-4]
-}
-
-// disjointRanges are the source ranges of this family, masked, without those inside another:
-// an interval set refuses overlapping elements. (Prefixes nest or are disjoint.)
-func disjointRanges(r *renderer, in []netip.Prefix) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range in {
-		if p.IsValid() && r.ofFamily(p.Addr()) {
-			out = append(out, p.Masked())
-		}
-	}
-	// Shorter prefixes first, so a prefix is compared with every wider one kept before it.
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Bits() - b.Bits(); c != 0 {
-			return c
-		}
-		return a.Addr().Compare(b.Addr())
-	})
-	kept := out[:0]
-	for _, p := range out {
-		if !slices.ContainsFunc(kept, func(k netip.Prefix) bool { return k.Contains(p.Addr()) }) {
-			kept = append(kept, p)
-		}
-	}
-	return kept
 }
 
 // prefixBounds is the first and last address of p.

@@ -15,14 +15,14 @@ import (
 )
 
 // NFTables is the native nftables plane of one family: the table "vip-allocator" (family ip
-// or ip6, see nft_ruleset.go) written through netlink, every Service port and endpoint an
-// element of its sets and maps. A partial Sync is one transaction adding and deleting the
+// or ip6, see nftables_ruleset.go) written through netlink, every Service port and endpoint
+// an element of its sets and maps. A partial Sync is one transaction adding and deleting the
 // elements of the Services that changed; a full one fills a new generation of every set and
-// switches every rule to it in one transaction (nft_write.go), so traffic never sees the table
-// half written and any drift is gone.
+// switches every rule to it in one transaction (nftables_write.go), so traffic never sees
+// the table half written and any drift is gone.
 //
-// Connection handoffs stay in iptables (VIPA-HANDOFF in mangle, handoff.go): TEE has been
-// proven there, and our reject-vips chain lets its untracked copies out.
+// Connection handoffs stay in iptables (VIPA-HANDOFF in mangle, iptables_handoff.go): TEE has
+// been proven there, and our reject-vips chain lets its untracked copies out.
 type NFTables struct {
 	cfg    Config
 	layout *nftLayout

@@ -2,65 +2,11 @@ package dataplane
 
 import (
 	"fmt"
-	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// Fixtures. Addresses come from the documentation ranges only.
-
-func addrs(ss ...string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range ss {
-		out = append(out, netip.MustParseAddr(s))
-	}
-	return out
-}
-
-func prefixes(ss ...string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range ss {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}
-
-// ep is a ready endpoint; ports are "name/PROTO/port" or "name/port" (TCP).
-func ep(addr string, local bool, ports ...string) Endpoint {
-	e := Endpoint{Addr: netip.MustParseAddr(addr), Local: local}
-	for _, p := range ports {
-		parts := strings.Split(p, "/")
-		epp := EndpointPort{Name: parts[0], Protocol: TCP}
-		if len(parts) == 3 {
-			epp.Protocol = Protocol(parts[1])
-		}
-		epp.Port = uint16(atoi(parts[len(parts)-1]))
-		e.Ports = append(e.Ports, epp)
-	}
-	return e
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
-
-// web is default/web: VIP 192.0.2.10 and 2001:db8::10, port http 80 -> 8080.
-func web(eps ...Endpoint) Service {
-	return Service{Namespace: "default", Name: "web", VIPs: addrs("192.0.2.10", "2001:db8::10"),
-		Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Endpoints: eps}
-}
-
-// dns is kube-system/dns: VIP 192.0.2.53, ports dns UDP 53 and dns-tcp TCP 53.
-func dns(eps ...Endpoint) Service {
-	return Service{Namespace: "kube-system", Name: "dns", VIPs: addrs("192.0.2.53"),
-		Ports: []Port{{Name: "dns", Protocol: UDP, Port: 53}, {Name: "dns-tcp", Protocol: TCP, Port: 53}}, Endpoints: eps}
-}
 
 // chainRef is how tests spell a Service port chain: {ns/name:port/PROTO}.
 var chainRef = regexp.MustCompile(`\{([^/{}]+)/([^:{}]+):([^/{}]*)/([A-Z]+)\}`)
