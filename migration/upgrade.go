@@ -148,24 +148,26 @@ func originalDeployments(in Installation) []Removal {
 // webhooks is not ours to delete: a problem for a person.
 func originalWebhooks(in Installation) (remove []Removal, problems []string) {
 	type hook struct {
-		name, ns, path string
-		paas           bool
-		failurePolicy  string
+		name, ns  string
+		resources []string // the paas.org resources it intercepts
 	}
 	judge := func(kind, name string, uid types.UID, hooks []hook) {
-		var ours, others []string
+		var ours, intercepted, others []string
 		for _, h := range hooks {
-			if h.paas && h.ns == in.Namespace {
+			if len(h.resources) > 0 && h.ns == in.Namespace {
 				ours = append(ours, h.name)
+				intercepted = append(intercepted, h.resources...)
 			} else {
 				others = append(others, h.name)
 			}
 		}
+		slices.Sort(intercepted)
 		switch {
 		case len(ours) == 0:
 		case len(others) == 0:
 			remove = append(remove, Removal{Object{kind, "", name, uid},
-				fmt.Sprintf("the original's webhook %s on paas.org objects has no pod behind it: every write it intercepts (the IP ledger) fails", strings.Join(ours, ", "))})
+				fmt.Sprintf("the original's webhook %s has no pod behind it: every write of paas.org %s it intercepts fails (the ledger, the migrate annotation)",
+					strings.Join(ours, ", "), strings.Join(slices.Compact(intercepted), ", "))})
 		default:
 			problems = append(problems, fmt.Sprintf("%s %s holds the original's webhook %s and others (%s): migrate upgrade leaves it; remove %s from it by hand, or every ledger write fails",
 				kind, name, strings.Join(ours, ", "), strings.Join(others, ", "), strings.Join(ours, ", ")))
@@ -174,14 +176,14 @@ func originalWebhooks(in Installation) (remove []Removal, problems []string) {
 	for _, c := range in.ValidatingWebhooks {
 		var hooks []hook
 		for _, w := range c.Webhooks {
-			hooks = append(hooks, hook{name: w.Name, ns: webhookNamespace(w.ClientConfig), paas: rulesTouchPaas(w.Rules)})
+			hooks = append(hooks, hook{name: w.Name, ns: webhookNamespace(w.ClientConfig), resources: paasResources(w.Rules)})
 		}
 		judge("ValidatingWebhookConfiguration", c.Name, c.UID, hooks)
 	}
 	for _, c := range in.MutatingWebhooks {
 		var hooks []hook
 		for _, w := range c.Webhooks {
-			hooks = append(hooks, hook{name: w.Name, ns: webhookNamespace(w.ClientConfig), paas: rulesTouchPaas(w.Rules)})
+			hooks = append(hooks, hook{name: w.Name, ns: webhookNamespace(w.ClientConfig), resources: paasResources(w.Rules)})
 		}
 		judge("MutatingWebhookConfiguration", c.Name, c.UID, hooks)
 	}
@@ -195,10 +197,15 @@ func webhookNamespace(c admissionregistrationv1.WebhookClientConfig) string {
 	return c.Service.Namespace
 }
 
-func rulesTouchPaas(rules []admissionregistrationv1.RuleWithOperations) bool {
-	return slices.ContainsFunc(rules, func(r admissionregistrationv1.RuleWithOperations) bool {
-		return slices.Contains(r.APIGroups, paasv1.GroupVersion.Group)
-	})
+// paasResources lists the paas.org resources rules intercept ("*" for all).
+func paasResources(rules []admissionregistrationv1.RuleWithOperations) []string {
+	var out []string
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, paasv1.GroupVersion.Group) || slices.Contains(r.APIGroups, "*") {
+			out = append(out, r.Resources...)
+		}
+	}
+	return out
 }
 
 // originalGrants: a ServiceAccount of the namespace bound to cluster-admin (the
