@@ -166,7 +166,7 @@ func originalWebhooks(in Installation) (remove []Removal, problems []string) {
 		case len(ours) == 0:
 		case len(others) == 0:
 			remove = append(remove, Removal{Object{kind, "", name, uid},
-				fmt.Sprintf("the original's webhook %s has no pod behind it: every write of paas.org %s it intercepts fails (the ledger, the migrate annotation)",
+				fmt.Sprintf("the original's webhook %s has no pod behind it: every write of paas.org %s it intercepts fails",
 					strings.Join(ours, ", "), strings.Join(slices.Compact(intercepted), ", "))})
 		default:
 			problems = append(problems, fmt.Sprintf("%s %s holds the original's webhook %s and others (%s): migrate upgrade leaves it; remove %s from it by hand, or every ledger write fails",
