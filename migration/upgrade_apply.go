@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,6 +39,10 @@ func ObserveInstallation(ctx context.Context, c client.Reader, namespace string,
 	}
 	for _, l := range lists {
 		if err := c.List(ctx, l.list, l.opts...); err != nil {
+			// 1.0 has no VirtualIP CRD: before our bundle is applied there are none.
+			if meta.IsNoMatchError(err) {
+				continue
+			}
 			return Installation{}, fmt.Errorf("list %s: %w", l.what, err)
 		}
 		switch list := l.list.(type) {

@@ -194,6 +194,15 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	before := ledgerUIDs(ctx, t, admin)
 	addrs := serviceAddrs(ctx, t, admin)
 
+	t.Run("the upgrade can be planned before our bundle is applied (1.0 has no VirtualIP CRD)", func(t *testing.T) {
+		var buf bytes.Buffer
+		p, err := migration.PlanUpgradeOf(ctx, admin, namespace, false, &buf)
+		must(t, err)
+		if len(p.Remove) == 0 || len(p.Adopt) != 2 || len(p.Finalizers) != 3 || len(p.Orphans) != 1 {
+			t.Errorf("plan before the apply:\n%s", buf.String())
+		}
+	})
+
 	t.Run("kubectl apply --server-side --force-conflicts -f deploy/bundle.yaml upgrades the shared CRDs in place", func(t *testing.T) {
 		c.mustKubectl(t, "apply", "--server-side", "--force-conflicts", "-f", "deploy/bundle.yaml")
 		for _, crd := range []string{"ipgroups.paas.org", "ips.paas.org", "virtualips.paas.org", "groupsegmentmappings.paas.org"} {
