@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,8 +88,7 @@ func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Servi
 		if err := r.GetClient().Update(ctx, desired, FieldOwner); err != nil {
 			if !apierrors.IsConflict(err) {
 				r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
-					"Cannot adopt ledger IP %s that the original operator wrote for this Service (the Service keeps %s meanwhile): %v. "+
-						"When the original's webhook refuses it, run 'vip-allocator migrate upgrade'", ip.Name, addr, err)
+					"Cannot adopt ledger IP %s that the original operator wrote for this Service (the Service keeps %s meanwhile): %v%s", ip.Name, addr, err, webhookHint(err))
 			}
 			return nil, fmt.Errorf("adopt ledger IP %s of the original operator for %s/%s: %w", ip.Name, svc.Namespace, svc.Name, err)
 		}
@@ -124,8 +124,7 @@ func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Serv
 	if err := r.release(ctx, key, nil); err != nil {
 		if slices.Contains(svc.Finalizers, paasv1.OriginalServiceFinalizer) {
 			r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
-				"Cannot release the addresses of this Service being deleted, so its finalizer %s stays: %v. "+
-					"When the original operator's webhook refuses it, run 'vip-allocator migrate upgrade'", paasv1.OriginalServiceFinalizer, err)
+				"Cannot release the addresses of this Service being deleted, so its finalizer %s stays: %v%s", paasv1.OriginalServiceFinalizer, err, webhookHint(err))
 		}
 		return err
 	}
@@ -136,4 +135,15 @@ func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Serv
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", joinAddrs(addrs))
 	}
 	return r.dropOriginalFinalizer(ctx, svc)
+}
+
+// webhookHint names the fix when an admission webhook refused a ledger write.
+// The API server reports an unreachable webhook only in the message ("failed
+// calling webhook"); the original operator's, left registered after its pod
+// is gone, is the one this operator's install leaves behind.
+func webhookHint(err error) string {
+	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		return ""
+	}
+	return "; an admission webhook refuses ledger writes: when it is the original operator's (vip.kb.io), run 'vip-allocator migrate upgrade'"
 }

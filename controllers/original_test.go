@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,5 +82,20 @@ func TestLedgerOwnerKeyOfOriginalObjects(t *testing.T) {
 	}
 	if got := ledgerOwnerKey(vipIP); got != legacyKey("shop", "api-vip") {
 		t.Errorf("VirtualIP ledger object: key %q, want %q", got, legacyKey("shop", "api-vip"))
+	}
+}
+
+func TestWebhookHint(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New(`Internal error occurred: failed calling webhook "vip.kb.io": failed to call webhook: Post "https://vip-allocator-operator-webhook.vip-allocator-operator.svc:443/validate-paas-org-v1-ip?timeout=10s": no endpoints available`), true},
+		{errors.New(`ips.paas.org "192.0.2.2" is forbidden: ValidatingAdmissionPolicy 'vip-allocator-ip-ledger-writers' denied request`), false},
+		{nil, false},
+	} {
+		if got := webhookHint(c.err); (got != "") != c.want || (c.want && !strings.Contains(got, "vip-allocator migrate upgrade")) {
+			t.Errorf("webhookHint(%v) = %q", c.err, got)
+		}
 	}
 }

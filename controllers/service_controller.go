@@ -136,6 +136,8 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		result = r.allocate(ctx, key, request, requestErr)
 		lost, err := r.writeLedger(ctx, svc, result, current)
 		if err != nil {
+			// The status shows no address without its ledger object: say why it waits.
+			r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAllocationFailed, "Cannot record the address in the IP ledger: %v%s", err, webhookHint(err))
 			return err
 		}
 		if !lost {

@@ -136,6 +136,7 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "list", "services", "", "yes"},
 			{operatorUser, "patch", "services --subresource=status", "", "yes"},
 			{operatorUser, "update", "services", "", "no"},
+			{operatorUser, "patch", "services", "", "yes"},  // migration converts Services; the original operator's finalizer is removed
 			{operatorUser, "delete", "services", "", "yes"}, // migration deletes keepalived clones; an admission policy allows only those
 			{operatorUser, "create", "ips.paas.org", "", "yes"},
 			{operatorUser, "delete", "ips.paas.org", "", "yes"},

@@ -253,19 +253,14 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		Migration: migration.Options{HandoverDelay: 2 * time.Second}})
 	defer stopOperator()
 
-	t.Run("while the original's webhook is registered, the operator says why it cannot adopt", func(t *testing.T) {
+	t.Run("while the original's webhook is registered, the operator says why it cannot adopt or allocate", func(t *testing.T) {
+		must(t, admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "fresh"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}))
+		eventually(t, "a Warning Event AllocationFailed on shop/fresh naming the webhook", func() error {
+			return findEvent(ctx, admin, "fresh", "AllocationFailed")
+		})
 		eventually(t, "a Warning Event AdoptionFailed on shop/api naming the webhook", func() error {
-			var events corev1.EventList
-			if err := admin.List(ctx, &events, client.InNamespace(shop)); err != nil {
-				return err
-			}
-			for _, e := range events.Items {
-				if e.InvolvedObject.Name == "api" && e.Reason == "AdoptionFailed" && e.Type == corev1.EventTypeWarning &&
-					strings.Contains(e.Message, "vip.kb.io") && strings.Contains(e.Message, "vip-allocator migrate upgrade") {
-					return nil
-				}
-			}
-			return fmt.Errorf("no such Event among %d", len(events.Items))
+			return findEvent(ctx, admin, "api", "AdoptionFailed")
 		})
 	})
 
@@ -411,14 +406,24 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	})
 
 	t.Run("a new Service gets an address (the ledger is writable again) and deleting an adopted one needs no finalizer", func(t *testing.T) {
+		fresh := &corev1.Service{}
+		eventually(t, "shop/fresh, refused by the webhook before, gets the first free address", func() error {
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "fresh"}, fresh); err != nil {
+				return err
+			}
+			if len(fresh.Status.LoadBalancer.Ingress) != 1 || fresh.Status.LoadBalancer.Ingress[0].IP != "192.0.2.2" {
+				return fmt.Errorf("ingress %v", fresh.Status.LoadBalancer.Ingress)
+			}
+			return nil
+		})
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "new"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
 		must(t, admin.Create(ctx, svc))
-		eventually(t, "shop/new gets the first free address", func() error {
+		eventually(t, "shop/new gets the first free address (.1 api, .2 fresh, .3 reuse)", func() error {
 			if err := admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 				return err
 			}
-			if len(svc.Status.LoadBalancer.Ingress) != 1 || svc.Status.LoadBalancer.Ingress[0].IP != "192.0.2.2" {
+			if len(svc.Status.LoadBalancer.Ingress) != 1 || svc.Status.LoadBalancer.Ingress[0].IP != "192.0.2.4" {
 				return fmt.Errorf("ingress %v", svc.Status.LoadBalancer.Ingress)
 			}
 			return nil
@@ -486,6 +491,22 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(gomega.Succeed())
 		})
 	}
+}
+
+// findEvent finds a Warning Event reason on Service shop/name whose message
+// names the original's webhook and the command that removes it.
+func findEvent(ctx context.Context, c client.Client, name, reason string) error {
+	var events corev1.EventList
+	if err := c.List(ctx, &events, client.InNamespace(shop)); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning &&
+			strings.Contains(e.Message, "vip.kb.io") && strings.Contains(e.Message, "vip-allocator migrate upgrade") {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s Event on %s among %d", reason, name, len(events.Items))
 }
 
 // ledgerUIDs maps each ledger object to its uid: an object deleted and
