@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
@@ -30,13 +30,13 @@ func runAgent(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	var o nodeagent.Options
 	fs.StringVar(&o.NodeName, "node-name", "", "the node this agent runs on (required)")
-	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services of class "+controllers.LoadBalancerClass+" (as the operator's flag)")
+	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services of class "+paasv1.LoadBalancerClass+" (as the operator's flag)")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")
 	fs.DurationVar(&o.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
 	masqBit := fs.Int("masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
 	plane := fs.String("dataplane", dataplane.PlaneAuto, "what programs the VIPs: nftables (a table of our own, written through netlink), iptables (iptables-restore, the node's backend) or auto (nftables when the kernel takes it, else iptables)")
 	var l2 l2Options
-	fs.StringVar(&l2.namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), controllers.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
+	fs.StringVar(&l2.namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), paasv1.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
 	fs.IntVar(&l2.port, "memberlist-port", membership.DefaultPort, "UDP and TCP port of the agents' liveness gossip")
 	fs.StringVar(&l2.bindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&l2.handoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+
 	"github.com/hashicorp/memberlist"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -241,7 +243,7 @@ func bgpPasswords(c client.Client, namespace string) func(context.Context) (map[
 			return current, nil
 		}
 		var s corev1.Secret
-		key := client.ObjectKey{Namespace: namespace, Name: controllers.BGPPasswordsSecret}
+		key := client.ObjectKey{Namespace: namespace, Name: paasv1.BGPPasswordsSecret}
 		err := c.Get(ctx, key, &s)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err // asked again on the next pass
@@ -261,7 +263,7 @@ func bgpPasswords(c client.Client, namespace string) func(context.Context) (map[
 // creates, waiting a minute for it on a fresh install.
 func gossipKey(ctx context.Context, c client.Client, namespace string) ([]byte, error) {
 	var secret corev1.Secret
-	name := client.ObjectKey{Namespace: namespace, Name: controllers.MemberlistSecret}
+	name := client.ObjectKey{Namespace: namespace, Name: paasv1.MemberlistSecret}
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, name, &secret)
 		if err != nil {
@@ -272,9 +274,9 @@ func gossipKey(ctx context.Context, c client.Client, namespace string) ([]byte, 
 	if err != nil {
 		return nil, fmt.Errorf("read Secret %s (created by the operator; is it running?): %w", name, err)
 	}
-	key := secret.Data[controllers.MemberlistKey]
+	key := secret.Data[paasv1.MemberlistKey]
 	if n := len(key); n != 16 && n != 24 && n != 32 {
-		return nil, fmt.Errorf("Secret %s: key %q holds %d bytes, want 16, 24 or 32", name, controllers.MemberlistKey, n)
+		return nil, fmt.Errorf("Secret %s: key %q holds %d bytes, want 16, 24 or 32", name, paasv1.MemberlistKey, n)
 	}
 	return key, nil
 }
@@ -288,21 +290,10 @@ func bindAddress(ctx context.Context, c client.Client, node, flag string) (netip
 	if err := c.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
 		return netip.Addr{}, fmt.Errorf("get Node %s for its address: %w", node, err)
 	}
-	if addr, ok := internalIP(&n); ok {
-		return addr, nil
+	if ips := election.InternalIPs(&n); len(ips) > 0 {
+		return ips[0], nil
 	}
 	return netip.Addr{}, fmt.Errorf("Node %s has no InternalIP: set --bind-address", node)
-}
-
-func internalIP(n *corev1.Node) (netip.Addr, bool) {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			if addr, err := netip.ParseAddr(a.Address); err == nil {
-				return addr, true
-			}
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // joinOthers joins the agents of the Nodes not in the membership yet.
@@ -319,8 +310,8 @@ func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluste
 		if _, in := members[n.Name]; in || n.Name == self {
 			continue
 		}
-		if addr, ok := internalIP(n); ok {
-			addrs = append(addrs, addr.String())
+		if ips := election.InternalIPs(n); len(ips) > 0 {
+			addrs = append(addrs, ips[0].String())
 		}
 	}
 	if len(addrs) == 0 {

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
@@ -56,7 +55,7 @@ func runMigrate(args []string) error {
 	fs.StringVar(&o.Namespace, "namespace", "", "only the VirtualIPs of this namespace; empty: all")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "as the operator's flag")
 	fs.DurationVar(&o.HandoverDelay, "migration-handover-delay", migration.DefaultHandoverDelay, "as the operator's flag")
-	fs.StringVar(&o.OperatorNamespace, "operator-namespace", controllers.DefaultNamespace, "the operator's namespace (the original's, upgraded in place)")
+	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (the original's, upgraded in place)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -99,7 +98,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 	for _, p := range plans {
 		vip := p.VIP
 		fmt.Fprintf(out, "%s/%s  ip=%s  service=%s  state=%q", vip.Namespace, vip.Name, vip.Status.IP, vip.Spec.Service, vip.Status.State)
-		if migration.Requested(vip) {
+		if vip.MigrationRequested() {
 			fmt.Fprint(out, "  (annotated)")
 		}
 		fmt.Fprintln(out)
@@ -110,7 +109,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 			continue
 		case p.Plan.Blocked != "":
 			blocked++
-		case migration.Requested(vip):
+		case vip.MigrationRequested():
 			running++
 		default:
 			ready++
@@ -128,7 +127,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 		return nil, err
 	}
 	fmt.Fprintln(out)
-	if _, err := migration.PlanUpgradeOf(ctx, c, cmp.Or(o.OperatorNamespace, controllers.DefaultNamespace), o.OwnClassOnly, out); err != nil {
+	if _, err := migration.PlanUpgradeOf(ctx, c, cmp.Or(o.OperatorNamespace, paasv1.DefaultNamespace), o.OwnClassOnly, out); err != nil {
 		return nil, fmt.Errorf("plan the upgrade of the original operator: %w", err)
 	}
 	return plans, nil
@@ -142,7 +141,7 @@ func MigrateUpgrade(ctx context.Context, cfg *rest.Config, o MigrateOptions, out
 	if err != nil {
 		return err
 	}
-	return migration.Upgrade(ctx, c, cmp.Or(o.OperatorNamespace, controllers.DefaultNamespace), o.OwnClassOnly, out)
+	return migration.Upgrade(ctx, c, cmp.Or(o.OperatorNamespace, paasv1.DefaultNamespace), o.OwnClassOnly, out)
 }
 
 // MigrateAll annotates every VirtualIP whose plan is not blocked and that is
@@ -159,7 +158,7 @@ func MigrateAll(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.
 	var todo []*paasv1.VirtualIP
 	for _, p := range plans {
 		switch {
-		case p.Plan.Done || migration.Requested(p.VIP):
+		case p.Plan.Done || p.VIP.MigrationRequested():
 		case p.Plan.Blocked != "":
 			fmt.Fprintf(out, "skipped %s/%s: %s\n", p.VIP.Namespace, p.VIP.Name, p.Plan.Blocked)
 		default:

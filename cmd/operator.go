@@ -62,7 +62,7 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
-	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services with spec.loadBalancerClass "+controllers.LoadBalancerClass+" (to coexist with another load-balancer implementation)")
+	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services with spec.loadBalancerClass "+paasv1.LoadBalancerClass+" (to coexist with another load-balancer implementation)")
 	fs.IntVar(&o.Workers, "workers", 8, "Services reconciled concurrently")
 	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "API requests per second the operator may make")
 	fs.IntVar(&o.Burst, "kube-api-burst", 400, "API request burst")
@@ -203,7 +203,7 @@ func agentArgs(s string) ([]string, error) {
 // operatorNamespace holds the operator's Secrets: its own pod's namespace
 // (--namespace), or the bundle's when it runs outside a pod.
 func operatorNamespace(o OperatorOptions) string {
-	return cmp.Or(o.Agent.Namespace, controllers.DefaultNamespace)
+	return cmp.Or(o.Agent.Namespace, paasv1.DefaultNamespace)
 }
 
 // ownImage reads the operator's image from its own pod: the agent runs the same

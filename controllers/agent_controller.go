@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"fmt"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,14 +28,8 @@ import (
 const (
 	AgentName           = "vip-allocator-agent"
 	AgentServiceAccount = "vip-allocator-agent"
-	// MemberlistSecret holds the key that authenticates (and encrypts) the
-	// agents' liveness gossip; the operator creates it once, never rotates it
-	// by itself.
-	MemberlistSecret = "vip-allocator-memberlist"
-	// MemberlistKey is the Secret's data key: 32 random bytes (AES-256).
-	MemberlistKey  = "key"
-	managedByLabel = "app.kubernetes.io/managed-by"
-	managedBy      = "vip-allocator-operator"
+	managedByLabel      = "app.kubernetes.io/managed-by"
+	managedBy           = "vip-allocator-operator"
 )
 
 // AgentOptions configure the agent DaemonSet.
@@ -69,7 +65,7 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	ds.OwnerReferences = []metav1.OwnerReference{owner}
 	// Server-side apply: only the fields we set are ours; defaults the API
 	// server adds do not look like drift, and an unchanged apply writes nothing.
-	if err := r.GetClient().Patch(ctx, ds, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
+	if err := r.GetClient().Patch(ctx, ds, client.Apply, paasv1.FieldOwner, client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply agent DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	r.labelNamespace(ctx, ds)
@@ -84,9 +80,9 @@ func (r *AgentReconciler) ensureMemberlistSecret(ctx context.Context) error {
 		return fmt.Errorf("generate memberlist key: %w", err)
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: MemberlistSecret, Namespace: r.Options.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: paasv1.MemberlistSecret, Namespace: r.Options.Namespace,
 			Labels: map[string]string{managedByLabel: managedBy}},
-		Data: map[string][]byte{MemberlistKey: key},
+		Data: map[string][]byte{paasv1.MemberlistKey: key},
 	}
 	if err := r.GetClient().Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s/%s: %w", secret.Namespace, secret.Name, err)

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // What ties the agent DaemonSet to an installation, so that uninstalling
@@ -53,7 +55,7 @@ func (r *AgentReconciler) agentOwner(ctx context.Context) (metav1.OwnerReference
 func (r *AgentReconciler) labelNamespace(ctx context.Context, ds *appsv1.DaemonSet) {
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: r.Options.Namespace, Labels: agentNamespaceLabels}}
-	err := r.GetClient().Patch(ctx, ns, client.Apply, client.FieldOwner(string(FieldOwner)+"-psa"))
+	err := r.GetClient().Patch(ctx, ns, client.Apply, client.FieldOwner(string(paasv1.FieldOwner)+"-psa"))
 	if err == nil {
 		return
 	}

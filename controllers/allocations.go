@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -127,7 +127,7 @@ func (a *allocations) syncGroups(ctx context.Context, c client.Reader) error {
 	}
 	var groups []*allocator.Group
 	for i := range list.Items {
-		g, err := parseIPGroup(&list.Items[i])
+		g, err := k8salloc.Group(&list.Items[i])
 		if err != nil {
 			// The IPGroup controller reports it on the group; it hands out nothing.
 			logf.FromContext(ctx).Info("ignoring invalid IPGroup", "ipgroup", list.Items[i].Name, "error", err.Error())
@@ -171,7 +171,7 @@ func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly
 		if !lbclass.Handles(svc, ownClassOnly) {
 			continue
 		}
-		if err := a.alloc.Assign(client.ObjectKeyFromObject(svc).String(), ingressAddrs(svc)...); err != nil {
+		if err := a.alloc.Assign(client.ObjectKeyFromObject(svc).String(), k8salloc.IngressAddrs(svc)...); err != nil {
 			// Two Services claim one address: the older keeps it, the other is
 			// given a new one by its reconcile.
 			log.Error(err, "rebuild: address claimed twice", "service", client.ObjectKeyFromObject(svc))
@@ -193,7 +193,7 @@ func (a *allocations) rebuild(ctx context.Context, c client.Reader, ownClassOnly
 		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
 	}
 	for _, v := range vips.Items {
-		if addr, err := netip.ParseAddr(v.Status.IP); err == nil && v.Status.State != "Migrated" {
+		if addr, ok := v.Addr(); ok && !v.Migrated() {
 			_ = a.alloc.Assign(legacyKey(v.Namespace, v.Name), addr)
 		}
 	}

@@ -9,16 +9,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // setAnnounceableCondition says whether any node can announce the group's VIPs
 // in L2 mode: one that matches announce.nodeSelector, is not cordoned, and has
 // an interface (of announce.interfaces, if set) on the segment, as its agent
 // published in the Node's interfaces annotation. Groups announced otherwise
-// carry no such condition.
+// carry no such condition. Which node may carry the VIPs is the agents' own
+// rule (internal/election), asked here of every Node over the whole segment.
 func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer) {
 	an := group.Spec.Announce
 	if an != nil && an.Mode == paasv1.AnnounceBGP {
@@ -38,7 +39,10 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 	if an != nil {
 		allowed = an.Interfaces
 	}
-	selected, able := groupNodes(an, nodes, func(n corev1.Node) bool { return onSegment(n, segment, allowed) })
+	selected, able := groupNodes(group, nodes, func(n election.Node, c election.Candidacy) bool {
+		_, ok := election.EligibleIn(n, segment, c)
+		return ok
+	})
 	c := metav1.Condition{Type: paasv1.IPGroupAnnounceable, ObservedGeneration: group.Generation}
 	switch {
 	case len(able) > 0:
@@ -85,8 +89,8 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 		}
 		return c
 	}
-	selected, able := groupNodes(an, nodes, func(n corev1.Node) bool {
-		return slices.ContainsFunc(usable, func(p paasv1.BGPPeer) bool { return len(peeringNodes(&p, []corev1.Node{n})) > 0 })
+	selected, able := groupNodes(group, nodes, func(n election.Node, c election.Candidacy) bool {
+		return election.Allowed(n, c) && n.Agent && slices.ContainsFunc(usable, func(p paasv1.BGPPeer) bool { return election.PeerSelects(&p, n) })
 	})
 	switch {
 	case len(able) > 0:
@@ -106,40 +110,21 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 }
 
 // groupNodes are the nodes matching the group's announce.nodeSelector, and
-// those of them that are schedulable and can carry its VIPs (can).
-func groupNodes(an *paasv1.Announce, nodes []corev1.Node, can func(corev1.Node) bool) (selected, able []string) {
-	selector := labels.Everything()
-	if an != nil && an.NodeSelector != nil {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(an.NodeSelector); err != nil {
-			selector = labels.Nothing()
-		}
-	}
-	for _, n := range nodes {
-		if !selector.Matches(labels.Set(n.Labels)) {
+// those of them that can carry its VIPs (can, given what the group asks of a
+// node; election.Allowed leaves out the cordoned ones).
+func groupNodes(group *paasv1.IPGroup, nodes []corev1.Node, can func(election.Node, election.Candidacy) bool) (selected, able []string) {
+	c, _ := election.CandidacyOf(group) // a bad selector selects no node
+	for i := range nodes {
+		n := election.NodeOf(&nodes[i])
+		if !election.Selects(c, n) {
 			continue
 		}
 		selected = append(selected, n.Name)
-		if !n.Spec.Unschedulable && can(n) {
+		if can(n, c) {
 			able = append(able, n.Name)
 		}
 	}
 	return selected, able
-}
-
-// onSegment reports whether n has an interface (among allowed, if any) on segment.
-func onSegment(n corev1.Node, segment netip.Prefix, allowed []string) bool {
-	for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
-		if len(allowed) > 0 && !slices.Contains(allowed, ifc.Name) {
-			continue
-		}
-		for _, p := range ifc.Addrs {
-			if p.Masked().Overlaps(segment) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func interfacesNote(allowed []string) string {

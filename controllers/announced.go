@@ -13,17 +13,6 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// ConditionAnnounced is the Service condition that says which node(s) make its
-// addresses reachable from outside the cluster, or why none does.
-const ConditionAnnounced = "vip.paas.org/Announced"
-
-// Reasons of ConditionAnnounced.
-const (
-	ReasonAnnounced     = "Announced"
-	ReasonNoAnnouncer   = "NoAnnouncer"
-	ReasonStaticRouting = "StaticRouting"
-)
-
 // EventAnnouncerChanged is the Event raised when a Service's announcing node changes.
 const EventAnnouncerChanged = "AnnouncerChanged"
 
@@ -35,13 +24,13 @@ type announcement struct {
 	by    []string
 }
 
-// announcedCondition computes ConditionAnnounced from the announcements of the
+// announcedCondition computes paasv1.ConditionAnnounced from the announcements of the
 // Service's addresses; ok is false when the Service holds none (no condition).
 func announcedCondition(generation int64, anns []announcement) (c metav1.Condition, ok bool) {
 	if len(anns) == 0 {
 		return c, false
 	}
-	c = metav1.Condition{Type: ConditionAnnounced, ObservedGeneration: generation, Status: metav1.ConditionTrue, Reason: ReasonAnnounced}
+	c = metav1.Condition{Type: paasv1.ConditionAnnounced, ObservedGeneration: generation, Status: metav1.ConditionTrue, Reason: paasv1.ReasonAnnounced}
 	var parts []string
 	fail := func(reason, msg string) {
 		c.Status, c.Reason = metav1.ConditionFalse, reason
@@ -50,19 +39,19 @@ func announcedCondition(generation int64, anns []announcement) (c metav1.Conditi
 	for _, a := range anns {
 		switch a.mode {
 		case paasv1.AnnounceNone:
-			if c.Status == metav1.ConditionTrue && c.Reason == ReasonAnnounced {
-				c.Reason = ReasonStaticRouting
+			if c.Status == metav1.ConditionTrue && c.Reason == paasv1.ReasonAnnounced {
+				c.Reason = paasv1.ReasonStaticRouting
 			}
 			parts = append(parts, fmt.Sprintf("%s is not announced (IPGroup %s has announce.mode None): the network must route it to the nodes", a.addr, a.group))
 		case paasv1.AnnounceBGP:
 			if len(a.by) == 0 {
-				fail(ReasonNoAnnouncer, fmt.Sprintf("no node advertises %s by BGP with an established session yet: it needs an alive agent on a node that matches IPGroup %s's announce.nodeSelector, is not cordoned, has a session Established with a BGPPeer the group uses and, with externalTrafficPolicy Local, a ready endpoint (see the BGPPeers' Established condition)", a.addr, a.group))
+				fail(paasv1.ReasonNoAnnouncer, fmt.Sprintf("no node advertises %s by BGP with an established session yet: it needs an alive agent on a node that matches IPGroup %s's announce.nodeSelector, is not cordoned, has a session Established with a BGPPeer the group uses and, with externalTrafficPolicy Local, a ready endpoint (see the BGPPeers' Established condition)", a.addr, a.group))
 			} else {
 				parts = append(parts, fmt.Sprintf("%s advertised by %s (BGP)", a.addr, strings.Join(a.by, ", ")))
 			}
 		default:
 			if len(a.by) == 0 {
-				fail(ReasonNoAnnouncer, fmt.Sprintf("no node announces %s yet: it needs an alive agent on a node that matches IPGroup %s's announce.nodeSelector, is not cordoned, has an interface on the VIP's subnet and, with externalTrafficPolicy Local, a ready endpoint (see the IPGroup's Announceable condition)", a.addr, a.group))
+				fail(paasv1.ReasonNoAnnouncer, fmt.Sprintf("no node announces %s yet: it needs an alive agent on a node that matches IPGroup %s's announce.nodeSelector, is not cordoned, has an interface on the VIP's subnet and, with externalTrafficPolicy Local, a ready endpoint (see the IPGroup's Announceable condition)", a.addr, a.group))
 			} else {
 				parts = append(parts, fmt.Sprintf("%s announced by %s (L2)", a.addr, strings.Join(a.by, ", ")))
 			}
@@ -99,7 +88,7 @@ func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr
 
 // announcerEvent tells, in an Event, that the announcing node(s) changed.
 func (r *ServiceReconciler) announcerEvent(svc *corev1.Service, old *metav1.Condition, cur metav1.Condition) {
-	if cur.Reason != ReasonAnnounced || (old != nil && old.Message == cur.Message) {
+	if cur.Reason != paasv1.ReasonAnnounced || (old != nil && old.Message == cur.Message) {
 		return
 	}
 	r.GetRecorder().Event(svc, corev1.EventTypeNormal, EventAnnouncerChanged, cur.Message)

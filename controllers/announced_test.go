@@ -24,19 +24,19 @@ func TestAnnouncedCondition(t *testing.T) {
 	}{
 		{desc: "no address, no condition", wantOK: false},
 		{"announced", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceL2, by: []string{"node1"}}}, true,
-			metav1.ConditionTrue, ReasonAnnounced, []string{"192.0.2.10 announced by node1 (L2)"}},
+			metav1.ConditionTrue, paasv1.ReasonAnnounced, []string{"192.0.2.10 announced by node1 (L2)"}},
 		{"no node yet", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceL2}}, true,
-			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"no node announces 192.0.2.10", "IPGroup g", "Announceable"}},
+			metav1.ConditionFalse, paasv1.ReasonNoAnnouncer, []string{"no node announces 192.0.2.10", "IPGroup g", "Announceable"}},
 		{"one family announced, the other not", []announcement{
 			{addr: v4, group: "g", mode: paasv1.AnnounceL2, by: []string{"node1"}},
 			{addr: v6, group: "g6", mode: paasv1.AnnounceL2}}, true,
-			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"192.0.2.10 announced by node1", "no node announces 2001:db8::10"}},
+			metav1.ConditionFalse, paasv1.ReasonNoAnnouncer, []string{"192.0.2.10 announced by node1", "no node announces 2001:db8::10"}},
 		{"static routing", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceNone}}, true,
-			metav1.ConditionTrue, ReasonStaticRouting, []string{"announce.mode None"}},
+			metav1.ConditionTrue, paasv1.ReasonStaticRouting, []string{"announce.mode None"}},
 		{"BGP, no session up yet", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceBGP}}, true,
-			metav1.ConditionFalse, ReasonNoAnnouncer, []string{"no node advertises 192.0.2.10 by BGP", "Established"}},
+			metav1.ConditionFalse, paasv1.ReasonNoAnnouncer, []string{"no node advertises 192.0.2.10 by BGP", "Established"}},
 		{"BGP, advertised by every eligible node", []announcement{{addr: v4, group: "g", mode: paasv1.AnnounceBGP, by: []string{"node1", "node2"}}}, true,
-			metav1.ConditionTrue, ReasonAnnounced, []string{"192.0.2.10 advertised by node1, node2 (BGP)"}},
+			metav1.ConditionTrue, paasv1.ReasonAnnounced, []string{"192.0.2.10 advertised by node1, node2 (BGP)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -47,7 +47,7 @@ func TestAnnouncedCondition(t *testing.T) {
 			if !ok {
 				return
 			}
-			if c.Type != ConditionAnnounced || c.Status != tt.wantStatus || c.Reason != tt.wantReason || c.ObservedGeneration != 3 {
+			if c.Type != paasv1.ConditionAnnounced || c.Status != tt.wantStatus || c.Reason != tt.wantReason || c.ObservedGeneration != 3 {
 				t.Errorf("condition = %+v, want %s %s", c, tt.wantStatus, tt.wantReason)
 			}
 			for _, s := range tt.wantText {

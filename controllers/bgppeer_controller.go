@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,17 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
-
-// BGPPasswordsSecret is the Secret, in the operator's namespace, into which
-// the operator copies each BGPPeer's TCP MD5 password (key: the peer's
-// name). Agents may read this one Secret and no other: they never need
-// access to the Secrets users name in passwordSecret.
-const BGPPasswordsSecret = "vip-allocator-bgp-passwords"
-
-// DefaultNamespace is the operator's namespace when it runs outside a pod
-// (tests, the demo): the bundle installs it there.
-const DefaultNamespace = "vip-allocator-operator"
 
 // BGPPeerReconciler reports on each BGPPeer whether it is used (Accepted) and
 // whether every node that peers with it has its session up (Established),
@@ -39,7 +29,7 @@ const DefaultNamespace = "vip-allocator-operator"
 // to the agents.
 type BGPPeerReconciler struct {
 	Client client.Client
-	// Namespace holds the password Secrets and BGPPasswordsSecret; the
+	// Namespace holds the password Secrets and paasv1.BGPPasswordsSecret; the
 	// manager's cache must watch Secrets there (and only there).
 	Namespace string
 }
@@ -83,16 +73,9 @@ func (r *BGPPeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // peeringNodes are the names of the nodes running an agent (they publish
 // their interfaces) that peer selects.
 func peeringNodes(peer *paasv1.BGPPeer, nodes []corev1.Node) []string {
-	sel := labels.Everything()
-	if peer.Spec.NodeSelector != nil {
-		var err error
-		if sel, err = metav1.LabelSelectorAsSelector(peer.Spec.NodeSelector); err != nil {
-			return nil
-		}
-	}
 	var out []string
-	for _, n := range nodes {
-		if _, agent := n.Annotations[paasv1.NodeInterfacesAnnotation]; agent && sel.Matches(labels.Set(n.Labels)) {
+	for i := range nodes {
+		if n := election.NodeOf(&nodes[i]); n.Agent && election.PeerSelects(peer, n) {
 			out = append(out, n.Name)
 		}
 	}
@@ -179,7 +162,7 @@ func firstN(items []string, n int) string {
 	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
 }
 
-// syncPasswords copies every peer's password into BGPPasswordsSecret and
+// syncPasswords copies every peer's password into paasv1.BGPPasswordsSecret and
 // returns, per peer, why its password could not be read.
 func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BGPPeer) (map[string]string, error) {
 	want := map[string][]byte{}
@@ -203,27 +186,27 @@ func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BG
 		}
 	}
 	var cur corev1.Secret
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: BGPPasswordsSecret}, &cur)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret}, &cur)
 	switch {
 	case apierrors.IsNotFound(err):
 		if len(want) == 0 {
 			return errs, nil
 		}
-		cur = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: BGPPasswordsSecret,
+		cur = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret,
 			Labels: map[string]string{managedByLabel: managedBy}}, Data: want}
 		if err := r.Client.Create(ctx, &cur); err != nil {
-			return nil, fmt.Errorf("create Secret %s/%s: %w", r.Namespace, BGPPasswordsSecret, err)
+			return nil, fmt.Errorf("create Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
 		}
 		return errs, nil
 	case err != nil:
-		return nil, fmt.Errorf("read Secret %s/%s: %w", r.Namespace, BGPPasswordsSecret, err)
+		return nil, fmt.Errorf("read Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
 	}
 	if maps.EqualFunc(cur.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
 		return errs, nil
 	}
 	cur.Data = want
 	if err := r.Client.Update(ctx, &cur); err != nil {
-		return nil, fmt.Errorf("update Secret %s/%s: %w", r.Namespace, BGPPasswordsSecret, err)
+		return nil, fmt.Errorf("update Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
 	}
 	return errs, nil
 }
@@ -251,7 +234,7 @@ func (r *BGPPeerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		})).
 		Watches(&corev1.Secret{}, allPeers, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.Namespace && o.GetName() != BGPPasswordsSecret
+			return o.GetNamespace() == r.Namespace && o.GetName() != paasv1.BGPPasswordsSecret
 		}))).
 		Complete(r)
 }

@@ -6,26 +6,12 @@ import (
 	"net/netip"
 	"strings"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
-)
-
-// ConditionIPAllocated is the Service condition that says whether, and why not,
-// the Service holds its addresses.
-const ConditionIPAllocated = "vip.paas.org/IPAllocated"
-
-// Reasons of ConditionIPAllocated: API constants a person or a tool can match on.
-const (
-	ReasonAllocated                = "Allocated"
-	ReasonNoIPGroup                = "NoIPGroup"
-	ReasonIPGroupFull              = "IPGroupFull"
-	ReasonRequestedIPInUse         = "RequestedIPInUse"
-	ReasonRequestedIPExcluded      = "RequestedIPExcluded"
-	ReasonRequestedIPOutsideGroups = "RequestedIPOutsideGroups"
-	ReasonGroupNotAllowed          = "GroupNotAllowed"
-	ReasonInvalidRequest           = "InvalidRequest"
 )
 
 // reasonOf maps an allocation error to its condition reason; of joined errors
@@ -38,25 +24,25 @@ func reasonOf(err error) string {
 		sentinel error
 		reason   string
 	}{
-		{allocator.ErrNoGroup, ReasonNoIPGroup},
-		{allocator.ErrGroupFull, ReasonIPGroupFull},
-		{allocator.ErrInUse, ReasonRequestedIPInUse},
-		{allocator.ErrExcluded, ReasonRequestedIPExcluded},
-		{allocator.ErrOutsideGroups, ReasonRequestedIPOutsideGroups},
-		{allocator.ErrGroupNotAllowed, ReasonGroupNotAllowed},
+		{allocator.ErrNoGroup, paasv1.ReasonNoIPGroup},
+		{allocator.ErrGroupFull, paasv1.ReasonIPGroupFull},
+		{allocator.ErrInUse, paasv1.ReasonRequestedIPInUse},
+		{allocator.ErrExcluded, paasv1.ReasonRequestedIPExcluded},
+		{allocator.ErrOutsideGroups, paasv1.ReasonRequestedIPOutsideGroups},
+		{allocator.ErrGroupNotAllowed, paasv1.ReasonGroupNotAllowed},
 	} {
 		if errors.Is(err, r.sentinel) {
 			return r.reason
 		}
 	}
-	return ReasonInvalidRequest
+	return paasv1.ReasonInvalidRequest
 }
 
 // ipAllocatedCondition computes the condition from what the Service holds and the
 // allocation error, if any. A PreferDualStack Service that got one family is
 // served, and the message says why the other is missing; RequireDualStack is not.
 func ipAllocatedCondition(svc *corev1.Service, held []netip.Addr, groupOf func(netip.Addr) string, err error) metav1.Condition {
-	c := metav1.Condition{Type: ConditionIPAllocated, ObservedGeneration: svc.Generation}
+	c := metav1.Condition{Type: paasv1.ConditionIPAllocated, ObservedGeneration: svc.Generation}
 	var parts []string
 	for _, addr := range held {
 		if g := groupOf(addr); g != "" {
@@ -68,9 +54,9 @@ func ipAllocatedCondition(svc *corev1.Service, held []netip.Addr, groupOf func(n
 	partialOK := len(held) > 0 && !requiresDualStack(svc)
 	switch {
 	case err == nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAllocated, "holds "+strings.Join(parts, ", ")
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, paasv1.ReasonAllocated, "holds "+strings.Join(parts, ", ")
 	case partialOK && !hasRequestError(err):
-		c.Status, c.Reason = metav1.ConditionTrue, ReasonAllocated
+		c.Status, c.Reason = metav1.ConditionTrue, paasv1.ReasonAllocated
 		c.Message = fmt.Sprintf("holds %s; other family: %s", strings.Join(parts, ", "), oneLine(err))
 	case requiresDualStack(svc) && len(held) == 1 && !hasRequestError(err):
 		got := allocator.FamilyOf(held[0])
@@ -113,17 +99,6 @@ func ingressFor(held []netip.Addr, mode corev1.LoadBalancerIPMode) []corev1.Load
 	var out []corev1.LoadBalancerIngress
 	for _, addr := range held {
 		out = append(out, corev1.LoadBalancerIngress{IP: addr.String(), IPMode: &mode})
-	}
-	return out
-}
-
-// ingressAddrs reads the addresses in a Service's status, ignoring hostnames and garbage.
-func ingressAddrs(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if addr, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, addr.Unmap())
-		}
 	}
 	return out
 }

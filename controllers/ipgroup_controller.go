@@ -25,6 +25,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
 // statusDelay batches a burst of allocations into one IPGroup status write.
@@ -71,7 +72,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	desired := group.DeepCopy()
-	parsed, err := parseIPGroup(group)
+	parsed, err := k8salloc.Group(group)
 	setCapacity(&desired.Status, parsed, held)
 	desired.Status.Relocating = countRelocating(group.Name, parsed, ledger.Items)
 	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
@@ -91,7 +92,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if equality.Semantic.DeepEqual(group.Status, desired.Status) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(group), FieldOwner); client.IgnoreNotFound(err) != nil {
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(group), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("patch status of IPGroup %s: %w", group.Name, err)
 	}
 	return ctrl.Result{}, nil

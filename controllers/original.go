@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
 // Adopting what the original paas.org operator allocated, so that installing
@@ -53,7 +54,7 @@ func ledgerHolder(ip *paasv1.IP) (types.NamespacedName, bool) {
 // shows its address, or shows none (the original wrote the ledger first, so a
 // crash between its two writes left exactly that).
 func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name string) bool) (current, adopt, stale []paasv1.IP) {
-	shown := ingressAddrs(svc)
+	shown := k8salloc.IngressAddrs(svc)
 	for _, ip := range ledger {
 		switch {
 		case ip.Spec.Owner != nil && ip.Spec.Owner.UID == svc.UID:
@@ -85,7 +86,7 @@ func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Servi
 			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
 		// Update, not patch: its resourceVersion makes a stale cache fail with a
 		// conflict rather than adopt an object that changed meanwhile.
-		if err := r.GetClient().Update(ctx, desired, FieldOwner); err != nil {
+		if err := r.GetClient().Update(ctx, desired, paasv1.FieldOwner); err != nil {
 			if !apierrors.IsConflict(err) {
 				r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
 					"Cannot adopt ledger IP %s that the original operator wrote for this Service (the Service keeps %s meanwhile): %v%s", ip.Name, addr, err, webhookHint(err))
@@ -109,7 +110,7 @@ func (r *ServiceReconciler) dropOriginalFinalizer(ctx context.Context, svc *core
 	}
 	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
 		i, paasv1.OriginalServiceFinalizer, i)
-	err := r.GetClient().Patch(ctx, svc.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)), FieldOwner)
+	err := r.GetClient().Patch(ctx, svc.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)), paasv1.FieldOwner)
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("remove finalizer %s from Service %s/%s: %w", paasv1.OriginalServiceFinalizer, svc.Namespace, svc.Name, err)
 	}
@@ -131,7 +132,7 @@ func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Serv
 	if !slices.Contains(svc.Finalizers, paasv1.OriginalServiceFinalizer) {
 		return nil
 	}
-	if addrs := ingressAddrs(svc); len(addrs) > 0 {
+	if addrs := k8salloc.IngressAddrs(svc); len(addrs) > 0 {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", joinAddrs(addrs))
 	}
 	return r.dropOriginalFinalizer(ctx, svc)

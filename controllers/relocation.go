@@ -108,7 +108,7 @@ func (r *ServiceReconciler) relabelLedger(ctx context.Context, ip *paasv1.IP, gr
 	}
 	desired.Labels[paasv1.IPGroupLabel] = group
 	desired.Spec.IPGroup = group
-	if err := r.GetClient().Patch(ctx, desired, client.MergeFrom(ip), FieldOwner); client.IgnoreNotFound(err) != nil {
+	if err := r.GetClient().Patch(ctx, desired, client.MergeFrom(ip), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("relabel ledger IP %s to IPGroup %s: %w", ip.Name, group, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
 func addrList(ss ...string) []netip.Addr {
@@ -65,7 +66,7 @@ func TestCountRelocating(t *testing.T) {
 		ip.Spec.Owner = &paasv1.IPOwner{Namespace: "ns", Name: owner}
 		return ip
 	}
-	moved, err := parseIPGroup(&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "ext"},
+	moved, err := k8salloc.Group(&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "ext"},
 		Spec: paasv1.IPGroupSpec{Segment: "198.51.100.0/24", ExcludedIPs: []string{"198.51.100.9"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestCountRelocating(t *testing.T) {
 // groups no longer allow says so, keeps the address, and names the fix.
 func TestStrandedConditions(t *testing.T) {
 	group := func(segment string, excluded ...string) []*allocator.Group {
-		g, err := parseIPGroup(&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "ext"}, Spec: paasv1.IPGroupSpec{Segment: segment, ExcludedIPs: excluded}})
+		g, err := k8salloc.Group(&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "ext"}, Spec: paasv1.IPGroupSpec{Segment: segment, ExcludedIPs: excluded}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +117,7 @@ func TestStrandedConditions(t *testing.T) {
 	a.SetGroups(group("198.51.100.0/31"))
 	held, err := a.Allocate("ns/api", api)
 	c := ipAllocatedCondition(svc, held, groupOf, err)
-	if !slices.Equal(held, addrList("192.0.2.0")) || c.Status != metav1.ConditionFalse || c.Reason != ReasonRequestedIPOutsideGroups ||
+	if !slices.Equal(held, addrList("192.0.2.0")) || c.Status != metav1.ConditionFalse || c.Reason != paasv1.ReasonRequestedIPOutsideGroups ||
 		c.Message != "requested 192.0.2.0 is in no IPGroup; request an address inside an IPGroup's segment or create an IPGroup that holds it (keeps 192.0.2.0 meanwhile)" {
 		t.Errorf("request outside every group: holds %v, condition %s/%s %q", held, c.Status, c.Reason, c.Message)
 	}
@@ -124,7 +125,7 @@ func TestStrandedConditions(t *testing.T) {
 	a.SetGroups(group("198.51.100.0/31", "198.51.100.0/31"))
 	held, err = a.Allocate("ns/auto", auto)
 	c = ipAllocatedCondition(svc, held, groupOf, err)
-	if !slices.Equal(held, addrList("192.0.2.1")) || c.Status != metav1.ConditionFalse || c.Reason != ReasonIPGroupFull ||
+	if !slices.Equal(held, addrList("192.0.2.1")) || c.Status != metav1.ConditionFalse || c.Reason != paasv1.ReasonIPGroupFull ||
 		c.Message != "192.0.2.1 is no longer allowed by an IPGroup that admits this Service (segment, excludedIPs or selectors changed) and cannot move: "+
 			"no free IPv4 address in IPGroup ext (0 of 0 in use); add addresses to a group, create another group, or free an address (keeps 192.0.2.1 meanwhile)" {
 		t.Errorf("nowhere to move: holds %v, condition %s/%s %q", held, c.Status, c.Reason, c.Message)

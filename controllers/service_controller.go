@@ -28,11 +28,9 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
-
-// FieldOwner is the field manager of every write the operator makes.
-const FieldOwner = client.FieldOwner("vip-allocator-operator")
 
 // ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service
 // (spec.owner, or the owner annotation of the original operator's objects).
@@ -124,7 +122,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	if err := r.GetClient().Get(ctx, types.NamespacedName{Name: svc.Namespace}, ns); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("get Namespace %s: %w", svc.Namespace, err)
 	}
-	request, requestErr := requestFor(svc, ns.Labels)
+	request, requestErr := k8salloc.Request(svc, ns.Labels)
 	if requestErr == nil {
 		if err := r.adoptMigrating(ctx, svc, request); err != nil {
 			return err
@@ -236,7 +234,7 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}
 	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner}
-	err = r.GetClient().Create(ctx, ip, FieldOwner)
+	err = r.GetClient().Create(ctx, ip, paasv1.FieldOwner)
 	if err == nil {
 		r.state.ledgerCreated(ip.Name, svc.UID)
 		allocationsTotal.WithLabelValues(group).Inc()
@@ -314,20 +312,20 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	if ok {
 		meta.SetStatusCondition(&desired.Status.Conditions, announced)
 	} else {
-		meta.RemoveStatusCondition(&desired.Status.Conditions, ConditionAnnounced)
+		meta.RemoveStatusCondition(&desired.Status.Conditions, paasv1.ConditionAnnounced)
 	}
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
 		return true, nil
 	}
-	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), FieldOwner); err != nil {
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
 		return false, fmt.Errorf("patch status of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	r.state.statusPatched(key, svc.ResourceVersion)
-	r.reportChanges(svc, ingressAddrs(svc), result)
+	r.reportChanges(svc, k8salloc.IngressAddrs(svc), result)
 	if ok {
-		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced), announced)
+		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAnnounced), announced)
 	}
-	if old := meta.FindStatusCondition(svc.Status.Conditions, ConditionIPAllocated); cond.Status == "False" && (old == nil || old.Message != cond.Message) {
+	if old := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); cond.Status == "False" && (old == nil || old.Message != cond.Message) {
 		allocationFailures.WithLabelValues(cond.Reason).Inc()
 		r.GetRecorder().Event(svc, corev1.EventTypeWarning, EventAllocationFailed, cond.Message)
 	}
@@ -365,11 +363,11 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 		addr, err := netip.ParseAddr(in.IP)
 		return err == nil && slices.Contains(freed, addr)
 	})
-	meta.RemoveStatusCondition(&desired.Status.Conditions, ConditionIPAllocated)
+	meta.RemoveStatusCondition(&desired.Status.Conditions, paasv1.ConditionIPAllocated)
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
 		return nil
 	}
-	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), FieldOwner); err != nil {
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("clear status of Service %s: %w", key, err)
 	}
 	if len(freed) > 0 {

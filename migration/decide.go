@@ -6,9 +6,12 @@
 // function) and makes at most one write for it, so a crash between any two
 // writes is finished by the next run, and running a step twice changes nothing.
 // It never touches the allocator's memory or writes the ledger: the Service
-// controller takes the address over when the Service asks for it
-// (controllers.MigratingTo). It never deletes a Service other than the clone
-// the VirtualIP owns, and never removes the IP from the Service.
+// controller adopts the address when the Service asks for it while the
+// VirtualIP is Migrating (paasv1.VirtualIP.Migrating). It never deletes a
+// Service other than the clone the VirtualIP owns, and never removes the IP
+// from the Service. It shares with the controllers only api/v1 (names,
+// predicates) and internal/allocator/k8salloc (how a Service and an IPGroup
+// read as allocator input); it imports neither controllers nor nodeagent.
 package migration
 
 import (
@@ -23,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -72,13 +75,6 @@ const (
 	StateCleaningUp        = paasv1.VirtualIPMigratingPrefix + "cleaning up"
 )
 
-// AnnouncedCondition is the Service condition the announcer sets once a VIP is
-// announced; when a Service has it, the clone waits for it to be True.
-const AnnouncedCondition = "vip.paas.org/Announced"
-
-// CreatedFromLabel on an IPGroup names the GroupSegmentMapping it was made from.
-const CreatedFromLabel = "vip.paas.org/created-from-gsm"
-
 // Observed is what one decision needs, as read from the cluster.
 type Observed struct {
 	VIP *paasv1.VirtualIP
@@ -113,20 +109,6 @@ type Decision struct {
 	IPGroup *paasv1.IPGroup
 	// RequeueAfter is set while waiting on time rather than on an event.
 	RequeueAfter time.Duration
-}
-
-// Requested reports whether vip carries the migrate annotation.
-func Requested(vip *paasv1.VirtualIP) bool {
-	_, ok := vip.Annotations[paasv1.MigrateAnnotation]
-	return ok
-}
-
-// LegacyARPExpected reports whether the old keepalived node may still answer
-// ARP for vip's address next to the new announcer: from the annotation until
-// Migrated (keepalived lets go when the clone is deleted, during the hand-over).
-// The layer-2 split-brain detector must not raise an alarm for such an address.
-func LegacyARPExpected(vip *paasv1.VirtualIP) bool {
-	return Requested(vip) && vip.Status.State != paasv1.VirtualIPMigrated
 }
 
 // Accepted reports whether the migration of vip has started from a Valid
@@ -204,7 +186,7 @@ func convertingService(o Observed, addr netip.Addr, group string) (Decision, boo
 	svc := o.Service
 	d := Decision{State: StateConvertingService, Reason: ReasonConvertingService,
 		Message: fmt.Sprintf("converting Service %s to type LoadBalancer with %s from IPGroup %s", targetName(o.VIP), addr, group)}
-	holds := slices.Contains(controllers.IngressAddrs(svc), addr)
+	holds := slices.Contains(k8salloc.IngressAddrs(svc), addr)
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (!holds && svc.Spec.LoadBalancerIP != addr.String() && !annotatedWith(svc, addr)) {
 		d.Action = ActionConvertService
 		return d, true
@@ -213,7 +195,7 @@ func convertingService(o Observed, addr netip.Addr, group string) (Decision, boo
 	if holds && adopted {
 		return Decision{}, false
 	}
-	if c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {
 		d.Message += fmt.Sprintf("; waiting: the Service reports %s: %s", c.Reason, c.Message)
 	}
 	return d, true
@@ -228,7 +210,7 @@ func handingOver(o Observed, addr netip.Addr, _ string) (Decision, bool) {
 	d := Decision{State: StateHandingOver, Reason: ReasonHandingOver,
 		Message: fmt.Sprintf("Service %s holds %s; the keepalived clone %s/%s goes once the new data path has carried the IP for %s",
 			targetName(o.VIP), addr, o.Clone.Namespace, o.Clone.Name, o.HandoverDelay)}
-	if c := meta.FindStatusCondition(o.Service.Status.Conditions, AnnouncedCondition); c != nil && c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(o.Service.Status.Conditions, paasv1.ConditionAnnounced); c != nil && c.Status != metav1.ConditionTrue {
 		d.Message += fmt.Sprintf("; waiting for the announcement: %s", c.Message)
 		return d, true
 	}
@@ -266,7 +248,7 @@ func serviceConflict(o Observed, addr netip.Addr) (Decision, bool) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return refuse(ReasonServiceConflict, "Service %s is of type ExternalName, which cannot hold an IP; make it a ClusterIP Service with a selector", name), true
 	}
-	for _, held := range controllers.IngressAddrs(svc) {
+	for _, held := range k8salloc.IngressAddrs(svc) {
 		if held != addr {
 			return refuse(ReasonServiceConflict, "Service %s is already a LoadBalancer with %s, not %s; remove that address (or point spec.service at another Service) and the migration resumes", name, held, addr), true
 		}
@@ -274,8 +256,8 @@ func serviceConflict(o Observed, addr netip.Addr) (Decision, bool) {
 	if ip := svc.Spec.LoadBalancerIP; ip != "" && ip != addr.String() {
 		return refuse(ReasonServiceConflict, "Service %s asks for %s in spec.loadBalancerIP, not %s; clear it and the migration resumes", name, ip, addr), true
 	}
-	if v, ok := svc.Annotations[controllers.IPsAnnotation]; ok && !annotatedWith(svc, addr) {
-		return refuse(ReasonServiceConflict, "Service %s asks for %q in %s, which does not hold %s; remove the annotation and the migration resumes", name, v, controllers.IPsAnnotation, addr), true
+	if v, ok := svc.Annotations[paasv1.IPsAnnotation]; ok && !annotatedWith(svc, addr) {
+		return refuse(ReasonServiceConflict, "Service %s asks for %q in %s, which does not hold %s; remove the annotation and the migration resumes", name, v, paasv1.IPsAnnotation, addr), true
 	}
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !lbclass.Handles(svc, o.OwnClassOnly) {
 		class := "none"
@@ -290,7 +272,7 @@ func serviceConflict(o Observed, addr netip.Addr) (Decision, bool) {
 // handoverLeft is how much longer the clone must stay: the Service must have
 // held the IP (its IPAllocated condition True) for delay.
 func handoverLeft(svc *corev1.Service, delay time.Duration, now time.Time) time.Duration {
-	c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionIPAllocated)
+	c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated)
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return delay
 	}
@@ -306,10 +288,5 @@ func isLegacyFinalizer(f string) bool {
 }
 
 func annotatedWith(svc *corev1.Service, addr netip.Addr) bool {
-	for _, s := range controllers.SplitList(svc.Annotations[controllers.IPsAnnotation]) {
-		if a, err := netip.ParseAddr(s); err == nil && a.Unmap() == addr {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(k8salloc.AnnotatedIPs(svc), addr)
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -48,8 +47,8 @@ func group(name, segment string, excluded ...string) paasv1.IPGroup {
 // holding is what the Service controller does once the Service asks for the IP.
 func holding(o *Observed, at time.Time) {
 	o.Service.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
-	meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: controllers.ConditionIPAllocated,
-		Status: metav1.ConditionTrue, Reason: controllers.ReasonAllocated, LastTransitionTime: metav1.NewTime(at)})
+	meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionIPAllocated,
+		Status: metav1.ConditionTrue, Reason: paasv1.ReasonAllocated, LastTransitionTime: metav1.NewTime(at)})
 	o.Ledger.Spec.Owner = &paasv1.IPOwner{Namespace: "shop", Name: "web", UID: "svc-uid"}
 }
 
@@ -72,17 +71,17 @@ func TestHappyPath(t *testing.T) {
 			o.Service.Spec.Type, o.Service.Spec.LoadBalancerIP = corev1.ServiceTypeLoadBalancer, "192.0.2.10"
 		}, ActionNone, StateConvertingService, 0, "converting"},
 		{"the Service controller refuses: its reason shows", func(o *Observed) {
-			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: controllers.ConditionIPAllocated,
-				Status: metav1.ConditionFalse, Reason: controllers.ReasonRequestedIPInUse, Message: "in use"})
+			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionIPAllocated,
+				Status: metav1.ConditionFalse, Reason: paasv1.ReasonRequestedIPInUse, Message: "in use"})
 		}, ActionNone, StateConvertingService, 0, "RequestedIPInUse: in use"},
 		{"served 2 s ago: the clone stays for the rest of the hand-over", func(o *Observed) { holding(o, t0.Add(-2*time.Second)) },
 			ActionNone, StateHandingOver, 3 * time.Second, "clone shop/web-vip-keepalived-clone"},
 		{"an announcer that has not announced holds the clone", func(o *Observed) {
 			o.Now = t0.Add(time.Minute)
-			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: AnnouncedCondition, Status: metav1.ConditionFalse, Message: "no eligible node"})
+			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionAnnounced, Status: metav1.ConditionFalse, Message: "no eligible node"})
 		}, ActionNone, StateHandingOver, 0, "no eligible node"},
 		{"announced and held long enough: the clone goes", func(o *Observed) {
-			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: AnnouncedCondition, Status: metav1.ConditionTrue})
+			meta.SetStatusCondition(&o.Service.Status.Conditions, metav1.Condition{Type: paasv1.ConditionAnnounced, Status: metav1.ConditionTrue})
 		}, ActionDeleteClone, StateHandingOver, 0, ""},
 		{"clone gone: loadBalancerIP is released", func(o *Observed) { o.Clone = nil }, ActionReleaseLoadBalancerIP, StateCleaningUp, 0, ""},
 		{"then the legacy finalizers", func(o *Observed) { o.Service.Spec.LoadBalancerIP = "" }, ActionRemoveFinalizers, StateCleaningUp, 0, ""},
@@ -138,7 +137,7 @@ func TestRefusals(t *testing.T) {
 		}, ReasonServiceConflict, "already a LoadBalancer with 198.51.100.7"},
 		{"target asks for another IP", func(o *Observed) { o.Service.Spec.LoadBalancerIP = "192.0.2.99" }, ReasonServiceConflict, "clear it"},
 		{"target asks for another IP by annotation", func(o *Observed) {
-			o.Service.Annotations = map[string]string{controllers.IPsAnnotation: "192.0.2.99"}
+			o.Service.Annotations = map[string]string{paasv1.IPsAnnotation: "192.0.2.99"}
 		}, ReasonServiceConflict, "remove the annotation"},
 		{"target is another implementation's LoadBalancer", func(o *Observed) {
 			o.Service.Spec.Type, o.Service.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, ptr.To("example.com/other")
@@ -240,7 +239,7 @@ func TestLegacyARPExpected(t *testing.T) {
 			vip.Annotations = nil
 		}
 		vip.Status.State = c.state
-		if got := LegacyARPExpected(vip); got != c.want {
+		if got := vip.LegacyARPExpected(); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.desc, got, c.want)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
 // coveringGroup finds the IPGroup that will hold addr: an existing one that may
@@ -21,7 +21,7 @@ func coveringGroup(o Observed, addr netip.Addr) (group *paasv1.IPGroup, create b
 	var chosen *paasv1.IPGroup
 	parsed := map[string]*allocator.Group{}
 	for i := range o.Groups {
-		g, err := controllers.ParseIPGroup(&o.Groups[i])
+		g, err := k8salloc.Group(&o.Groups[i])
 		if err != nil || !g.Contains(addr) {
 			continue
 		}
@@ -67,7 +67,7 @@ func coveringGroup(o Observed, addr netip.Addr) (group *paasv1.IPGroup, create b
 	}
 	if !admits(o, mustParse(g)) {
 		return nil, false, refuse(ReasonGroupNotAllowed, "Service %s/%s names IPGroup %s in vip.paas.org/ipgroup, but %s will be in IPGroup %s; remove the annotation and the migration resumes",
-			o.Service.Namespace, o.Service.Name, o.Service.Annotations[controllers.IPGroupAnnotation], addr, g.Name), true
+			o.Service.Namespace, o.Service.Name, o.Service.Annotations[paasv1.IPGroupAnnotation], addr, g.Name), true
 	}
 	return g, true, Decision{}, false
 }
@@ -81,18 +81,18 @@ func ipGroupFromGSM(gsm *paasv1.GroupSegmentMapping) (*paasv1.IPGroup, error) {
 		return nil, fmt.Errorf("segment %q is not a CIDR", gsm.Spec.Segment)
 	}
 	g := &paasv1.IPGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: gsm.Name, Labels: map[string]string{CreatedFromLabel: gsm.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: gsm.Name, Labels: map[string]string{paasv1.CreatedFromGSMLabel: gsm.Name}},
 		Spec: paasv1.IPGroupSpec{Segment: segment.Masked().String(), ExcludedIPs: slices.Clone(gsm.Spec.ExcludedIPs),
 			AutoAssign: new(bool)},
 	}
-	if _, err := controllers.ParseIPGroup(g); err != nil {
+	if _, err := k8salloc.Group(g); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
 
 func mustParse(g *paasv1.IPGroup) *allocator.Group {
-	p, err := controllers.ParseIPGroup(g)
+	p, err := k8salloc.Group(g)
 	if err != nil {
 		panic(err) // ipGroupFromGSM parsed it already
 	}
@@ -102,7 +102,7 @@ func mustParse(g *paasv1.IPGroup) *allocator.Group {
 // admits reports whether g may hand its address to the target Service, as the
 // allocator will judge it.
 func admits(o Observed, g *allocator.Group) bool {
-	if named := controllers.SplitList(o.Service.Annotations[controllers.IPGroupAnnotation]); len(named) > 0 && !slices.Contains(named, g.Name) {
+	if named := k8salloc.NamedGroups(o.Service); len(named) > 0 && !slices.Contains(named, g.Name) {
 		return false
 	}
 	return g.Admits == nil || g.Admits(o.NamespaceLabels, o.Service.Labels)

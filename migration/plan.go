@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 )
 
 // Plan is what the migration of one VirtualIP will do from now on, or what
@@ -71,14 +70,14 @@ func waitFor(o *Observed, d Decision, addr netip.Addr) {
 	switch d.Reason {
 	case ReasonConvertingService:
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String()}}
-		meta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: controllers.ConditionIPAllocated,
-			Status: metav1.ConditionTrue, Reason: controllers.ReasonAllocated, LastTransitionTime: metav1.NewTime(o.Now)})
+		meta.SetStatusCondition(&svc.Status.Conditions, metav1.Condition{Type: paasv1.ConditionIPAllocated,
+			Status: metav1.ConditionTrue, Reason: paasv1.ReasonAllocated, LastTransitionTime: metav1.NewTime(o.Now)})
 		if o.Ledger == nil {
 			o.Ledger = &paasv1.IP{}
 		}
 		o.Ledger.Spec.Owner = &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 	case ReasonHandingOver:
-		meta.RemoveStatusCondition(&svc.Status.Conditions, AnnouncedCondition)
+		meta.RemoveStatusCondition(&svc.Status.Conditions, paasv1.ConditionAnnounced)
 		o.Now = o.Now.Add(d.RequeueAfter + o.HandoverDelay)
 	}
 }

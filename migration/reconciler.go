@@ -19,8 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
-	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
 // DefaultHandoverDelay is how long a Service holds its IP before the keepalived
@@ -69,7 +67,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.GetClient().Get(ctx, req.NamespacedName, vip); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !Requested(vip) || vip.Status.State == paasv1.VirtualIPMigrated {
+	if !vip.Migrating() {
 		return ctrl.Result{}, nil
 	}
 	observed, err := Observe(ctx, r.GetClient(), vip, r.Options, time.Now())
@@ -162,7 +160,7 @@ func (r *Reconciler) act(ctx context.Context, o Observed, d Decision) error {
 	c := r.GetClient()
 	switch d.Action {
 	case ActionCreateIPGroup:
-		if err := c.Create(ctx, d.IPGroup.DeepCopy(), controllers.FieldOwner); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Create(ctx, d.IPGroup.DeepCopy(), paasv1.FieldOwner); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create IPGroup %s: %w", d.IPGroup.Name, err)
 		}
 	case ActionConvertService:
@@ -170,11 +168,11 @@ func (r *Reconciler) act(ctx context.Context, o Observed, d Decision) error {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 			if o.OwnClassOnly {
-				svc.Spec.LoadBalancerClass = ptr.To(lbclass.Name)
+				svc.Spec.LoadBalancerClass = ptr.To(paasv1.LoadBalancerClass)
 			}
 		}
 		svc.Spec.LoadBalancerIP = o.VIP.Status.IP
-		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(o.Service, client.MergeFromWithOptimisticLock{}), controllers.FieldOwner); err != nil {
+		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(o.Service, client.MergeFromWithOptimisticLock{}), paasv1.FieldOwner); err != nil {
 			return fmt.Errorf("patch Service %s/%s to LoadBalancer: %w", svc.Namespace, svc.Name, err)
 		}
 	case ActionDeleteClone:
@@ -185,13 +183,13 @@ func (r *Reconciler) act(ctx context.Context, o Observed, d Decision) error {
 	case ActionReleaseLoadBalancerIP:
 		svc := o.Service.DeepCopy()
 		svc.Spec.LoadBalancerIP = ""
-		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(o.Service, client.MergeFromWithOptimisticLock{}), controllers.FieldOwner); err != nil {
+		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(o.Service, client.MergeFromWithOptimisticLock{}), paasv1.FieldOwner); err != nil {
 			return fmt.Errorf("clear spec.loadBalancerIP of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 		}
 	case ActionRemoveFinalizers:
 		vip := o.VIP.DeepCopy()
 		vip.Finalizers = slices.DeleteFunc(vip.Finalizers, isLegacyFinalizer)
-		if err := c.Patch(ctx, vip, client.MergeFromWithOptions(o.VIP, client.MergeFromWithOptimisticLock{}), controllers.FieldOwner); client.IgnoreNotFound(err) != nil {
+		if err := c.Patch(ctx, vip, client.MergeFromWithOptions(o.VIP, client.MergeFromWithOptimisticLock{}), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("remove legacy finalizers: %w", err)
 		}
 	}
@@ -212,7 +210,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, vip *paasv1.VirtualIP, d D
 	if equality.Semantic.DeepEqual(vip.Status, desired.Status) {
 		return nil
 	}
-	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(vip), controllers.FieldOwner); err != nil {
+	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(vip), paasv1.FieldOwner); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // deleted after its finalizers went: nothing left to report on
 		}

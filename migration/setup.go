@@ -51,7 +51,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		var out []reconcile.Request
 		for _, vip := range list.Items {
-			if Requested(&vip) && vip.Status.State != paasv1.VirtualIPMigrated {
+			if vip.Migrating() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vip)})
 			}
 		}

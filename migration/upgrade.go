@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -117,7 +118,7 @@ func PlanUpgrade(in Installation) UpgradePlan {
 	p.Remove = append(p.Remove, originalGrants(in)...)
 	planLedger(in, &p)
 	for _, vip := range in.VirtualIPs {
-		if vip.Status.State != paasv1.VirtualIPMigrated {
+		if !vip.Migrated() {
 			p.VirtualIPs = append(p.VirtualIPs, vip.Namespace+"/"+vip.Name)
 		}
 	}
@@ -268,7 +269,7 @@ func planLedger(in Installation, p *UpgradePlan) {
 		if !svc.DeletionTimestamp.IsZero() || !lbclass.Handles(svc, in.OwnClassOnly) {
 			continue
 		}
-		for _, addr := range statusAddrs(svc) {
+		for _, addr := range k8salloc.IngressAddrs(svc) {
 			shownBy[addr] = append(shownBy[addr], key)
 		}
 	}
@@ -289,8 +290,8 @@ func planLedger(in Installation, p *UpgradePlan) {
 			// Released with the Service, below.
 		case !lbclass.Handles(svc, in.OwnClassOnly):
 			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s is not a LoadBalancer this operator serves", owner)})
-		case len(statusAddrs(svc)) > 0 && !slices.Contains(statusAddrs(svc), addr):
-			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s shows %s instead", owner, joinAddrs(statusAddrs(svc)))})
+		case len(k8salloc.IngressAddrs(svc)) > 0 && !slices.Contains(k8salloc.IngressAddrs(svc), addr):
+			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s shows %s instead", owner, joinAddrs(k8salloc.IngressAddrs(svc)))})
 		default:
 			p.Adopt = append(p.Adopt, Adoption{IP: ip.Name, Address: addr.String(), Service: owner})
 		}
@@ -308,7 +309,7 @@ func planLedger(in Installation, p *UpgradePlan) {
 		if !svc.DeletionTimestamp.IsZero() || !lbclass.Handles(svc, in.OwnClassOnly) {
 			continue
 		}
-		addrs := statusAddrs(svc)
+		addrs := k8salloc.IngressAddrs(svc)
 		if len(addrs) == 0 {
 			continue
 		}
@@ -334,22 +335,16 @@ func planLedger(in Installation, p *UpgradePlan) {
 }
 
 // notAllowed says why no IPGroup may hand out addr, or "" when one may. It
-// reads groups as the allocator does: the segment, minus excluded IPs and CIDRs.
+// reads the groups as the allocator does (k8salloc.Group); an IPGroup that does
+// not parse hands out nothing, as in the operator.
 func notAllowed(groups []paasv1.IPGroup, addr netip.Addr) string {
 	var excludedIn []string
-	for _, g := range groups {
-		segment, err := netip.ParsePrefix(g.Spec.Segment)
-		if err != nil || !segment.Contains(addr) {
+	for i := range groups {
+		g, err := k8salloc.Group(&groups[i])
+		if err != nil || !g.Contains(addr) {
 			continue
 		}
-		excluded := slices.ContainsFunc(g.Spec.ExcludedIPs, func(e string) bool {
-			if p, err := netip.ParsePrefix(e); err == nil {
-				return p.Contains(addr)
-			}
-			a, err := netip.ParseAddr(e)
-			return err == nil && a.Unmap() == addr
-		})
-		if !excluded {
+		if g.Usable(addr) {
 			return ""
 		}
 		excludedIn = append(excludedIn, g.Name)
@@ -358,16 +353,6 @@ func notAllowed(groups []paasv1.IPGroup, addr netip.Addr) string {
 		return "IPGroup " + strings.Join(excludedIn, ", ") + " excludes"
 	}
 	return "no IPGroup's segment contains"
-}
-
-func statusAddrs(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if addr, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, addr.Unmap())
-		}
-	}
-	return out
 }
 
 func joinAddrs(addrs []netip.Addr) string {

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,10 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
-	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 )
 
@@ -109,7 +107,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	vips, bgpVIPs := map[netip.Addr]election.Candidacy{}, map[netip.Addr]vipCandidacy{}
 	for vip, c := range all {
-		if modeOf(c.group) == paasv1.AnnounceBGP {
+		if election.ModeOf(c.group) == paasv1.AnnounceBGP {
 			bgpVIPs[vip] = c
 		} else {
 			vips[vip] = c.Candidacy
@@ -319,7 +317,7 @@ func (a *Announcer) candidacies(ctx context.Context) (map[netip.Addr]vipCandidac
 			if err != nil || group == nil {
 				continue // not (yet) in the ledger: not ours to announce
 			}
-			c, ok := candidacyOf(group)
+			c, ok := election.CandidacyOf(group)
 			if !ok {
 				continue
 			}
@@ -348,36 +346,6 @@ func (a *Announcer) groupOf(ctx context.Context, vip netip.Addr, svc *corev1.Ser
 		return nil, nil
 	}
 	return groups[ip.Labels[paasv1.IPGroupLabel]], nil
-}
-
-// modeOf is how a group's VIPs are announced (L2 when unset).
-func modeOf(g *paasv1.IPGroup) paasv1.AnnounceMode {
-	if an := g.Spec.Announce; an != nil && an.Mode != "" {
-		return an.Mode
-	}
-	return paasv1.AnnounceL2
-}
-
-// candidacyOf is what a group announced by L2 or BGP asks of a node; ok is
-// false for a group the agents do not announce (None) or with a bad selector.
-func candidacyOf(g *paasv1.IPGroup) (election.Candidacy, bool) {
-	an := g.Spec.Announce
-	if modeOf(g) == paasv1.AnnounceNone {
-		return election.Candidacy{}, false
-	}
-	var c election.Candidacy
-	if an == nil {
-		return c, true
-	}
-	c.Interfaces = an.Interfaces
-	if an.NodeSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(an.NodeSelector)
-		if err != nil {
-			return c, false // the operator reports the bad selector on the group
-		}
-		c.Selector = sel
-	}
-	return c, true
 }
 
 // endpointNodes are the nodes with a ready endpoint of svc.
@@ -425,12 +393,8 @@ func (a *Announcer) aliveNodes(ctx context.Context) (alive []election.Node, know
 		if !ok {
 			continue
 		}
-		en := election.Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable, Draining: draining}
-		for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
-			for _, p := range ifc.Addrs {
-				en.Interfaces = append(en.Interfaces, election.Interface{Name: ifc.Name, Prefix: p})
-			}
-		}
+		en := election.NodeOf(n)
+		en.Draining = draining
 		out = append(out, en)
 	}
 	return out, known, nil
@@ -508,7 +472,7 @@ func (a *Announcer) legacyAnnouncer(ctx context.Context, vip netip.Addr) (bool, 
 		return false, fmt.Errorf("list VirtualIPs: %w", err)
 	}
 	for i := range legacy.Items {
-		if addr, err := netip.ParseAddr(legacy.Items[i].Status.IP); err == nil && addr.Unmap() == vip && migration.LegacyARPExpected(&legacy.Items[i]) {
+		if addr, ok := legacy.Items[i].Addr(); ok && addr == vip && legacy.Items[i].LegacyARPExpected() {
 			return true, nil
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 )
 
 // BGPAnnouncer is the BGP side of the announcer: it keeps the node's speaker
@@ -29,7 +29,7 @@ type BGPAnnouncer struct {
 	NodeName string
 	Speaker  *bgp.Speaker
 	// Passwords reads the peers' TCP MD5 passwords by peer name, from the
-	// Secret the operator fills (see controllers.BGPPasswordsSecret).
+	// Secret the operator fills (see paasv1.BGPPasswordsSecret).
 	Passwords func(ctx context.Context) (map[string]string, error)
 
 	mu sync.Mutex

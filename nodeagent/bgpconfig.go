@@ -8,10 +8,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 )
 
@@ -22,8 +21,9 @@ import (
 // peers left out, with why.
 func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]string) (cfg bgp.Config, skipped map[string]string) {
 	skipped = map[string]string{}
-	if addr, ok := nodeInternalIPv4(node); ok {
-		cfg.RouterID = addr
+	self := election.NodeOf(node)
+	if i := slices.IndexFunc(election.InternalIPs(node), netip.Addr.Is4); i >= 0 {
+		cfg.RouterID = election.InternalIPs(node)[i] // the first IPv4 InternalIP
 	}
 	var routerIDFrom string
 	for i := range peers {
@@ -31,11 +31,8 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if p.Spec.NodeSelector != nil {
-			sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
-			if err != nil || !sel.Matches(labels.Set(node.Labels)) {
-				continue
-			}
+		if !election.PeerSelects(p, self) {
+			continue
 		}
 		addr, err := netip.ParseAddr(p.Spec.PeerAddress)
 		if err != nil {
@@ -77,18 +74,6 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 	}
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
-}
-
-func nodeInternalIPv4(n *corev1.Node) (netip.Addr, bool) {
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		if addr, err := netip.ParseAddr(a.Address); err == nil && addr.Unmap().Is4() {
-			return addr.Unmap(), true
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // routeOf is the host route of vip with its group's BGP attributes.

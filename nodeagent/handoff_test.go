@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/election"
 )
 
 func TestHandoffTargets(t *testing.T) {

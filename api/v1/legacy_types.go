@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"net/netip"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -134,6 +136,31 @@ type GroupSegmentMappingList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GroupSegmentMapping `json:"items"`
+}
+
+// MigrationRequested reports whether v carries MigrateAnnotation.
+func (v *VirtualIP) MigrationRequested() bool {
+	_, ok := v.Annotations[MigrateAnnotation]
+	return ok
+}
+
+// Migrated reports whether v reached the final state: its Service holds the IP
+// and v holds nothing any more.
+func (v *VirtualIP) Migrated() bool { return v.Status.State == VirtualIPMigrated }
+
+// Migrating reports whether v's migration was requested and is not done yet.
+func (v *VirtualIP) Migrating() bool { return v.MigrationRequested() && !v.Migrated() }
+
+// LegacyARPExpected reports whether the old keepalived node may still answer
+// ARP for v's address next to the new announcer: from the annotation until
+// Migrated (keepalived lets go when the clone is deleted, during the cutover).
+// The layer-2 split-brain detector must not raise an alarm for such an address.
+func (v *VirtualIP) LegacyARPExpected() bool { return v.Migrating() }
+
+// Addr is the address v holds (status.ip); ok is false when it holds none.
+func (v *VirtualIP) Addr() (addr netip.Addr, ok bool) {
+	addr, err := netip.ParseAddr(v.Status.IP)
+	return addr.Unmap(), err == nil
 }
 
 func init() {

@@ -37,7 +37,6 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -253,15 +252,15 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 		Spec: paasv1.IPSpec{Address: addr.String(), IPGroup: "bench",
 			Owner: &paasv1.IPOwner{Namespace: baselineNS, Name: svc.Name, UID: svc.UID}},
 	}
-	if err := c.Create(ctx, ip, controllers.FieldOwner); err != nil {
+	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
 	}
 	patched := svc.DeepCopy()
 	mode := corev1.LoadBalancerIPModeProxy
 	patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}
-	patched.Status.Conditions = []metav1.Condition{{Type: controllers.ConditionIPAllocated, Status: "True",
-		Reason: controllers.ReasonAllocated, Message: "holds " + addr.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
-	return c.Status().Patch(ctx, patched, client.MergeFrom(svc), controllers.FieldOwner)
+	patched.Status.Conditions = []metav1.Condition{{Type: paasv1.ConditionIPAllocated, Status: "True",
+		Reason: paasv1.ReasonAllocated, Message: "holds " + addr.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
+	return c.Status().Patch(ctx, patched, client.MergeFrom(svc), paasv1.FieldOwner)
 }
 
 func startOperator(root, dir string, workers int) (*exec.Cmd, error) {

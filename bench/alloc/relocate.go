@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 )
 
 // The relocation phase: the bench IPGroup's segment moves and every Service
@@ -42,15 +41,15 @@ func baselineMove(ctx context.Context, c client.Client, svc *corev1.Service, i i
 		Spec: paasv1.IPSpec{Address: to.String(), IPGroup: "bench",
 			Owner: &paasv1.IPOwner{Namespace: baselineNS, Name: svc.Name, UID: svc.UID}},
 	}
-	if err := c.Create(ctx, ip, controllers.FieldOwner); err != nil {
+	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
 	}
 	patched := svc.DeepCopy()
 	mode := corev1.LoadBalancerIPModeProxy
 	patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: to.String(), IPMode: &mode}}
-	patched.Status.Conditions = []metav1.Condition{{Type: controllers.ConditionIPAllocated, Status: "True",
-		Reason: controllers.ReasonAllocated, Message: "holds " + to.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
-	if err := c.Status().Patch(ctx, patched, client.MergeFrom(svc), controllers.FieldOwner); err != nil {
+	patched.Status.Conditions = []metav1.Condition{{Type: paasv1.ConditionIPAllocated, Status: "True",
+		Reason: paasv1.ReasonAllocated, Message: "holds " + to.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Patch(ctx, patched, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
 		return err
 	}
 	old := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(from)}}

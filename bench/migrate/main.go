@@ -38,7 +38,6 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -238,7 +237,7 @@ func baselineTakeOver(ctx context.Context, c client.Client, vip *paasv1.VirtualI
 	converted.Spec.Type, converted.Spec.LoadBalancerIP = corev1.ServiceTypeLoadBalancer, vip.Status.IP
 	// Another class, so the operator started later leaves these alone.
 	converted.Spec.LoadBalancerClass = ptr.To("bench.example/baseline")
-	if err := c.Patch(ctx, converted, client.MergeFrom(svc), controllers.FieldOwner); err != nil {
+	if err := c.Patch(ctx, converted, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("convert Service: %w", err)
 	}
 	ip := &paasv1.IP{}
@@ -248,15 +247,15 @@ func baselineTakeOver(ctx context.Context, c client.Client, vip *paasv1.VirtualI
 	ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	ip.Annotations[paasv1.OwnerAnnotation] = svc.Namespace + "/" + svc.Name
 	ip.Spec = paasv1.IPSpec{Address: vip.Status.IP, IPGroup: group, Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
-	if err := c.Update(ctx, ip, controllers.FieldOwner); err != nil {
+	if err := c.Update(ctx, ip, paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("relabel ledger: %w", err)
 	}
 	held := converted.DeepCopy()
 	mode := corev1.LoadBalancerIPModeProxy
 	held.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip.Status.IP, IPMode: &mode}}
-	held.Status.Conditions = []metav1.Condition{{Type: controllers.ConditionIPAllocated, Status: "True", Reason: controllers.ReasonAllocated,
+	held.Status.Conditions = []metav1.Condition{{Type: paasv1.ConditionIPAllocated, Status: "True", Reason: paasv1.ReasonAllocated,
 		Message: "holds " + vip.Status.IP + " from IPGroup " + group, LastTransitionTime: metav1.Now()}}
-	return c.Status().Patch(ctx, held, client.MergeFrom(converted), controllers.FieldOwner)
+	return c.Status().Patch(ctx, held, client.MergeFrom(converted), paasv1.FieldOwner)
 }
 
 // baselineCleanUp is the second half: clone, loadBalancerIP, finalizers, state.
@@ -266,15 +265,15 @@ func baselineCleanUp(ctx context.Context, c client.Client, vip *paasv1.VirtualIP
 		return fmt.Errorf("delete clone: %w", err)
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: vip.Namespace, Name: vip.Spec.Service}}
-	if err := c.Patch(ctx, svc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"loadBalancerIP":null}}`)), controllers.FieldOwner); err != nil {
+	if err := c.Patch(ctx, svc, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"loadBalancerIP":null}}`)), paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("clear loadBalancerIP: %w", err)
 	}
-	if err := c.Patch(ctx, vip, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)), controllers.FieldOwner); err != nil {
+	if err := c.Patch(ctx, vip, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)), paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("remove finalizers: %w", err)
 	}
 	done := vip.DeepCopy()
 	done.Status.State, done.Status.Message = paasv1.VirtualIPMigrated, "migrated"
-	return c.Status().Patch(ctx, done, client.MergeFrom(vip), controllers.FieldOwner)
+	return c.Status().Patch(ctx, done, client.MergeFrom(vip), paasv1.FieldOwner)
 }
 
 // operatorWrites sums the operator's client requests that write

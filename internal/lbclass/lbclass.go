@@ -3,13 +3,15 @@
 // call Handles.
 package lbclass
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
 
-// Name is the spec.loadBalancerClass vip-allocator answers to.
-const Name = "paas.org/vip-allocator"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
 
-// Handles reports whether svc is ours: a LoadBalancer of our class, or of no
-// class unless ownClassOnly (set to coexist with another implementation).
+// Handles reports whether svc is ours: a LoadBalancer of our class
+// (paasv1.LoadBalancerClass), or of no class unless ownClassOnly (set to
+// coexist with another implementation).
 func Handles(svc *corev1.Service, ownClassOnly bool) bool {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return false
@@ -17,5 +19,5 @@ func Handles(svc *corev1.Service, ownClassOnly bool) bool {
 	if svc.Spec.LoadBalancerClass == nil {
 		return !ownClassOnly
 	}
-	return *svc.Spec.LoadBalancerClass == Name
+	return *svc.Spec.LoadBalancerClass == paasv1.LoadBalancerClass
 }

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 )
 
 // bgpLab: three nodes and a router on one dual-stack LAN (198.51.100.0/24,
@@ -228,7 +227,7 @@ func TestBGPAnnouncement(t *testing.T) {
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(web), &s); err != nil {
 				return err
 			}
-			c := meta.FindStatusCondition(s.Status.Conditions, controllers.ConditionAnnounced)
+			c := meta.FindStatusCondition(s.Status.Conditions, paasv1.ConditionAnnounced)
 			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "advertised by node1, node2, node3 (BGP)") {
 				return fmt.Errorf("condition %+v", c)
 			}
@@ -271,7 +270,7 @@ func TestBGPAnnouncement(t *testing.T) {
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(api), &s); err != nil {
 				return err
 			}
-			if c := meta.FindStatusCondition(s.Status.Conditions, controllers.ConditionAnnounced); c == nil || c.Reason != controllers.ReasonNoAnnouncer {
+			if c := meta.FindStatusCondition(s.Status.Conditions, paasv1.ConditionAnnounced); c == nil || c.Reason != paasv1.ReasonNoAnnouncer {
 				return fmt.Errorf("condition %+v", c)
 			}
 			return nil
@@ -340,7 +339,7 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.waitNextHops(t, webVIP)
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllers.DefaultNamespace, Name: "router-md5"},
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: paasv1.DefaultNamespace, Name: "router-md5"},
 			StringData: map[string]string{"password": "wrong"}}
 		if err := d.env.Admin.Create(ctx, secret); err != nil {
 			t.Fatal(err)

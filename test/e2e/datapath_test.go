@@ -31,7 +31,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -129,8 +128,8 @@ func (d *dataLab) startOperator(t testing.TB) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	if err := d.env.Admin.Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "vip-allocator-operator", Name: controllers.MemberlistSecret},
-		Data:       map[string][]byte{controllers.MemberlistKey: key}}); err != nil {
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vip-allocator-operator", Name: paasv1.MemberlistSecret},
+		Data:       map[string][]byte{paasv1.MemberlistKey: key}}); err != nil {
 		t.Fatal(err)
 	}
 	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})

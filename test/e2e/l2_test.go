@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
@@ -261,7 +260,7 @@ func TestL2Announcement(t *testing.T) {
 			return err
 		}
 		owner := d.announcer(vip)
-		c := meta.FindStatusCondition(web.Status.Conditions, controllers.ConditionAnnounced)
+		c := meta.FindStatusCondition(web.Status.Conditions, paasv1.ConditionAnnounced)
 		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "announced by "+owner) {
 			return fmt.Errorf("condition %+v", c)
 		}
@@ -407,8 +406,8 @@ func TestL2Announcement(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 				return err
 			}
-			c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionAnnounced)
-			if c == nil || c.Reason != controllers.ReasonNoAnnouncer {
+			c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAnnounced)
+			if c == nil || c.Reason != paasv1.ReasonNoAnnouncer {
 				return fmt.Errorf("condition %+v", c)
 			}
 			return nil

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
@@ -194,7 +193,7 @@ func TestL2DualStack(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &svc); err != nil {
 			return err
 		}
-		c := meta.FindStatusCondition(svc.Status.Conditions, controllers.ConditionAnnounced)
+		c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAnnounced)
 		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, vip6) || !strings.Contains(c.Message, vip4) {
 			return fmt.Errorf("condition %+v", c)
 		}

@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,9 +41,9 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 
 	It("gets a gossip key: a Secret of 32 random bytes the operator creates once and never rewrites", func() {
 		secret := &corev1.Secret{}
-		name := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: controllers.MemberlistSecret}
+		name := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: paasv1.MemberlistSecret}
 		Eventually(func() error { return k8s.Get(context.Background(), name, secret) }).Should(Succeed())
-		gossipKey := secret.Data[controllers.MemberlistKey]
+		gossipKey := secret.Data[paasv1.MemberlistKey]
 		Expect(gossipKey).To(HaveLen(32))
 		Expect(gossipKey).NotTo(Equal(make([]byte, 32)))
 		// Reconciling again (the DaemonSet changes) keeps the key the agents use.
@@ -50,7 +52,7 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 		Expect(k8s.Delete(context.Background(), ds)).To(Succeed())
 		Eventually(func(g Gomega) { getDS(g) }).Should(Succeed())
 		Expect(k8s.Get(context.Background(), name, secret)).To(Succeed())
-		Expect(secret.Data[controllers.MemberlistKey]).To(Equal(gossipKey))
+		Expect(secret.Data[paasv1.MemberlistKey]).To(Equal(gossipKey))
 	})
 
 	It("is recreated when deleted by hand, and repaired when edited", func() {

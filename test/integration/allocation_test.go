@@ -25,11 +25,11 @@ var _ = Describe("allocation from the original IPGroup", func() {
 		first := createService(lbService(ns, "first"))
 		got := eventuallyIPs(first, "192.0.2.1")
 		Expect(got.Status.LoadBalancer.Ingress[0].IPMode).To(HaveValue(Equal(corev1.LoadBalancerIPModeProxy)))
-		c := eventuallyCondition(first, metav1.ConditionTrue, controllers.ReasonAllocated)
+		c := eventuallyCondition(first, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(Equal("holds 192.0.2.1 from IPGroup 192.0.2.0-24"))
 		eventuallyEvent(first, corev1.EventTypeNormal, controllers.EventIPAllocated, "Allocated 192.0.2.1 from IPGroup 192.0.2.0-24")
 
-		ours := createService(lbService(ns, "ours", withClass(controllers.LoadBalancerClass)))
+		ours := createService(lbService(ns, "ours", withClass(paasv1.LoadBalancerClass)))
 		eventuallyIPs(ours, "192.0.2.2")
 
 		By("leaving Services of another class and other types alone")
@@ -74,8 +74,8 @@ var _ = Describe("requests", func() {
 		ns := newNamespace(nil)
 
 		eventuallyIPs(createService(lbService(ns, "by-spec", withLoadBalancerIP("198.51.100.77"))), "198.51.100.77")
-		eventuallyIPs(createService(lbService(ns, "by-annotation", withAnnotation(controllers.IPsAnnotation, "198.51.100.200"))), "198.51.100.200")
-		eventuallyIPs(createService(lbService(ns, "by-group", withAnnotation(controllers.IPGroupAnnotation, "req-manual"))), "198.51.100.128")
+		eventuallyIPs(createService(lbService(ns, "by-annotation", withAnnotation(paasv1.IPsAnnotation, "198.51.100.200"))), "198.51.100.200")
+		eventuallyIPs(createService(lbService(ns, "by-group", withAnnotation(paasv1.IPGroupAnnotation, "req-manual"))), "198.51.100.128")
 		eventuallyIPs(createService(lbService(ns, "auto")), "198.51.100.0")
 	})
 
@@ -89,7 +89,7 @@ var _ = Describe("requests", func() {
 		Expect(ledger()).To(HaveKey("2001-db8-1--1"), "IPv6 ledger names write ':' as '-'")
 
 		deep := createService(lbService(ns, "deep", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
-			withAnnotation(controllers.IPsAnnotation, "2001:db8:1:0:ffff:ffff:ffff:fffe")))
+			withAnnotation(paasv1.IPsAnnotation, "2001:db8:1:0:ffff:ffff:ffff:fffe")))
 		eventuallyIPs(deep, "2001:db8:1:0:ffff:ffff:ffff:fffe")
 
 		Eventually(func(g Gomega) {
@@ -101,7 +101,7 @@ var _ = Describe("requests", func() {
 
 		By("asking for both families in one annotation")
 		both := createService(lbService(ns, "both", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
-			withAnnotation(controllers.IPsAnnotation, "2001:db8:1::50, 203.0.113.50")))
+			withAnnotation(paasv1.IPsAnnotation, "2001:db8:1::50, 203.0.113.50")))
 		eventuallyIPs(both, "203.0.113.50", "2001:db8:1::50")
 	})
 })
@@ -113,19 +113,19 @@ var _ = Describe("refusals", func() {
 
 		By("no IPGroup at all")
 		waiting := createService(lbService(ns, "waiting"))
-		c := eventuallyCondition(waiting, metav1.ConditionFalse, controllers.ReasonNoIPGroup)
+		c := eventuallyCondition(waiting, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(ContainSubstring("no auto-assign IPv4 IPGroup admits this Service"))
 		eventuallyEvent(waiting, corev1.EventTypeWarning, controllers.EventAllocationFailed, "no auto-assign IPv4 IPGroup")
 
 		By("served as soon as a group appears")
 		createIPGroup(newIPGroup("tiny", "192.0.2.0/31"))
 		eventuallyIPs(waiting, "192.0.2.0")
-		eventuallyCondition(waiting, metav1.ConditionTrue, controllers.ReasonAllocated)
+		eventuallyCondition(waiting, metav1.ConditionTrue, paasv1.ReasonAllocated)
 
 		By("the group full")
 		eventuallyIPs(createService(lbService(ns, "second")), "192.0.2.1")
 		third := createService(lbService(ns, "third"))
-		c = eventuallyCondition(third, metav1.ConditionFalse, controllers.ReasonIPGroupFull)
+		c = eventuallyCondition(third, metav1.ConditionFalse, paasv1.ReasonIPGroupFull)
 		Expect(c.Message).To(Equal("no free IPv4 address in IPGroup tiny (2 of 2 in use); add addresses to a group, create another group, or free an address"))
 
 		By("served when an address is freed")
@@ -134,7 +134,7 @@ var _ = Describe("refusals", func() {
 
 		By("a requested IP held by another Service")
 		taken := createService(lbService(ns, "taken", withLoadBalancerIP("192.0.2.1")))
-		c = eventuallyCondition(taken, metav1.ConditionFalse, controllers.ReasonRequestedIPInUse)
+		c = eventuallyCondition(taken, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("requested 192.0.2.1 is already held by " + ns + "/second"))
 		eventuallyEvent(taken, corev1.EventTypeWarning, controllers.EventAllocationFailed, "already held by")
 		Expect(k8s.Delete(ctx, getService(createService(lbService(ns, "unrelated", withClass("example.com/x")))))).To(Succeed())
@@ -144,12 +144,12 @@ var _ = Describe("refusals", func() {
 		By("a requested IP that is excluded")
 		createIPGroup(newIPGroup("excl", "198.51.100.0/24", "198.51.100.0", "198.51.100.255", "198.51.100.128/28"))
 		excluded := createService(lbService(ns, "excluded", withLoadBalancerIP("198.51.100.130")))
-		c = eventuallyCondition(excluded, metav1.ConditionFalse, controllers.ReasonRequestedIPExcluded)
+		c = eventuallyCondition(excluded, metav1.ConditionFalse, paasv1.ReasonRequestedIPExcluded)
 		Expect(c.Message).To(ContainSubstring("requested 198.51.100.130 is excluded from IPGroup excl"))
 
 		By("a requested IP outside every group")
-		outside := createService(lbService(ns, "outside", withAnnotation(controllers.IPsAnnotation, "203.0.113.99")))
-		c = eventuallyCondition(outside, metav1.ConditionFalse, controllers.ReasonRequestedIPOutsideGroups)
+		outside := createService(lbService(ns, "outside", withAnnotation(paasv1.IPsAnnotation, "203.0.113.99")))
+		c = eventuallyCondition(outside, metav1.ConditionFalse, paasv1.ReasonRequestedIPOutsideGroups)
 		Expect(c.Message).To(ContainSubstring("requested 203.0.113.99 is in no IPGroup"))
 		By("served once a group covers it")
 		createIPGroup(newIPGroup("covers", "203.0.113.96/28"))
@@ -159,8 +159,8 @@ var _ = Describe("refusals", func() {
 		restricted := newIPGroup("restricted", "203.0.113.0/28")
 		restricted.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}
 		createIPGroup(restricted)
-		denied := createService(lbService(ns, "denied", withAnnotation(controllers.IPGroupAnnotation, "restricted")))
-		c = eventuallyCondition(denied, metav1.ConditionFalse, controllers.ReasonGroupNotAllowed)
+		denied := createService(lbService(ns, "denied", withAnnotation(paasv1.IPGroupAnnotation, "restricted")))
+		c = eventuallyCondition(denied, metav1.ConditionFalse, paasv1.ReasonGroupNotAllowed)
 		Expect(c.Message).To(ContainSubstring("IPGroup restricted does not admit this Service"))
 		By("served when the namespace gets the label")
 		var nsObj corev1.Namespace
@@ -170,14 +170,14 @@ var _ = Describe("refusals", func() {
 		eventuallyIPs(denied, "203.0.113.0")
 
 		By("a malformed request")
-		bad := createService(lbService(ns, "bad", withAnnotation(controllers.IPsAnnotation, "not-an-ip")))
-		c = eventuallyCondition(bad, metav1.ConditionFalse, controllers.ReasonInvalidRequest)
+		bad := createService(lbService(ns, "bad", withAnnotation(paasv1.IPsAnnotation, "not-an-ip")))
+		c = eventuallyCondition(bad, metav1.ConditionFalse, paasv1.ReasonInvalidRequest)
 		Expect(c.Message).To(ContainSubstring(`"not-an-ip" is not an IP address`))
 		Expect(getService(bad).Status.LoadBalancer.Ingress).To(BeEmpty())
 
 		By("a RequireDualStack Service that gets only one family")
 		half := createService(lbService(ns, "half", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)))
-		c = eventuallyCondition(half, metav1.ConditionFalse, controllers.ReasonNoIPGroup)
+		c = eventuallyCondition(half, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(ContainSubstring("no auto-assign IPv6 IPGroup"))
 		Expect(addr(eventuallyHasIPs(half, 1)[0]).Is4()).To(BeTrue(), "it keeps the IPv4 address it got meanwhile")
 	})
@@ -238,7 +238,7 @@ var _ = Describe("release", func() {
 		Eventually(func(g Gomega) {
 			got := getService(changing)
 			g.Expect(got.Status.LoadBalancer.Ingress).To(BeEmpty())
-			g.Expect(findCondition(got.Status.Conditions, controllers.ConditionIPAllocated)).To(BeNil())
+			g.Expect(findCondition(got.Status.Conditions, paasv1.ConditionIPAllocated)).To(BeNil())
 		}).Should(Succeed())
 		eventuallyEvent(changing, corev1.EventTypeNormal, controllers.EventIPReleased, "192.0.2.64")
 	})
@@ -290,7 +290,7 @@ var _ = Describe("the ledger", func() {
 		createIPGroup(newIPGroup("legacy-seg", "198.51.100.0/24"))
 		ns := newNamespace(nil)
 		want := createService(lbService(ns, "wants-legacy", withLoadBalancerIP("198.51.100.5")))
-		c := eventuallyCondition(want, metav1.ConditionFalse, controllers.ReasonRequestedIPInUse)
+		c := eventuallyCondition(want, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("held by VirtualIP legacy/app-vip"))
 		Consistently(ledger, "1s").Should(HaveKeyWithValue("198.51.100.5", HaveField("Spec.Owner", BeNil())))
 	})
@@ -321,7 +321,7 @@ var _ = Describe("legacy VirtualIPs", Ordered, func() {
 		startOperator()
 		createIPGroup(newIPGroup("legacy-v", "203.0.113.192/28"))
 		svc := createService(lbService(ns, "wants-vip", withLoadBalancerIP("203.0.113.200")))
-		c := eventuallyCondition(svc, metav1.ConditionFalse, controllers.ReasonRequestedIPInUse)
+		c := eventuallyCondition(svc, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("held by VirtualIP " + ns + "/old-vip"))
 		eventuallyIPs(createService(lbService(ns, "auto")), "203.0.113.192")
 	})

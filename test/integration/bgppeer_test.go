@@ -15,7 +15,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -186,7 +185,7 @@ var _ = Describe("BGPPeer", func() {
 		// The agents read the copy (and may read no other Secret).
 		agent := agentSessions("bgp-n3").Client
 		var copied corev1.Secret
-		Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: controllers.BGPPasswordsSecret}, &copied)).To(Succeed())
+		Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: paasv1.BGPPasswordsSecret}, &copied)).To(Succeed())
 		Expect(string(copied.Data["tor-md5"])).To(Equal("s3cret"))
 		Expect(agent.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{})).NotTo(Succeed())
 
@@ -194,7 +193,7 @@ var _ = Describe("BGPPeer", func() {
 		secret.StringData = map[string]string{"password": "rotated"}
 		Expect(k8s.Update(ctx, secret)).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: controllers.BGPPasswordsSecret}, &copied)).To(Succeed())
+			g.Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: paasv1.BGPPasswordsSecret}, &copied)).To(Succeed())
 			g.Expect(string(copied.Data["tor-md5"])).To(Equal("rotated"))
 		}).Should(Succeed())
 	})

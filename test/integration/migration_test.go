@@ -129,7 +129,7 @@ var _ = Describe("migration of legacy VirtualIPs", func() {
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "gsm-happy"}, group)).To(Succeed())
 		Expect(group.Spec.Segment).To(Equal("10.251.0.0/24"))
 		Expect(group.Spec.ExcludedIPs).To(Equal([]string{"10.251.0.1"}))
-		Expect(group.Labels).To(HaveKeyWithValue(migration.CreatedFromLabel, "gsm-happy"))
+		Expect(group.Labels).To(HaveKeyWithValue(paasv1.CreatedFromGSMLabel, "gsm-happy"))
 
 		By("intermediate states reported as the original did, the IP never leaving the Service, the clone going last")
 		Expect(t.states).To(ContainElements(migration.StateConvertingService, migration.StateHandingOver, paasv1.VirtualIPMigrated))

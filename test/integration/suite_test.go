@@ -223,7 +223,7 @@ func eventuallyCondition(s *corev1.Service, status metav1.ConditionStatus, reaso
 	EventuallyWithOffset(1, func(g Gomega) {
 		got := &corev1.Service{}
 		g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(s), got)).To(Succeed())
-		found := meta.FindStatusCondition(got.Status.Conditions, controllers.ConditionIPAllocated)
+		found := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionIPAllocated)
 		g.Expect(found).NotTo(BeNil())
 		g.Expect(found.Status).To(Equal(status), found.Message)
 		g.Expect(found.Reason).To(Equal(reason), found.Message)

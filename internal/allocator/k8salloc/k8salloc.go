@@ -1,4 +1,9 @@
-package controllers
+// Package k8salloc is the one adapter between Kubernetes objects and the pure
+// allocator: it reads an IPGroup into an allocator.Group, a Service into an
+// allocator.Request, and a Service's status into the addresses it holds. The
+// operator's controllers and the migration both read objects through it, so
+// they judge a Service alike (MetalLB's k8salloc is the model).
+package k8salloc
 
 import (
 	"fmt"
@@ -11,19 +16,11 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
-	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
-// The Service interface: the class we serve and the annotations we read.
-const (
-	LoadBalancerClass = lbclass.Name
-	IPsAnnotation     = "vip.paas.org/ips"
-	IPGroupAnnotation = "vip.paas.org/ipgroup"
-)
-
-// parseIPGroup turns an IPGroup into the allocator's plain type. The API server
+// Group turns an IPGroup into the allocator's plain type. The API server
 // already validated it (CEL); errors here mean a schema older than this code.
-func parseIPGroup(g *paasv1.IPGroup) (*allocator.Group, error) {
+func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 	segment, err := netip.ParsePrefix(g.Spec.Segment)
 	if err != nil {
 		return nil, fmt.Errorf("segment %q is not a CIDR: %w", g.Spec.Segment, err)
@@ -75,8 +72,8 @@ func parseIPOrCIDR(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(addr, addr.BitLen()), nil
 }
 
-// requestFor reads what svc asks for: families, requested IPs, named groups.
-func requestFor(svc *corev1.Service, nsLabels map[string]string) (allocator.Request, error) {
+// Request reads what svc asks for: families, requested IPs, named groups.
+func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request, error) {
 	req := allocator.Request{NamespaceLabels: nsLabels, ServiceLabels: svc.Labels}
 	for _, f := range svc.Spec.IPFamilies {
 		req.Families = append(req.Families, allocator.Family(f))
@@ -85,14 +82,14 @@ func requestFor(svc *corev1.Service, nsLabels map[string]string) (allocator.Requ
 		req.Families = []allocator.Family{allocator.IPv4}
 	}
 
-	annotated := splitList(svc.Annotations[IPsAnnotation])
+	annotated := SplitList(svc.Annotations[paasv1.IPsAnnotation])
 	for _, s := range annotated {
 		addr, err := netip.ParseAddr(s)
 		if err != nil {
-			return req, fmt.Errorf("annotation %s: %q is not an IP address; write addresses separated by commas, one per family", IPsAnnotation, s)
+			return req, fmt.Errorf("annotation %s: %q is not an IP address; write addresses separated by commas, one per family", paasv1.IPsAnnotation, s)
 		}
 		if _, dup := requestedOf(req.IPs, allocator.FamilyOf(addr)); dup {
-			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", IPsAnnotation, allocator.FamilyOf(addr))
+			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", paasv1.IPsAnnotation, allocator.FamilyOf(addr))
 		}
 		req.IPs = append(req.IPs, addr.Unmap())
 	}
@@ -103,13 +100,13 @@ func requestFor(svc *corev1.Service, nsLabels map[string]string) (allocator.Requ
 		}
 		if len(annotated) > 0 {
 			if have, ok := requestedOf(req.IPs, allocator.FamilyOf(addr)); !ok || have != addr {
-				return req, fmt.Errorf("spec.loadBalancerIP %s and annotation %s=%q disagree; set only one of them", s, IPsAnnotation, svc.Annotations[IPsAnnotation])
+				return req, fmt.Errorf("spec.loadBalancerIP %s and annotation %s=%q disagree; set only one of them", s, paasv1.IPsAnnotation, svc.Annotations[paasv1.IPsAnnotation])
 			}
 		} else {
 			req.IPs = append(req.IPs, addr.Unmap())
 		}
 	}
-	req.Groups = splitList(svc.Annotations[IPGroupAnnotation])
+	req.Groups = NamedGroups(svc)
 	return req, nil
 }
 
@@ -122,11 +119,41 @@ func requestedOf(ips []netip.Addr, fam allocator.Family) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-func splitList(s string) []string {
+// SplitList splits a comma-separated annotation value, dropping blanks.
+func SplitList(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {
 		if part = strings.TrimSpace(part); part != "" {
 			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// IngressAddrs reads the addresses in a Service's status, ignoring hostnames and garbage:
+// what the Service holds, as the allocator sees it.
+func IngressAddrs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if addr, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, addr.Unmap())
+		}
+	}
+	return out
+}
+
+// NamedGroups are the IPGroups svc names in its vip.paas.org/ipgroup annotation.
+func NamedGroups(svc *corev1.Service) []string {
+	return SplitList(svc.Annotations[paasv1.IPGroupAnnotation])
+}
+
+// AnnotatedIPs are the addresses svc asks for in its vip.paas.org/ips
+// annotation, skipping what is no address (Request reports those).
+func AnnotatedIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range SplitList(svc.Annotations[paasv1.IPsAnnotation]) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
 		}
 	}
 	return out

@@ -14,37 +14,33 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
-// EventIPMigrated is the Service Event of a hand-over from a legacy VirtualIP.
+// EventIPMigrated is the Service Event of an adoption: the Service took over
+// the address of the legacy VirtualIP it migrates from.
 const EventIPMigrated = "IPMigrated"
 
 // legacyKeyPrefix starts every allocator key of a legacy VirtualIP (legacyKey).
 const legacyKeyPrefix = "VirtualIP "
 
-// ParseIPGroup turns an IPGroup into the allocator's plain type, exactly as the
-// allocator sees it (the migration checks with it which group admits a Service).
-func ParseIPGroup(g *paasv1.IPGroup) (*allocator.Group, error) { return parseIPGroup(g) }
-
-// MigratingTo reports whether vip is being migrated to Service svc and still
+// migratingTo reports whether vip is being migrated to Service svc and still
 // holds addr: the only case where a legacy address may change hands.
-func MigratingTo(vip *paasv1.VirtualIP, svc types.NamespacedName, addr netip.Addr) bool {
-	_, annotated := vip.Annotations[paasv1.MigrateAnnotation]
-	held, err := netip.ParseAddr(vip.Status.IP)
-	return annotated && vip.Namespace == svc.Namespace && vip.Spec.Service == svc.Name &&
-		err == nil && held.Unmap() == addr && vip.Status.State != paasv1.VirtualIPMigrated
+func migratingTo(vip *paasv1.VirtualIP, svc types.NamespacedName, addr netip.Addr) bool {
+	held, ok := vip.Addr()
+	return vip.Migrating() && vip.Namespace == svc.Namespace && vip.Spec.Service == svc.Name && ok && held == addr
 }
 
 // adoptMigrating hands the addresses of legacy VirtualIPs that migrate to svc
 // over to svc, before the allocator is asked: in memory, and in the ledger by
 // relabelling the legacy IP object in place (an update, so the object that
 // locks the address never disappears, and its resourceVersion makes the
-// hand-over happen once). Without it, the Service that asks for its VirtualIP's
+// adoption happen once). Without it, the Service that asks for its VirtualIP's
 // address would be told the address is in use by that VirtualIP.
 func (r *ServiceReconciler) adoptMigrating(ctx context.Context, svc *corev1.Service, req allocator.Request) error {
 	key := client.ObjectKeyFromObject(svc)
 	candidates := slices.Clone(req.IPs)
-	for _, addr := range ingressAddrs(svc) {
+	for _, addr := range k8salloc.IngressAddrs(svc) {
 		if !slices.Contains(candidates, addr) {
 			candidates = append(candidates, addr)
 		}
@@ -92,7 +88,7 @@ func (r *ServiceReconciler) adoptOne(ctx context.Context, svc *corev1.Service, k
 	if err := r.GetClient().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, vip); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !MigratingTo(vip, key, addr) {
+	if !migratingTo(vip, key, addr) {
 		return nil
 	}
 	if found {
@@ -117,7 +113,7 @@ func (r *ServiceReconciler) adoptOne(ctx context.Context, svc *corev1.Service, k
 			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
 		// Update, not patch: the resourceVersion makes a stale cache fail with a
 		// conflict instead of relabelling twice.
-		if err := r.GetClient().Update(ctx, adopted, FieldOwner); err != nil {
+		if err := r.GetClient().Update(ctx, adopted, paasv1.FieldOwner); err != nil {
 			if apierrors.IsConflict(err) {
 				return fmt.Errorf("relabel ledger IP %s (changed meanwhile, retrying): %w", ledger.Name, err)
 			}
@@ -138,9 +134,3 @@ func (r *ServiceReconciler) moveHold(addr netip.Addr, key types.NamespacedName) 
 	r.state.alloc.ReleaseAddr(addr)
 	_ = r.state.alloc.Assign(key.String(), addr)
 }
-
-// IngressAddrs reads the addresses in a Service's status, as the allocator does.
-func IngressAddrs(svc *corev1.Service) []netip.Addr { return ingressAddrs(svc) }
-
-// SplitList splits a comma-separated annotation value, as the allocator does.
-func SplitList(s string) []string { return splitList(s) }

@@ -37,7 +37,7 @@ func TestMigratingTo(t *testing.T) {
 	} {
 		vip := base()
 		c.change(vip)
-		if got := MigratingTo(vip, svc, addr); got != c.want {
+		if got := migratingTo(vip, svc, addr); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.desc, got, c.want)
 		}
 	}

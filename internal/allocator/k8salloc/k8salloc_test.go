@@ -1,0 +1,102 @@
+package k8salloc
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+)
+
+func TestRequestFor(t *testing.T) {
+	v4 := []corev1.IPFamily{corev1.IPv4Protocol}
+	dual := []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	for _, tc := range []struct {
+		desc        string
+		annotations map[string]string
+		lbIP        string
+		families    []corev1.IPFamily
+		wantIPs     []string
+		wantGroups  []string
+		wantFams    []allocator.Family
+		wantErr     string
+	}{
+		{desc: "nothing requested", families: v4, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "no families yet defaults to IPv4", wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "spec.loadBalancerIP", lbIP: "192.0.2.5", families: v4, wantIPs: []string{"192.0.2.5"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "annotation, one per family, spaces tolerated", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5, 2001:db8::5"}, families: dual,
+			wantIPs: []string{"192.0.2.5", "2001:db8::5"}, wantFams: []allocator.Family{allocator.IPv6, allocator.IPv4}},
+		{desc: "annotation and spec agree", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5"}, lbIP: "192.0.2.5", families: v4, wantIPs: []string{"192.0.2.5"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "annotation and spec disagree", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5"}, lbIP: "192.0.2.6", families: v4, wantErr: "disagree; set only one"},
+		{desc: "two of one family", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5,192.0.2.6"}, families: v4, wantErr: "two IPv4 addresses"},
+		{desc: "garbage", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.x"}, families: v4, wantErr: `"192.0.2.x" is not an IP address`},
+		{desc: "garbage in spec", lbIP: "nope", families: v4, wantErr: `spec.loadBalancerIP "nope" is not an IP address`},
+		{desc: "IPv4-mapped IPv6 is read as IPv4", annotations: map[string]string{paasv1.IPsAnnotation: "::ffff:192.0.2.9"}, families: v4, wantIPs: []string{"192.0.2.9"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "named groups", annotations: map[string]string{paasv1.IPGroupAnnotation: "a, b"}, families: v4, wantGroups: []string{"a", "b"}, wantFams: []allocator.Family{allocator.IPv4}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations},
+				Spec: corev1.ServiceSpec{LoadBalancerIP: tc.lbIP, IPFamilies: tc.families}}
+			req, err := Request(svc, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ips []string
+			for _, a := range req.IPs {
+				ips = append(ips, a.String())
+			}
+			if !slices.Equal(ips, tc.wantIPs) || !slices.Equal(req.Groups, tc.wantGroups) || !slices.Equal(req.Families, tc.wantFams) {
+				t.Fatalf("got ips %v groups %v families %v", ips, req.Groups, req.Families)
+			}
+		})
+	}
+}
+
+func TestParseIPGroup(t *testing.T) {
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Spec: paasv1.IPGroupSpec{
+		Segment:           "192.0.2.0/24",
+		ExcludedIPs:       []string{"192.0.2.0", "192.0.2.128/25"},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+		ServiceSelector:   &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "public", Operator: metav1.LabelSelectorOpExists}}},
+	}}
+	parsed, err := Group(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parsed.Capacity().String(); got != "127" {
+		t.Errorf("capacity %s, want 127", got)
+	}
+	if !parsed.AutoAssign {
+		t.Error("autoAssign defaults to true")
+	}
+	if parsed.Usable(netip.MustParseAddr("192.0.2.200")) {
+		t.Error("192.0.2.200 is in the excluded /25")
+	}
+	if !parsed.Admits(map[string]string{"env": "prod"}, map[string]string{"public": ""}) {
+		t.Error("matching namespace and Service refused")
+	}
+	if parsed.Admits(map[string]string{"env": "dev"}, map[string]string{"public": ""}) || parsed.Admits(map[string]string{"env": "prod"}, nil) {
+		t.Error("non-matching namespace or Service admitted")
+	}
+	for _, bad := range []paasv1.IPGroupSpec{
+		{Segment: "192.0.2.0"},
+		{Segment: "192.0.2.0/24", ExcludedIPs: []string{"x"}},
+		{Segment: "192.0.2.0/24", ExcludedIPs: []string{"198.51.100.1"}},
+		{Segment: "192.0.2.0/24", NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}},
+	} {
+		if _, err := Group(&paasv1.IPGroup{Spec: bad}); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

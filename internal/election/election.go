@@ -1,0 +1,231 @@
+// Package election holds the one rule of which node may carry a group's VIPs,
+// and decides which node answers for a VIP on layer 2. Every agent runs the
+// same pure function over the same inputs (the alive members, the Node
+// objects, the Service's endpoints), so all agents agree on one owner without
+// talking to each other; the operator's IPGroup condition Announceable asks
+// the same functions (Eligible, Allowed, PeerSelects) over every Node, so it
+// cannot drift from what the agents do. It imports no Kubernetes client and
+// does no I/O. NodeOf is the one converter from a Node, CandidacyOf the one
+// from an IPGroup.
+//
+// The owner is chosen by rendezvous (highest random weight) hashing: each
+// eligible node gets a score hash(VIP, node) and the highest wins. VIPs spread
+// evenly over the nodes, and when a node joins or leaves only the VIPs it wins
+// or held move; every other VIP keeps its owner.
+package election
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// Interface is a network interface of a node with one of its addresses.
+type Interface struct {
+	Name   string
+	Prefix netip.Prefix // the address and its subnet, e.g. 192.0.2.11/24
+}
+
+// Node is what the election knows of a node.
+type Node struct {
+	Name   string
+	Labels labels.Set
+	// Cordoned nodes (spec.unschedulable) hand their VIPs over.
+	Cordoned bool
+	// Draining nodes are alive but handing their VIPs over (agent stopping).
+	Draining bool
+	// Agent is true when an agent runs on the node: it published its
+	// interfaces (paasv1.NodeInterfacesAnnotation).
+	Agent      bool
+	Interfaces []Interface
+}
+
+// NodeOf is what the election knows of n from the Node object: its labels,
+// whether it is cordoned, and the interfaces its agent published. Draining
+// is the agents' liveness to add.
+func NodeOf(n *corev1.Node) Node {
+	value, agent := n.Annotations[paasv1.NodeInterfacesAnnotation]
+	out := Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable, Agent: agent}
+	for _, ifc := range paasv1.ParseNodeInterfaces(value) {
+		for _, p := range ifc.Addrs {
+			out.Interfaces = append(out.Interfaces, Interface{Name: ifc.Name, Prefix: p})
+		}
+	}
+	return out
+}
+
+// InternalIPs are n's InternalIP addresses, in the order the Node lists them.
+func InternalIPs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if addr, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, addr.Unmap())
+		}
+	}
+	return out
+}
+
+// Candidacy is what a VIP asks of the node that carries it.
+type Candidacy struct {
+	// Selector picks the nodes that may carry the VIP; nil selects every node.
+	Selector labels.Selector
+	// Interfaces restricts the interfaces the VIP may be announced on; empty
+	// allows any interface with an address on the VIP's subnet.
+	Interfaces []string
+	// LocalNodes, when not nil, are the only nodes that may carry the VIP
+	// (externalTrafficPolicy Local: the nodes with a ready local endpoint).
+	LocalNodes map[string]bool
+}
+
+// ModeOf is how a group's VIPs are announced (L2 when unset).
+func ModeOf(g *paasv1.IPGroup) paasv1.AnnounceMode {
+	if an := g.Spec.Announce; an != nil && an.Mode != "" {
+		return an.Mode
+	}
+	return paasv1.AnnounceL2
+}
+
+// CandidacyOf is what a group announced by L2 or BGP asks of a node; ok is
+// false for a group the agents do not announce (None) or with a bad selector
+// (which selects no node; the operator reports it on the group).
+func CandidacyOf(g *paasv1.IPGroup) (Candidacy, bool) {
+	an := g.Spec.Announce
+	if ModeOf(g) == paasv1.AnnounceNone {
+		return Candidacy{}, false
+	}
+	var c Candidacy
+	if an == nil {
+		return c, true
+	}
+	c.Interfaces = an.Interfaces
+	if an.NodeSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(an.NodeSelector)
+		if err != nil {
+			return Candidacy{Selector: labels.Nothing()}, false
+		}
+		c.Selector = sel
+	}
+	return c, true
+}
+
+// Selects reports whether c's node selector picks n (nil picks every node).
+func Selects(c Candidacy, n Node) bool {
+	return c.Selector == nil || c.Selector.Matches(n.Labels)
+}
+
+// Allowed reports whether n may carry a VIP that asks c, wherever its
+// interfaces are: the whole test for BGP, where the router reaches any node.
+func Allowed(n Node, c Candidacy) bool {
+	if n.Cordoned || n.Draining {
+		return false
+	}
+	if !Selects(c, n) {
+		return false
+	}
+	return c.LocalNodes == nil || c.LocalNodes[n.Name]
+}
+
+// Eligible reports whether n may carry vip on layer 2 and on which interface:
+// it must be Allowed and have an interface on the VIP's subnet.
+func Eligible(n Node, vip netip.Addr, c Candidacy) (iface string, ok bool) {
+	return EligibleIn(n, netip.PrefixFrom(vip, vip.BitLen()), c)
+}
+
+// EligibleIn reports whether n may carry, on layer 2, VIPs of within (one
+// VIP, or a group's whole segment for the operator's Announceable condition),
+// and on which interface: it must be Allowed and have an interface on a
+// subnet that overlaps within.
+func EligibleIn(n Node, within netip.Prefix, c Candidacy) (iface string, ok bool) {
+	if !Allowed(n, c) {
+		return "", false
+	}
+	return onSubnet(n.Interfaces, within, c.Interfaces)
+}
+
+// PeerSelects reports whether BGPPeer p peers with n: its nodeSelector
+// matches (absent: every node; a bad one: none). The agent on n dials exactly
+// the peers that select it.
+func PeerSelects(p *paasv1.BGPPeer, n Node) bool {
+	if p.Spec.NodeSelector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+	return err == nil && sel.Matches(n.Labels)
+}
+
+// Advertisers are the nodes, among nodes (the alive ones), that advertise a
+// BGP VIP asking c: every Allowed one (the router spreads over them), sorted.
+func Advertisers(c Candidacy, nodes []Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if Allowed(n, c) {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// onSubnet returns the first interface (in the order given), among the allowed
+// names (all when allowed is empty), whose subnet overlaps within.
+func onSubnet(ifaces []Interface, within netip.Prefix, allowed []string) (string, bool) {
+	for _, i := range ifaces {
+		if len(allowed) > 0 && !slices.Contains(allowed, i.Name) {
+			continue
+		}
+		if i.Prefix.Masked().Overlaps(within) {
+			return i.Name, true
+		}
+	}
+	return "", false
+}
+
+// Owner picks the node that answers for vip among nodes (the alive ones), and
+// the interface it answers on; ok is false when no node is eligible.
+func Owner(vip netip.Addr, c Candidacy, nodes []Node) (node, iface string, ok bool) {
+	var best uint64
+	for _, n := range nodes {
+		i, eligible := Eligible(n, vip, c)
+		if !eligible {
+			continue
+		}
+		s := score(vip, n.Name)
+		// Ties (practically impossible with 64 bits) go to the smaller name,
+		// so the result never depends on the order of nodes.
+		if !ok || s > best || (s == best && n.Name < node) {
+			best, node, iface, ok = s, n.Name, i, true
+		}
+	}
+	return node, iface, ok
+}
+
+// score is the rendezvous weight of node for vip. xxhash is stable across
+// processes and versions, which every agent computing the same owner needs.
+func score(vip netip.Addr, node string) uint64 {
+	b, _ := vip.Unmap().MarshalBinary()
+	b = append(b, 0)
+	b = append(b, node...)
+	return xxhash.Sum64(b)
+}
+
+// Pick chooses one of names for vip by the same rendezvous hash as Owner:
+// which agent records a BGP VIP's advertisers on the ledger, spread over the nodes.
+func Pick(vip netip.Addr, names []string) string {
+	var best uint64
+	var out string
+	for _, n := range names {
+		if s := score(vip, n); out == "" || s > best || (s == best && n < out) {
+			best, out = s, n
+		}
+	}
+	return out
+}
