@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -209,6 +210,9 @@ func planAll(ctx context.Context, cfg *rest.Config, o MigrateOptions) ([]Virtual
 		opts = append(opts, client.InNamespace(o.Namespace))
 	}
 	if err := reader.List(ctx, &vips, opts...); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil // the original 1.0, before our bundle: no VirtualIP CRD, no VirtualIPs
+		}
 		return nil, fmt.Errorf("list VirtualIPs: %w", err)
 	}
 	slices.SortFunc(vips.Items, func(x, y paasv1.VirtualIP) int {

@@ -201,6 +201,13 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		if len(p.Remove) == 0 || len(p.Adopt) != 2 || len(p.Finalizers) != 3 || len(p.Orphans) != 1 {
 			t.Errorf("plan before the apply:\n%s", buf.String())
 		}
+		buf.Reset()
+		if _, err := cmd.MigratePlan(ctx, c.admin, cmd.MigrateOptions{}, &buf); err != nil {
+			t.Fatalf("migrate plan before the apply: %v", err)
+		}
+		if !strings.Contains(buf.String(), "vip-allocator migrate upgrade deletes:") {
+			t.Errorf("migrate plan before the apply:\n%s", buf.String())
+		}
 	})
 
 	t.Run("kubectl apply --server-side --force-conflicts -f deploy/bundle.yaml upgrades the shared CRDs in place", func(t *testing.T) {
