@@ -33,7 +33,7 @@ const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade [flags]
   upgrade  remove what the original operator left that would race or block this one:
            its Deployment, its webhooks, cluster-admin bindings of the namespace's ServiceAccounts`
 
-// MigrateOptions are the flags of "migrate plan" and "migrate all".
+// MigrateOptions are the flags of "migrate plan", "migrate all" and "migrate upgrade".
 type MigrateOptions struct {
 	Kubeconfig string
 	Namespace  string
