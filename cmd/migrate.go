@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -15,27 +17,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
-const migrateUsage = `usage: vip-allocator migrate plan|all [flags]
+const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade [flags]
 
-  plan   for every VirtualIP, what its migration will do and what blocks it (writes nothing)
-  all    annotate with virtualips.paas.org/migrate every VirtualIP that can migrate now`
+  plan     for every VirtualIP, what its migration will do and what blocks it, and what
+           the upgrade of the original operator's installation will do (writes nothing)
+  all      annotate with virtualips.paas.org/migrate every VirtualIP that can migrate now
+  upgrade  remove what the original operator left that would race or block this one:
+           its Deployment, its webhooks, cluster-admin bindings of the namespace's ServiceAccounts`
 
-// MigrateOptions are the flags of "migrate plan" and "migrate all".
+// MigrateOptions are the flags of "migrate plan", "migrate all" and "migrate upgrade".
 type MigrateOptions struct {
 	Kubeconfig string
 	Namespace  string
 	// OwnClassOnly and CutoverDelay must match the operator's flags for the
 	// plan to say what the operator will do.
-	OwnClassOnly  bool
+	OwnClassOnly bool
 	CutoverDelay time.Duration
+	// OperatorNamespace is where the operator, and the original before it, is installed.
+	OperatorNamespace string
 }
 
 func runMigrate(args []string) error {
-	if len(args) == 0 || (args[0] != "plan" && args[0] != "all") {
+	if len(args) == 0 || !slices.Contains([]string{"plan", "all", "upgrade"}, args[0]) {
 		return errors.New(migrateUsage)
 	}
 	verb := args[0]
@@ -46,6 +54,7 @@ func runMigrate(args []string) error {
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "as the operator's flag")
 	fs.DurationVar(&o.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "as the operator's flag")
 	fs.DurationVar(&o.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
+	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (the original's, upgraded in place)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -58,9 +67,12 @@ func runMigrate(args []string) error {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	ctx := context.Background()
-	if verb == "plan" {
+	switch verb {
+	case "plan":
 		_, err = MigratePlan(ctx, cfg, o, os.Stdout)
 		return err
+	case "upgrade":
+		return MigrateUpgrade(ctx, cfg, o, os.Stdout)
 	}
 	return MigrateAll(ctx, cfg, o, os.Stdout)
 }
@@ -74,7 +86,26 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 		return nil, err
 	}
 	migration.PrintPlans(out, plans)
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(out)
+	if _, err := migration.PlanUpgradeOf(ctx, c, cmp.Or(o.OperatorNamespace, paasv1.DefaultNamespace), o.OwnClassOnly, out); err != nil {
+		return nil, fmt.Errorf("plan the upgrade of the original operator: %w", err)
+	}
 	return plans, nil
+}
+
+// MigrateUpgrade removes what the original operator left that would race or
+// block this one (its Deployment, webhooks, cluster-admin bindings) and says
+// what the operator adopts.
+func MigrateUpgrade(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.Writer) error {
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return err
+	}
+	return migration.Upgrade(ctx, c, cmp.Or(o.OperatorNamespace, paasv1.DefaultNamespace), o.OwnClassOnly, out)
 }
 
 // MigrateAll annotates every VirtualIP whose plan is not blocked and that is

@@ -100,8 +100,8 @@ func legacyKey(namespace, name string) string { return "VirtualIP " + namespace 
 
 // ledgerOwnerKey is the allocator key of the holder a ledger object names.
 func ledgerOwnerKey(ip *paasv1.IP) string {
-	if o := ip.Spec.Owner; o != nil {
-		return o.Namespace + "/" + o.Name
+	if holder, ok := ledgerHolder(ip); ok {
+		return holder.String()
 	}
 	if ns, name, ok := strings.Cut(ip.Annotations[paasv1.OwnerAnnotation], "/"); ok {
 		return legacyKey(ns, name)

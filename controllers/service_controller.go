@@ -32,7 +32,8 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
-// ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service.
+// ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service
+// (spec.owner, or the owner annotation of the original operator's objects).
 const ownerIndex = "spec.owner"
 
 // Event reasons on Services.
@@ -62,7 +63,7 @@ type ServiceReconciler struct {
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -81,8 +82,15 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, r.release(ctx, req.NamespacedName, nil)
 	}
+	if !svc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finishDeletion(ctx, svc)
+	}
 	if !lbclass.Handles(svc, r.OwnClassOnly) {
-		return ctrl.Result{}, r.release(ctx, req.NamespacedName, svc)
+		if err := r.release(ctx, req.NamespacedName, svc); err != nil {
+			return ctrl.Result{}, err
+		}
+		// The original operator put its finalizer on Services of any class; no one else removes it.
+		return ctrl.Result{}, r.dropOriginalFinalizer(ctx, svc)
 	}
 	return ctrl.Result{}, r.serve(ctx, svc)
 }
@@ -94,16 +102,19 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	if err != nil {
 		return err
 	}
-	// Entries of an earlier Service of the same name are garbage.
-	var current, stale []paasv1.IP
-	for _, ip := range ledger {
-		if ip.Spec.Owner != nil && ip.Spec.Owner.UID == svc.UID {
-			current = append(current, ip)
-		} else {
-			stale = append(stale, ip)
-		}
-	}
+	// Entries of an earlier Service of the same name are garbage; those the
+	// original operator wrote for this one become ours.
+	current, adopt, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	if err := r.forgetLedger(ctx, stale); err != nil {
+		return err
+	}
+	adopted, err := r.adoptOriginal(ctx, svc, adopt)
+	if err != nil {
+		return err
+	}
+	current = append(current, adopted...)
+	// The ledger is ours now: the original's finalizer would only hang a deletion.
+	if err := r.dropOriginalFinalizer(ctx, svc); err != nil {
 		return err
 	}
 
@@ -123,6 +134,8 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		result = r.allocate(ctx, key, request, requestErr)
 		lost, err := r.writeLedger(ctx, svc, result, current)
 		if err != nil {
+			// The status shows no address without its ledger object: say why it waits.
+			r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAllocationFailed, "Cannot record the address in the IP ledger: %v%s", err, webhookHint(err))
 			return err
 		}
 		if !lost {
@@ -411,8 +424,8 @@ func (r *ServiceReconciler) wakePending() {
 func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.state = newAllocatorState()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &paasv1.IP{}, ownerIndex, func(o client.Object) []string {
-		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
-			return []string{owner.Namespace + "/" + owner.Name}
+		if holder, ok := ledgerHolder(o.(*paasv1.IP)); ok {
+			return []string{holder.String()}
 		}
 		return nil
 	}); err != nil {
@@ -426,9 +439,12 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
-		r.state.ledgerSeen(o.GetName())
-		if owner := o.(*paasv1.IP).Spec.Owner; owner != nil {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}}}
+		ip := o.(*paasv1.IP)
+		if ip.Spec.Owner != nil {
+			r.state.ledgerSeen(ip.Name) // an adopted object is seen once it shows its owner
+		}
+		if holder, ok := ledgerHolder(ip); ok {
+			return []reconcile.Request{{NamespacedName: holder}}
 		}
 		return nil
 	}

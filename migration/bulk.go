@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ func PlanAll(ctx context.Context, r client.Reader, namespace string, o Options) 
 		opts = append(opts, client.InNamespace(namespace))
 	}
 	if err := r.List(ctx, &vips, opts...); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil // the original 1.0, before our bundle: no VirtualIP CRD, no VirtualIPs
+		}
 		return nil, fmt.Errorf("list VirtualIPs: %w", err)
 	}
 	slices.SortFunc(vips.Items, func(x, y paasv1.VirtualIP) int {

@@ -136,6 +136,7 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "list", "services", "", "yes"},
 			{operatorUser, "patch", "services --subresource=status", "", "yes"},
 			{operatorUser, "update", "services", "", "no"},
+			{operatorUser, "patch", "services", "", "yes"},  // migration converts Services; the original operator's finalizer is removed
 			{operatorUser, "delete", "services", "", "yes"}, // migration deletes keepalived clones; an admission policy allows only those
 			{operatorUser, "create", "ips.paas.org", "", "yes"},
 			{operatorUser, "delete", "ips.paas.org", "", "yes"},
@@ -392,11 +393,16 @@ func (c *cluster) tokenClient(t *testing.T, token string) client.Client {
 // runOperator runs the operator in-process as its ServiceAccount (impersonated:
 // the RBAC is the bundle's), with leader election, deploying the agent.
 func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
+	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+}
+
+// runOperatorWith runs the operator with options o, as runOperator does.
+func (c *cluster) runOperatorWith(t *testing.T, o cmd.OperatorOptions) (stop func()) {
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
-	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
-		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+	mgr, err := cmd.NewManager(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,66 @@
+package v1
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// What the original paas.org operator (releases 0.3 and 1.0, installed from its
+// deploy/bundle.yaml) leaves in a cluster, named once for the operator, which
+// adopts its Services and ledger, and for "vip-allocator migrate upgrade",
+// which removes the rest.
+const (
+	// OriginalServiceFinalizer is the finalizer the original put on every
+	// LoadBalancer Service it served, to delete the Service's ledger object
+	// before the Service goes. Nothing removes it once the original is gone.
+	OriginalServiceFinalizer = "ips.paas.org/finalizer"
+	// OriginalNamespace is the namespace the original's bundle installs into.
+	OriginalNamespace = "vip-allocator-operator"
+	// OriginalDeployment is the original's manager Deployment.
+	OriginalDeployment = "vip-allocator-operator-controller-manager"
+	// OriginalImageRepository is the original's image, on any registry and at any tag.
+	OriginalImageRepository = "paasteam324/vip-allocator-operator"
+	// OriginalWebhookConfiguration is the original's ValidatingWebhookConfiguration
+	// (webhook vip.kb.io on IPs; 0.3 also vvirtualip.kb.io on VirtualIPs), both
+	// failurePolicy Fail: with no pod behind them every ledger write fails.
+	OriginalWebhookConfiguration = "vip-allocator-operator-validating-webhook-configuration"
+	// OriginalServiceAccount is the original's ServiceAccount.
+	OriginalServiceAccount = "vip-allocator-operator-sa"
+)
+
+// OriginalServiceOwner names the Service a ledger object written by the
+// original operator for a LoadBalancer Service was allocated to: label
+// ipgroup=<group>, annotation virtualips.paas.il/owner: <namespace>/<name>, and
+// no spec.owner (the original wrote no spec). ok is false for every other
+// object: ours (they have spec.owner) and legacy VirtualIP ones (label gsm,
+// the annotation naming a VirtualIP).
+func OriginalServiceOwner(ip *IP) (svc types.NamespacedName, ok bool) {
+	if ip.Spec.Owner != nil {
+		return types.NamespacedName{}, false
+	}
+	if _, grouped := ip.Labels[IPGroupLabel]; !grouped {
+		return types.NamespacedName{}, false
+	}
+	if _, legacy := ip.Labels[LegacyGSMLabel]; legacy {
+		return types.NamespacedName{}, false
+	}
+	ns, name, found := strings.Cut(ip.Annotations[OwnerAnnotation], "/")
+	if !found || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+// IsOriginalImage reports whether a container image is the original operator's
+// (docker.io/paasteam324/vip-allocator-operator:1.0, a mirror's copy, a digest).
+func IsOriginalImage(image string) bool {
+	repo := image
+	if at := strings.Index(repo, "@"); at >= 0 {
+		repo = repo[:at]
+	}
+	if slash, colon := strings.LastIndex(repo, "/"), strings.LastIndex(repo, ":"); colon > slash {
+		repo = repo[:colon]
+	}
+	return repo == OriginalImageRepository || strings.HasSuffix(repo, "/"+OriginalImageRepository)
+}

@@ -1,0 +1,150 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+)
+
+// Adopting what the original paas.org operator allocated, so that installing
+// over it (with or without "vip-allocator migrate upgrade") changes no address
+// and hangs no deletion. The original wrote, per LoadBalancer Service, a ledger
+// object with label ipgroup=<group>, annotation virtualips.paas.il/owner:
+// <namespace>/<name> and no spec; the address in the Service status; and the
+// finalizer ips.paas.org/finalizer on the Service, which only it removed.
+//
+// The operator gives such a ledger object spec.owner in place (an update, so
+// the object that locks the address never disappears), then drops the
+// finalizer: from then on the ledger is ours and the Service needs none. A
+// Service that was already being deleted has its ledger deleted first, so its
+// address is free when the Service goes.
+
+// Events of the adoption.
+const (
+	// EventIPAdopted: a ledger object of the original operator now names the Service as its owner.
+	EventIPAdopted = "IPAdopted"
+	// EventAdoptionFailed: it could not be; the message says why (most often the
+	// original's webhook, still registered with no pod behind it).
+	EventAdoptionFailed = "AdoptionFailed"
+)
+
+// ledgerHolder names the Service a ledger object belongs to: spec.owner, or for
+// an object of the original operator, its owner annotation.
+func ledgerHolder(ip *paasv1.IP) (types.NamespacedName, bool) {
+	if o := ip.Spec.Owner; o != nil {
+		return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, true
+	}
+	return paasv1.OriginalServiceOwner(ip)
+}
+
+// classifyLedger sorts the ledger objects naming svc: current (svc's, by uid),
+// adopt (the original operator's for svc, to be given spec.owner), stale (an
+// earlier Service of the same name, or an address the original had already
+// given up). inFlight reports objects adopted by an earlier reconcile that the
+// cache has not shown yet. An object of the original is svc's when the status
+// shows its address, or shows none (the original wrote the ledger first, so a
+// crash between its two writes left exactly that).
+func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name string) bool) (current, adopt, stale []paasv1.IP) {
+	shown := k8salloc.IngressAddrs(svc)
+	for _, ip := range ledger {
+		switch {
+		case ip.Spec.Owner != nil && ip.Spec.Owner.UID == svc.UID:
+			current = append(current, ip)
+		case ip.Spec.Owner != nil:
+			stale = append(stale, ip)
+		case inFlight(ip.Name):
+			current = append(current, ip)
+		default:
+			addr, ok := ip.Addr()
+			if ok && (len(shown) == 0 || slices.Contains(shown, addr)) {
+				adopt = append(adopt, ip)
+			} else {
+				stale = append(stale, ip)
+			}
+		}
+	}
+	return current, adopt, stale
+}
+
+// adoptOriginal gives the original operator's ledger objects of svc spec.owner,
+// and returns them as they now are.
+func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Service, ips []paasv1.IP) ([]paasv1.IP, error) {
+	var adopted []paasv1.IP
+	for _, ip := range ips {
+		addr, _ := ip.Addr()
+		desired := ip.DeepCopy()
+		desired.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: ip.Labels[paasv1.IPGroupLabel],
+			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
+		// Update, not patch: its resourceVersion makes a stale cache fail with a
+		// conflict rather than adopt an object that changed meanwhile.
+		if err := r.GetClient().Update(ctx, desired, paasv1.FieldOwner); err != nil {
+			if !apierrors.IsConflict(err) {
+				r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
+					"Cannot adopt ledger IP %s that the original operator wrote for this Service (the Service keeps %s meanwhile): %v%s", ip.Name, addr, err, webhookHint(err))
+			}
+			return nil, fmt.Errorf("adopt ledger IP %s of the original operator for %s/%s: %w", ip.Name, svc.Namespace, svc.Name, err)
+		}
+		r.state.ledgerCreated(desired.Name, svc.UID)
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPAdopted, "Adopted %s from the original operator's ledger", addr)
+		adopted = append(adopted, *desired)
+	}
+	return adopted, nil
+}
+
+// dropOriginalFinalizer removes the original operator's finalizer from svc. A
+// JSON patch that tests the entry first touches nothing else and fails, to be
+// retried, when the list changed meanwhile.
+func (r *ServiceReconciler) dropOriginalFinalizer(ctx context.Context, svc *corev1.Service) error {
+	i := slices.Index(svc.Finalizers, paasv1.OriginalServiceFinalizer)
+	if i < 0 {
+		return nil
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
+		i, paasv1.OriginalServiceFinalizer, i)
+	err := r.GetClient().Patch(ctx, svc.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)), paasv1.FieldOwner)
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer %s from Service %s/%s: %w", paasv1.OriginalServiceFinalizer, svc.Namespace, svc.Name, err)
+	}
+	return nil
+}
+
+// finishDeletion releases what a Service being deleted holds, then drops the
+// original's finalizer so the deletion completes. Without the finalizer the
+// Service would be gone before its ledger, which the release also finds.
+func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Service) error {
+	key := client.ObjectKeyFromObject(svc)
+	if err := r.release(ctx, key, nil); err != nil {
+		if slices.Contains(svc.Finalizers, paasv1.OriginalServiceFinalizer) {
+			r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
+				"Cannot release the addresses of this Service being deleted, so its finalizer %s stays: %v%s", paasv1.OriginalServiceFinalizer, err, webhookHint(err))
+		}
+		return err
+	}
+	if !slices.Contains(svc.Finalizers, paasv1.OriginalServiceFinalizer) {
+		return nil
+	}
+	if addrs := k8salloc.IngressAddrs(svc); len(addrs) > 0 {
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", joinAddrs(addrs))
+	}
+	return r.dropOriginalFinalizer(ctx, svc)
+}
+
+// webhookHint names the fix when an admission webhook refused a ledger write.
+// The API server reports an unreachable webhook only in the message ("failed
+// calling webhook"); the original operator's, left registered after its pod
+// is gone, is the one this operator's install leaves behind.
+func webhookHint(err error) string {
+	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		return ""
+	}
+	return "; an admission webhook refuses ledger writes: when it is the original operator's (vip.kb.io), run 'vip-allocator migrate upgrade'"
+}
