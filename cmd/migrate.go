@@ -34,7 +34,7 @@ type MigrateOptions struct {
 	Namespace  string
 	// OwnClassOnly and CutoverDelay must match the operator's flags for the
 	// plan to say what the operator will do.
-	OwnClassOnly  bool
+	OwnClassOnly bool
 	CutoverDelay time.Duration
 }
 
