@@ -98,7 +98,7 @@ type Observed struct {
 	// CutoverDelay is how long the Service must have held the IP (so every
 	// agent programs and announces it) before the keepalived path is removed.
 	CutoverDelay time.Duration
-	Now           time.Time
+	Now          time.Time
 }
 
 // Decision is the next step: one action (or none while waiting, blocked or

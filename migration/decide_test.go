@@ -36,7 +36,7 @@ func legacy() Observed {
 		GSM: &paasv1.GroupSegmentMapping{ObjectMeta: metav1.ObjectMeta{Name: "segment-a"},
 			Spec: paasv1.GroupSegmentMappingSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.1"}}},
 		CutoverDelay: 5 * time.Second,
-		Now:           t0,
+		Now:          t0,
 	}
 }
 
