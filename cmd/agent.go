@@ -25,7 +25,7 @@ func runAgent(args []string) error {
 	}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
-	c := nodeagent.Config{Scheme: Scheme()}
+	c := nodeagent.Config{Scheme: paasv1.NewScheme()}
 	fs.StringVar(&c.NodeName, "node-name", "", "the node this agent runs on (required)")
 	fs.BoolVar(&c.OwnClassOnly, "own-class-only", false, "serve only Services of class "+paasv1.LoadBalancerClass+" (as the operator's flag)")
 	fs.DurationVar(&c.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")

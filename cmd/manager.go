@@ -6,8 +6,6 @@ import (
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,25 +21,11 @@ import (
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
-// Scheme knows the built-in kinds and ours.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	must(clientgoscheme.AddToScheme(s))
-	must(paasv1.AddToScheme(s))
-	return s
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
 // NewManager builds the operator's manager with every controller registered.
 // Tests and benchmarks call it with their own rest config.
 func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        Scheme(),
+		Scheme:                        paasv1.NewScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		PprofBindAddress:              o.PprofAddr,

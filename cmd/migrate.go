@@ -86,7 +86,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 		return nil, err
 	}
 	migration.PrintPlans(out, plans)
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 // block this one (its Deployment, webhooks, cluster-admin bindings) and says
 // what the operator adopts.
 func MigrateUpgrade(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.Writer) error {
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func MigrateAll(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.
 	if err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func MigrateAll(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.
 func planAll(ctx context.Context, cfg *rest.Config, o MigrateOptions) ([]migration.VirtualIPPlan, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reader, err := cache.New(cfg, cache.Options{Scheme: Scheme(), DefaultTransform: slimcache.Transform})
+	reader, err := cache.New(cfg, cache.Options{Scheme: paasv1.NewScheme(), DefaultTransform: slimcache.Transform})
 	if err != nil {
 		return nil, fmt.Errorf("create cache: %w", err)
 	}

@@ -93,7 +93,7 @@ func runOperator(args []string) error {
 	}
 	cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
 	if o.Agent.Namespace != "" && o.Agent.Image == "" {
-		c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+		c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 		if err != nil {
 			return err
 		}

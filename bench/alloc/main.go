@@ -36,7 +36,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
-	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -217,7 +216,7 @@ func clients(kubeconfig string) (client.Client, *kubernetes.Clientset, error) {
 	}
 	// The operator's defaults (--kube-api-qps, --kube-api-burst).
 	cfg.QPS, cfg.Burst = 200, 400
-	c, err := client.New(cfg, client.Options{Scheme: cmd.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		return nil, nil, err
 	}

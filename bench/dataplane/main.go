@@ -32,9 +32,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
 )
 
 // Targets from the design, reported against.

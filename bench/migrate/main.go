@@ -373,5 +373,5 @@ func newClient(kubeconfig string) (client.Client, error) {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 200, 400
-	return client.New(rest.CopyConfig(cfg), client.Options{Scheme: cmd.Scheme()})
+	return client.New(rest.CopyConfig(cfg), client.Options{Scheme: paasv1.NewScheme()})
 }

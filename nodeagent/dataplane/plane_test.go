@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
 // What both planes are tested with against the kernel, and the tests that concern both: real

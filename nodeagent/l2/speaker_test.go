@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane/netnstest"
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
 // segment is a speaker namespace (this goroutine's) and a client namespace on

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
@@ -197,7 +198,7 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Run("RBAC: the agent may use its OpenShift SCC and no other", func(t *testing.T) {
 		// kubectl auth can-i needs the resource in discovery, and this is no
 		// OpenShift: ask the authorizer directly.
-		admin, err := client.New(c.admin, client.Options{Scheme: cmd.Scheme()})
+		admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func TestBundleLifecycle(t *testing.T) {
 	})
 
 	image := operatorPod(t, objects).Containers[0].Image
-	admin, err := client.New(c.admin, client.Options{Scheme: cmd.Scheme()})
+	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func lastLine(s string) string {
 // tokenClient authenticates with a ServiceAccount token, as a pod does.
 func (c *cluster) tokenClient(t *testing.T, token string) client.Client {
 	cfg := &rest.Config{Host: c.base.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: c.base.CAData}}
-	cl, err := client.New(cfg, client.Options{Scheme: cmd.Scheme()})
+	cl, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/paas-org/vip-allocator-operator/cmd"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -71,7 +71,7 @@ func startCluster(t *testing.T) *cluster {
 		}
 	}
 	// No CRDs, RBAC or policies: the bundle must bring everything itself.
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: cmd.Scheme()}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: paasv1.NewScheme()}
 	apiLog := &syncBuffer{}
 	env.ControlPlane.GetAPIServer().Err = apiLog
 	cfg, err := env.Start()

@@ -129,7 +129,7 @@ func impersonating(t *testing.T, base *rest.Config, user string) client.Client {
 	cfg := rest.CopyConfig(base)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: cmd.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	must(t, err)
 	return c
 }
@@ -146,7 +146,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	c := startCluster(t)
 	ctx := context.Background()
-	admin, err := client.New(c.admin, client.Options{Scheme: cmd.Scheme()})
+	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
 	must(t, err)
 	original := impersonating(t, c.admin, "system:serviceaccount:"+namespace+":"+paasv1.OriginalServiceAccount)
 	bundle := originalBundle(t, release)

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/cmd"
 )
 
 // standInAnnouncer plays the node agents, which envtest does not run: with
@@ -24,7 +23,7 @@ func standInAnnouncer(ctx context.Context) {
 	if err != nil {
 		panic(err)
 	}
-	agent, err := client.New(agentUser.Config(), client.Options{Scheme: cmd.Scheme()})
+	agent, err := client.New(agentUser.Config(), client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		panic(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -65,7 +64,7 @@ func agentSessions(node string) *nodeagent.BGPAnnouncer {
 	user, err := env.AddUser(envtest.User{Name: "system:serviceaccount:vip-allocator-operator:vip-allocator-agent",
 		Groups: []string{"system:serviceaccounts"}}, env.AdminConfig)
 	Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(user.Config(), client.Options{Scheme: cmd.Scheme()})
+	c, err := client.New(user.Config(), client.Options{Scheme: paasv1.NewScheme()})
 	Expect(err).NotTo(HaveOccurred())
 	return &nodeagent.BGPAnnouncer{Client: c, NodeName: node}
 }

@@ -63,7 +63,7 @@ func watchMigration(l legacyVIP) *timeline {
 		t.mu.Unlock()
 	}
 	// Every version of the VirtualIP, from a watch: states may last milliseconds.
-	wc, err := client.NewWithWatch(env.AdminConfig, client.Options{Scheme: cmd.Scheme()})
+	wc, err := client.NewWithWatch(env.AdminConfig, client.Options{Scheme: paasv1.NewScheme()})
 	Expect(err).NotTo(HaveOccurred())
 	w, err := wc.Watch(ctx, &paasv1.VirtualIPList{}, client.InNamespace(l.ns), client.MatchingFields{"metadata.name": l.name})
 	Expect(err).NotTo(HaveOccurred())

@@ -439,7 +439,7 @@ type recordedMove struct {
 }
 
 func recordMoves(ns string) *moveOrder {
-	wc, err := client.NewWithWatch(env.AdminConfig, client.Options{Scheme: k8s.Scheme()})
+	wc, err := client.NewWithWatch(env.AdminConfig, client.Options{Scheme: paasv1.NewScheme()})
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &moveOrder{cancel: cancel, done: make(chan struct{}), create: map[string][]int64{}, del: map[string][]int64{}}

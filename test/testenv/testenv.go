@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/paas-org/vip-allocator-operator/cmd"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // OperatorNamespace and OperatorUser are the operator's ServiceAccount, as config/ names it.
@@ -68,7 +68,7 @@ func Start() (*Env, error) {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		Scheme:                cmd.Scheme(),
+		Scheme:                paasv1.NewScheme(),
 	}}
 	api := e.env.ControlPlane.GetAPIServer()
 	api.Configure().
@@ -92,10 +92,10 @@ func Start() (*Env, error) {
 	e.OperatorConfig = operator.Config()
 	e.OperatorConfig.QPS, e.OperatorConfig.Burst = 200, 400
 	e.AdminConfig.QPS, e.AdminConfig.Burst = 200, 400
-	if e.Admin, err = client.New(e.AdminConfig, client.Options{Scheme: cmd.Scheme()}); err != nil {
+	if e.Admin, err = client.New(e.AdminConfig, client.Options{Scheme: paasv1.NewScheme()}); err != nil {
 		return nil, e.fail(err)
 	}
-	if e.Operator, err = client.New(e.OperatorConfig, client.Options{Scheme: cmd.Scheme()}); err != nil {
+	if e.Operator, err = client.New(e.OperatorConfig, client.Options{Scheme: paasv1.NewScheme()}); err != nil {
 		return nil, e.fail(err)
 	}
 	ctx := context.Background()
