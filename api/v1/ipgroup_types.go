@@ -138,9 +138,18 @@ type IPGroupStatus struct {
 	// +optional
 	Allocated int64 `json:"allocated"`
 
-	// Available is Capacity minus Allocated, as a decimal string.
+	// Available is Capacity minus Allocated minus the reserved addresses no
+	// Service holds, as a decimal string.
 	// +optional
 	Available string `json:"available,omitempty"`
+
+	// Reserved is the number of the group's addresses it does not hand out
+	// because they are reserved in the cluster: Nodes' addresses, Service
+	// CIDRs, pod CIDRs and, for an L2 group, the network and broadcast
+	// addresses of the node subnets it announces on. A decimal string, like
+	// Capacity; Available excludes them.
+	// +optional
+	Reserved string `json:"reserved,omitempty"`
 
 	// Relocating counts the Services (or legacy VirtualIPs) holding an address
 	// that the ledger records as this group's but that the group no longer
