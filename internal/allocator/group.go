@@ -21,6 +21,9 @@ type Group struct {
 	// Admits reports whether a Service (by its namespace's labels and its own)
 	// may use the group; nil admits every Service.
 	Admits func(namespaceLabels, serviceLabels map[string]string) bool
+	// L2 groups are announced on layer 2: the network and broadcast addresses
+	// of the node subnets they announce on are reserved for them.
+	L2 bool
 
 	excluded []span // sorted, merged, clipped to Segment
 	last     netip.Addr
@@ -122,15 +125,7 @@ func anycastsIn(s span) *big.Int {
 }
 
 // excludedSpanAt finds the excluded span holding addr by binary search.
-func (g *Group) excludedSpanAt(addr netip.Addr) (span, bool) {
-	i, _ := slices.BinarySearchFunc(g.excluded, addr, func(s span, a netip.Addr) int {
-		return s.last.Compare(a)
-	})
-	if i < len(g.excluded) && g.excluded[i].first.Compare(addr) <= 0 {
-		return g.excluded[i], true
-	}
-	return span{}, false
-}
+func (g *Group) excludedSpanAt(addr netip.Addr) (span, bool) { return spanAt(g.excluded, addr) }
 
 // nextUsable returns the first usable address at or after from, skipping
 // excluded ranges in one step each (a segment is never enumerated).
