@@ -45,7 +45,7 @@ func (a *Allocator) SetReserved(rs []Reservation) {
 			continue
 		}
 		res.Prefix = netip.PrefixFrom(res.Prefix.Addr().Unmap(), min(res.Prefix.Bits(), res.Prefix.Addr().Unmap().BitLen())).Masked()
-		s := span{res.Prefix.Addr(), lastAddr(res.Prefix)}
+		s := span{res.Prefix.Addr(), LastAddr(res.Prefix)}
 		if res.L2Only {
 			r.l2 = append(r.l2, s)
 		} else {

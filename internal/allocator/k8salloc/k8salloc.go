@@ -47,6 +47,7 @@ func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 		Excluded:   excluded,
 		AutoAssign: g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
 		Priority:   g.Spec.Priority,
+		L2:         g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
 		Admits: func(nsLabels, svcLabels map[string]string) bool {
 			return nsSel.Matches(labels.Set(nsLabels)) && svcSel.Matches(labels.Set(svcLabels))
 		},
