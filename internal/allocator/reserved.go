@@ -193,3 +193,17 @@ func minAddr(x, y netip.Addr) netip.Addr {
 	}
 	return y
 }
+
+// Conflicts returns the keys holding reserved addresses, with what holds each.
+func (a *Allocator) Conflicts() map[string]map[netip.Addr]Reservation {
+	out := map[string]map[netip.Addr]Reservation{}
+	for addr, key := range a.owner {
+		if r, ok := a.Reserved(addr); ok {
+			if out[key] == nil {
+				out[key] = map[netip.Addr]Reservation{}
+			}
+			out[key][addr] = r
+		}
+	}
+	return out
+}
