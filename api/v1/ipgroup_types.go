@@ -191,6 +191,7 @@ type IPGroupStatus struct {
 // +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=`.status.capacity`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Relocating",type=integer,JSONPath=`.status.relocating`
+// +kubebuilder:printcolumn:name="Reserved",type=string,JSONPath=`.status.reserved`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IPGroup struct {
 	metav1.TypeMeta   `json:",inline"`
