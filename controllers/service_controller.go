@@ -172,12 +172,12 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 // allocOutcome is what one reconcile's allocation decided for a Service: the
 // addresses it holds now and, if it holds less than it asked for, why.
 type allocOutcome struct {
-	held     []netip.Addr
-	groupOf  map[netip.Addr]string // the IPGroup each held address is in, if any
+	held    []netip.Addr
+	groupOf map[netip.Addr]string // the IPGroup each held address is in, if any
 	// conflicts are the held addresses reserved elsewhere in the cluster.
 	conflicts map[netip.Addr]allocator.Reservation
-	err      error
-	released bool // an address was freed: pending Services may now fit
+	err       error
+	released  bool // an address was freed: pending Services may now fit
 }
 
 func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocOutcome {
