@@ -391,7 +391,11 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 func (a *Allocator) fullError(fam Family, groups []*Group) error {
 	var parts []string
 	for _, g := range groups {
-		parts = append(parts, fmt.Sprintf("%s (%d of %s in use)", g.Name, a.InUse(g), g.Capacity()))
+		part := fmt.Sprintf("%s (%d of %s in use", g.Name, a.InUse(g), g.Capacity())
+		if r := a.ReservedCount(g); r.Sign() > 0 {
+			part += fmt.Sprintf(", %s reserved in the cluster", r)
+		}
+		parts = append(parts, part+")")
 	}
 	return fail(ErrGroupFull, "no free %s address in IPGroup %s; add addresses to a group, create another group, or free an address",
 		fam, strings.Join(parts, ", "))

@@ -32,6 +32,7 @@ func TestReservedAddressesAreNeverHandedOut(t *testing.T) {
 		{desc: "a key that holds a reserved address keeps it", key: "e", req: Request{Families: v4, IPs: addrs("198.51.100.255")}, want: []string{"198.51.100.255"}},
 		{desc: "a node takes the address a Service holds: the Service keeps it", reserve: append(cluster, Reservation{Prefix: pfx("192.0.2.4"), Holder: "the address of Node node3"}), key: "a", req: Request{Families: v4}, want: []string{"192.0.2.4"}},
 		{desc: "and the next Service skips it", key: "g", req: Request{Families: v4}, want: []string{"192.0.2.5"}},
+		{desc: "excluding the conflicted address moves its holder to a free, unreserved one", groups: []Group{{Name: "lan", Segment: pfx("192.0.2.0/24"), Excluded: pfxs("192.0.2.0", "192.0.2.4", "192.0.2.255"), AutoAssign: true, L2: true}, routed, ten}, key: "a", req: Request{Families: v4}, want: []string{"192.0.2.6"}},
 		{desc: "reservations lifted: the lowest address is found again", reserve: []Reservation{}, key: "h", req: Request{Families: v4}, want: []string{"192.0.2.1"}},
 	})
 }
@@ -51,8 +52,9 @@ func TestReservedRequestNamesItsHolder(t *testing.T) {
 	if r, ok := a.Reserved(addrs("192.0.2.7")[0]); !ok || !strings.Contains(r.Holder, "pod CIDR") {
 		t.Fatalf("Reserved(192.0.2.7) = %v %v, want the pod CIDR", r, ok)
 	}
-	if _, err := a.Allocate("ns/auto", Request{Families: v4}); !errors.Is(err, ErrGroupFull) {
-		t.Fatalf("a group wholly reserved: %v, want ErrGroupFull", err)
+	_, err = a.Allocate("ns/auto", Request{Families: v4})
+	if want := "no free IPv4 address in IPGroup lan (0 of 256 in use, 256 reserved in the cluster)"; !errors.Is(err, ErrGroupFull) || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("a group wholly reserved: %v, want ErrGroupFull starting %q", err, want)
 	}
 }
 

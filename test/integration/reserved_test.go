@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -248,5 +249,23 @@ var _ = Describe("overlapping groups with selectors", func() {
 		mine := createService(lbService(teamA, "mine", withAnnotation(paasv1.IPGroupAnnotation, "ten-shared")))
 		eventuallyIPs(mine, "192.0.2.0")
 		eventuallyIPs(createService(lbService(teamA, "asks", withAnnotation(paasv1.IPsAnnotation, "192.0.2.5"))), "192.0.2.5")
+	})
+})
+
+var _ = Describe("--service-cidrs", Ordered, func() {
+	It("reserves configured Service CIDRs besides the ServiceCIDR objects", func() {
+		stopOperator()
+		saved := operatorOptions
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		operatorOptions.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.128/25")}
+		startOperator()
+		g := newIPGroup("rsv-flag", "203.0.113.0/24")
+		g.Spec.AutoAssign = new(false)
+		createIPGroup(g)
+		ns := newNamespace(nil)
+		svc := createService(lbService(ns, "asks", withAnnotation(paasv1.IPsAnnotation, "203.0.113.130")))
+		c := eventuallyCondition(svc, metav1.ConditionFalse, paasv1.ReasonRequestedIPReserved)
+		Expect(c.Message).To(HavePrefix("requested 203.0.113.130 is in the Service CIDR 203.0.113.128/25 (operator flag --service-cidrs), reserved in the cluster"))
+		eventuallyIPs(createService(lbService(ns, "below", withAnnotation(paasv1.IPsAnnotation, "203.0.113.127"))), "203.0.113.127")
 	})
 })
