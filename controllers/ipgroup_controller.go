@@ -37,7 +37,7 @@ const statusDelay = time.Second
 type IPGroupReconciler struct {
 	util.ReconcilerBase
 	// Reserved reads the addresses the cluster reserves, counted in status.reserved.
-	Reserved ReservedSource
+	Reserved *ReservedSource
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
@@ -205,7 +205,6 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 	}
-	r.Reserved.discover(mgr)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipgroup").
 		For(&paasv1.IPGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

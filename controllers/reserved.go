@@ -43,22 +43,31 @@ const (
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=get;list;watch
 
-// ReservedSource reads the cluster's reserved addresses.
+// ReservedSource reads the cluster's reserved addresses. The Service and
+// IPGroup reconcilers share one.
 type ReservedSource struct {
-	// ServiceCIDRs are configured (--service-cidrs) for clusters that serve no
+	// serviceCIDRs are configured (--service-cidrs) for clusters that serve no
 	// networking.k8s.io/v1 ServiceCIDR objects, or to add ranges to them.
-	ServiceCIDRs []netip.Prefix
+	serviceCIDRs []netip.Prefix
 	// watchServiceCIDRs is set when the API server serves ServiceCIDR objects.
 	watchServiceCIDRs bool
 }
 
-// discover reports whether the API server serves ServiceCIDRs (Kubernetes 1.33+).
-func (s *ReservedSource) discover(mgr ctrl.Manager) {
+// NewReservedSource asks the API server whether it serves ServiceCIDRs
+// (Kubernetes 1.33+); configured are reserved besides them.
+func NewReservedSource(mgr ctrl.Manager, configured []netip.Prefix) (*ReservedSource, error) {
+	s := &ReservedSource{serviceCIDRs: configured}
 	_, err := mgr.GetRESTMapper().RESTMapping(networkingv1.SchemeGroupVersion.WithKind("ServiceCIDR").GroupKind(), "v1")
-	s.watchServiceCIDRs = err == nil
-	if !s.watchServiceCIDRs {
-		mgr.GetLogger().Info("the API server serves no networking.k8s.io/v1 ServiceCIDR; only --service-cidrs are reserved", "serviceCIDRs", s.ServiceCIDRs)
+	switch {
+	case err == nil:
+		s.watchServiceCIDRs = true
+	case meta.IsNoMatchError(err):
+		mgr.GetLogger().Info("the API server serves no networking.k8s.io/v1 ServiceCIDR; only --service-cidrs are reserved", "serviceCIDRs", configured)
+	default:
+		// Guessing "not served" would silently hand out ClusterIPs.
+		return nil, fmt.Errorf("discover ServiceCIDRs: %w", err)
 	}
+	return s, nil
 }
 
 // list reads the reservations from c (the cache).
@@ -73,7 +82,7 @@ func (s *ReservedSource) list(ctx context.Context, c client.Reader) ([]allocator
 			return nil, fmt.Errorf("list ServiceCIDRs: %w", err)
 		}
 	}
-	return k8salloc.Reservations(nodes.Items, cidrs.Items, s.ServiceCIDRs), nil
+	return k8salloc.Reservations(nodes.Items, cidrs.Items, s.serviceCIDRs), nil
 }
 
 // watch calls refresh on every Node or ServiceCIDR change that may change
@@ -118,7 +127,7 @@ func reservationsChanged(old, cur client.Object) bool {
 func (r *ServiceReconciler) refreshReserved(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	s := r.state
 	s.mu.Lock()
-	err := s.syncReserved(ctx, r.GetClient(), &r.Reserved)
+	err := s.syncReserved(ctx, r.GetClient(), r.Reserved)
 	before, after := s.conflicted, s.alloc.Conflicts()
 	s.conflicted = after
 	s.mu.Unlock()

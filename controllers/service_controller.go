@@ -59,7 +59,7 @@ type ServiceReconciler struct {
 	// VIP (kube-proxy or the CNI does). Empty means Proxy.
 	IPMode corev1.LoadBalancerIPMode
 	// Reserved reads the addresses the cluster reserves (reserved.go).
-	Reserved ReservedSource
+	Reserved *ReservedSource
 
 	state *allocatorState
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -74,7 +74,7 @@ type ServiceReconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=virtualips;groupsegmentmappings,verbs=get;list;watch
 
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.state.rebuild(ctx, r.GetClient(), r.OwnClassOnly, &r.Reserved); err != nil {
+	if err := r.state.rebuild(ctx, r.GetClient(), r.OwnClassOnly, r.Reserved); err != nil {
 		return ctrl.Result{}, err
 	}
 	svc := &corev1.Service{}
@@ -188,7 +188,7 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	var out allocOutcome
 	if err := s.syncGroups(ctx, r.GetClient()); err != nil {
 		out.held, out.err = before, err
-	} else if err := s.syncReservedIfStale(ctx, r.GetClient(), &r.Reserved); err != nil {
+	} else if err := s.syncReservedIfStale(ctx, r.GetClient(), r.Reserved); err != nil {
 		// Never hand out an address without knowing what is reserved.
 		out.held, out.err = before, err
 	} else if requestErr != nil {
@@ -467,7 +467,6 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	}
-	r.Reserved.discover(mgr)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("service").
 		For(&corev1.Service{}).
@@ -487,7 +486,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 type rebuildOnStart struct{ r *ServiceReconciler }
 
 func (s rebuildOnStart) Start(ctx context.Context) error {
-	if err := s.r.state.rebuild(ctx, s.r.GetClient(), s.r.OwnClassOnly, &s.r.Reserved); err != nil {
+	if err := s.r.state.rebuild(ctx, s.r.GetClient(), s.r.OwnClassOnly, s.r.Reserved); err != nil {
 		// Reconciles retry it before they allocate anything.
 		ctrl.LoggerFrom(ctx).Error(err, "rebuild at start")
 	}
