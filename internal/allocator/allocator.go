@@ -5,7 +5,10 @@
 // before it allocates anything, and then asks it for addresses (Allocate). It
 // never hands one address to two keys, and never enumerates a segment: free
 // addresses are found from a per-group "lowest possibly free" hint, jumping over
-// excluded ranges, so a /8 or an IPv6 /64 costs no more than a /24.
+// excluded ranges, so a /8 or an IPv6 /64 costs no more than a /24. It never
+// hands out an address reserved in the cluster (SetReserved, reserved.go), and
+// an address in overlapping groups only to a key every one of them admits
+// (tenancy.go).
 //
 // It is not safe for concurrent use; the caller serialises access.
 package allocator

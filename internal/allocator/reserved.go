@@ -44,7 +44,11 @@ func (a *Allocator) SetReserved(rs []Reservation) {
 		if !res.Prefix.IsValid() {
 			continue
 		}
-		res.Prefix = netip.PrefixFrom(res.Prefix.Addr().Unmap(), min(res.Prefix.Bits(), res.Prefix.Addr().Unmap().BitLen())).Masked()
+		if a := res.Prefix.Addr(); a.Is4In6() {
+			// ::ffff:10.0.0.0/104 reserves 10.0.0.0/8: groups hold no mapped addresses.
+			res.Prefix = netip.PrefixFrom(a.Unmap(), max(res.Prefix.Bits()-96, 0))
+		}
+		res.Prefix = res.Prefix.Masked()
 		s := span{res.Prefix.Addr(), LastAddr(res.Prefix)}
 		if res.L2Only {
 			r.l2 = append(r.l2, s)

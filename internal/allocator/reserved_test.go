@@ -14,7 +14,7 @@ func TestReservedAddressesAreNeverHandedOut(t *testing.T) {
 	cluster := []Reservation{
 		node1,
 		{Prefix: pfx("192.0.2.2/31"), Holder: "in the pod CIDR 192.0.2.2/31 of Node node2", Kind: "PodCIDR"},
-		{Prefix: pfx("10.0.0.0/12"), Holder: "in the Service CIDR 10.0.0.0/12 (ServiceCIDR kubernetes)", Kind: "ServiceCIDR"},
+		{Prefix: pfx("::ffff:10.0.0.0/108"), Holder: "in the Service CIDR 10.0.0.0/12 (ServiceCIDR kubernetes)", Kind: "ServiceCIDR"},
 		{Prefix: pfx("198.51.100.0"), Holder: "the network address of subnet 198.51.100.0/24 (Node node1 eth1)", Kind: "Subnet", L2Only: true},
 		{Prefix: pfx("198.51.100.255"), Holder: "the broadcast address of subnet 198.51.100.0/24 (Node node1 eth1)", Kind: "Subnet", L2Only: true},
 	}
