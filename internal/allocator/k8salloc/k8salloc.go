@@ -89,6 +89,9 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 		if err != nil {
 			return req, fmt.Errorf("annotation %s: %q is not an IP address; write addresses separated by commas, one per family", paasv1.IPsAnnotation, s)
 		}
+		if addr.Zone() != "" {
+			return req, fmt.Errorf("annotation %s: %q names an interface zone; a VIP is an address without one, such as 2001:db8::5", paasv1.IPsAnnotation, s)
+		}
 		if _, dup := requestedOf(req.IPs, allocator.FamilyOf(addr)); dup {
 			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", paasv1.IPsAnnotation, allocator.FamilyOf(addr))
 		}
@@ -96,7 +99,7 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 	}
 	if s := svc.Spec.LoadBalancerIP; s != "" {
 		addr, err := netip.ParseAddr(s)
-		if err != nil {
+		if err != nil || addr.Zone() != "" {
 			return req, fmt.Errorf("spec.loadBalancerIP %q is not an IP address", s)
 		}
 		if len(annotated) > 0 {
