@@ -46,11 +46,15 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
 		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
 	}
+	reserved, err := controllers.NewReservedSource(mgr, o.ServiceCIDRs)
+	if err != nil {
+		return nil, err
+	}
 	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
-		IPMode: corev1.LoadBalancerIPMode(o.IPMode)}).SetupWithManager(mgr); err != nil {
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reserved}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
-	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator")}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator"), Reserved: reserved}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
 	}
 	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,6 +34,8 @@ type OperatorOptions struct {
 	Burst           int
 	// IPMode is written to every ingress: Proxy (the agent forwards) or VIP.
 	IPMode string
+	// ServiceCIDRs are reserved besides the ServiceCIDR objects (--service-cidrs).
+	ServiceCIDRs []netip.Prefix
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent controllers.AgentOptions
 	// Migration configures the legacy VirtualIP migration (OwnClassOnly and
@@ -57,6 +61,7 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
+	serviceCIDRs := fs.String("service-cidrs", "", "Service CIDRs never handed out, comma-separated (e.g. 10.96.0.0/12,fd00:10:96::/112): for clusters whose API server serves no networking.k8s.io/v1 ServiceCIDR objects (before Kubernetes 1.33), or in addition to them")
 	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")
 	agentFlags := fs.String("agent-args", "", `flags added to every agent, separated by spaces, e.g. "--dataplane=iptables --liveness-timers=lan" (see vip-allocator agent -h)`)
 	tolerations := fs.String("agent-tolerations", "", `tolerations of the agent DaemonSet as JSON, e.g. [{"key":"role","operator":"Equal","value":"edge","effect":"NoSchedule"}]; empty tolerates every taint`)
@@ -68,6 +73,16 @@ func runOperator(args []string) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.IPMode != string(corev1.LoadBalancerIPModeProxy) && o.IPMode != string(corev1.LoadBalancerIPModeVIP) {
 		return fmt.Errorf("--ip-mode must be Proxy or VIP, not %q", o.IPMode)
+	}
+	for _, s := range strings.Split(*serviceCIDRs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("--service-cidrs: %q is not a CIDR: %w", s, err)
+		}
+		o.ServiceCIDRs = append(o.ServiceCIDRs, p.Masked())
 	}
 	if *nodeSelector != "" {
 		sel, err := labels.ConvertSelectorToLabelsMap(*nodeSelector)

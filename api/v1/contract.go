@@ -37,6 +37,30 @@ const (
 	ReasonRequestedIPOutsideGroups = "RequestedIPOutsideGroups"
 	ReasonGroupNotAllowed          = "GroupNotAllowed"
 	ReasonInvalidRequest           = "InvalidRequest"
+	// ReasonRequestedIPReserved: the requested address is reserved in the
+	// cluster (a Node's address, a Service CIDR, a pod CIDR, or the network or
+	// broadcast address of a subnet an L2 group announces on); the message
+	// names what holds it.
+	ReasonRequestedIPReserved = "RequestedIPReserved"
+)
+
+// ConditionAddressConflict is the Service condition that says an address the
+// Service holds became reserved in the cluster after it was allocated (a Node
+// joined with it, a ServiceCIDR or pod CIDR now covers it, a node subnet now
+// makes it a network or broadcast address). The Service keeps the address
+// (vip.paas.org/IPAllocated stays True) but the agents stop programming and
+// announcing it, because the ledger object carries spec.reservedBy, until an
+// admin resolves it: frees the address on the other side, or excludes it from
+// the IPGroup so the Service is relocated. The condition is present only while
+// the conflict lasts.
+const ConditionAddressConflict = "vip.paas.org/AddressConflict"
+
+// Reasons of ConditionAddressConflict: what in the cluster holds the address.
+const (
+	ReasonReservedByNode        = "ReservedByNode"
+	ReasonReservedByPodCIDR     = "ReservedByPodCIDR"
+	ReasonReservedByServiceCIDR = "ReservedByServiceCIDR"
+	ReasonReservedBySubnet      = "ReservedBySubnet"
 )
 
 // ConditionAnnounced is the Service condition that says which node(s) make its

@@ -47,6 +47,7 @@ func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 		Excluded:   excluded,
 		AutoAssign: g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
 		Priority:   g.Spec.Priority,
+		L2:         g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
 		Admits: func(nsLabels, svcLabels map[string]string) bool {
 			return nsSel.Matches(labels.Set(nsLabels)) && svcSel.Matches(labels.Set(svcLabels))
 		},
@@ -88,6 +89,9 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 		if err != nil {
 			return req, fmt.Errorf("annotation %s: %q is not an IP address; write addresses separated by commas, one per family", paasv1.IPsAnnotation, s)
 		}
+		if addr.Zone() != "" {
+			return req, fmt.Errorf("annotation %s: %q names an interface zone; a VIP is an address without one, such as 2001:db8::5", paasv1.IPsAnnotation, s)
+		}
 		if _, dup := requestedOf(req.IPs, allocator.FamilyOf(addr)); dup {
 			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", paasv1.IPsAnnotation, allocator.FamilyOf(addr))
 		}
@@ -95,7 +99,7 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 	}
 	if s := svc.Spec.LoadBalancerIP; s != "" {
 		addr, err := netip.ParseAddr(s)
-		if err != nil {
+		if err != nil || addr.Zone() != "" {
 			return req, fmt.Errorf("spec.loadBalancerIP %q is not an IP address", s)
 		}
 		if len(annotated) > 0 {

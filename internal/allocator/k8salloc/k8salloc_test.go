@@ -37,6 +37,9 @@ func TestRequestFor(t *testing.T) {
 		{desc: "garbage", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.x"}, families: v4, wantErr: `"192.0.2.x" is not an IP address`},
 		{desc: "garbage in spec", lbIP: "nope", families: v4, wantErr: `spec.loadBalancerIP "nope" is not an IP address`},
 		{desc: "IPv4-mapped IPv6 is read as IPv4", annotations: map[string]string{paasv1.IPsAnnotation: "::ffff:192.0.2.9"}, families: v4, wantIPs: []string{"192.0.2.9"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "an interface zone", annotations: map[string]string{paasv1.IPsAnnotation: "fe80::1%eth0"}, families: dual, wantErr: `"fe80::1%eth0" names an interface zone`},
+		{desc: "leading zeros are no address", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.010"}, families: v4, wantErr: `"192.0.2.010" is not an IP address`},
+		{desc: "the same address twice", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5, 192.0.2.5"}, families: v4, wantErr: "two IPv4 addresses"},
 		{desc: "named groups", annotations: map[string]string{paasv1.IPGroupAnnotation: "a, b"}, families: v4, wantGroups: []string{"a", "b"}, wantFams: []allocator.Family{allocator.IPv4}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
