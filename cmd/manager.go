@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -34,8 +35,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       cmp.Or(o.LeaderNamespace, o.Agent.Namespace),
 		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{DefaultTransform: slimcache.Transform,
-			// Secrets only in the operator's namespace, the only ones it may read.
-			ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}}}},
+			// Secrets and DaemonSets only in the operator's namespace: its Role
+			// there is all it has of them (controllers/rbac.go).
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}:    {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}},
+				&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}},
+			}},
 		// Tests and benchmarks stop and start managers in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

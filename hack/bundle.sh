@@ -25,6 +25,7 @@ set_image() {
   cat > config/manager/kustomization.yaml <<KUSTOMIZATION
 resources:
 - manager.yaml
+- agent_secrets.yaml
 # The only image reference: 'make bundle-yaml IMG=...' rewrites it.
 images:
 - name: vip-allocator
