@@ -39,10 +39,13 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("gets a gossip key: a Secret of 32 random bytes the operator creates once and never rewrites", func() {
+	It("gets a gossip key: 32 random bytes the operator fills, once, into the Secret the bundle ships empty", func() {
 		secret := &corev1.Secret{}
 		name := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: paasv1.MemberlistSecret}
-		Eventually(func() error { return k8s.Get(context.Background(), name, secret) }).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(context.Background(), name, secret)).To(Succeed())
+			g.Expect(secret.Data[paasv1.MemberlistKey]).NotTo(BeEmpty())
+		}).Should(Succeed())
 		gossipKey := secret.Data[paasv1.MemberlistKey]
 		Expect(gossipKey).To(HaveLen(32))
 		Expect(gossipKey).NotTo(Equal(make([]byte, 32)))
