@@ -3,6 +3,7 @@ package cmd
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/config/admission"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/migration"
@@ -70,6 +72,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(o.Workers, 1)
 	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up migration controller: %w", err)
+	}
+	if o.AdmissionPolicies {
+		if err := mgr.Add(&controllers.AdmissionPolicies{Client: mgr.GetClient(), Namespace: operatorNamespace(o),
+			Files: admission.Files, Period: 10 * time.Minute}); err != nil {
+			return nil, fmt.Errorf("set up admission policies: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

@@ -70,23 +70,34 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
-// ensureMemberlistSecret fills the agents' gossip key into the Secret the
-// bundle ships empty, once: a key already there is never replaced.
+// ensureMemberlistSecret creates the agents' gossip key unless it exists
+// (or fills it into a Secret that exists without one); a key already there is
+// never replaced.
 func (r *AgentReconciler) ensureMemberlistSecret(ctx context.Context) error {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: r.Options.Namespace, Name: paasv1.MemberlistSecret}
-	if err := r.GetClient().Get(ctx, key, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Secret %s that holds the agents' gossip key is missing: it comes (empty) with the bundle; re-apply deploy/bundle.yaml or reinstall the operator: %w", key, err)
-		}
+	err := r.GetClient().Get(ctx, key, secret)
+	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read Secret %s: %w", key, err)
 	}
-	if len(secret.Data[paasv1.MemberlistKey]) > 0 {
+	if err == nil && len(secret.Data[paasv1.MemberlistKey]) > 0 {
 		return nil
 	}
 	gossipKey := make([]byte, 32)
 	if _, err := rand.Read(gossipKey); err != nil {
 		return fmt.Errorf("generate memberlist key: %w", err)
+	}
+	if err != nil { // not found
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{managedByLabel: managedBy}},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{paasv1.MemberlistKey: gossipKey},
+		}
+		// A create that finds one (another replica, a stale cache) changes nothing.
+		if err := r.GetClient().Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Secret %s: %w", key, err)
+		}
+		return nil
 	}
 	if secret.Data == nil {
 		secret.Data = map[string][]byte{}

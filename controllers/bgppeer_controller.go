@@ -188,11 +188,16 @@ func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BG
 	var cur corev1.Secret
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret}, &cur)
 	switch {
-	case apierrors.IsNotFound(err) && len(want) == 0:
-		return errs, nil
 	case apierrors.IsNotFound(err):
-		// The bundle ships it empty; the operator may not create Secrets.
-		return nil, fmt.Errorf("the Secret %s/%s the agents read the BGP passwords from is missing: it comes (empty) with the bundle; re-apply deploy/bundle.yaml or reinstall the operator: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
+		if len(want) == 0 {
+			return errs, nil
+		}
+		cur = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret,
+			Labels: map[string]string{managedByLabel: managedBy}}, Type: corev1.SecretTypeOpaque, Data: want}
+		if err := r.Client.Create(ctx, &cur); err != nil {
+			return nil, fmt.Errorf("create Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
+		}
+		return errs, nil
 	case err != nil:
 		return nil, fmt.Errorf("read Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
 	}

@@ -12,11 +12,15 @@ package controllers
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create,namespace=vip-allocator-operator
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=patch,resourceNames=vip-allocator-agent,namespace=vip-allocator-operator
 //
-// The two Secrets the agents read come with the bundle, empty; the operator
-// only fills them (the gossip key once, the BGP passwords as BGPPeers name
-// them) and may create none, so it can never mint a token Secret for the
-// agent's ServiceAccount. It reads the password Secrets BGPPeers name.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch,namespace=vip-allocator-operator
+// Secrets: it reads the password Secrets BGPPeers name, and writes the two the
+// agents read (the gossip key, once; the BGP passwords as BGPPeers name them).
+// RBAC cannot restrict a create by name, so an admission policy does
+// (config/admission/operator_secret_writes.yaml): the operator creates no
+// other Secret, in particular no token Secret for the agent's ServiceAccount.
+// The Secrets are not shipped empty in the bundles instead: OLM replaces a
+// bundle's Secret on every upgrade with the bundle's copy, which would wipe
+// the gossip key while the agents still use it.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create,namespace=vip-allocator-operator
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=update,resourceNames=vip-allocator-memberlist;vip-allocator-bgp-passwords,namespace=vip-allocator-operator
 //
 // Leader election (one Lease; the lock is created once, then renewed).

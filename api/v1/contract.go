@@ -61,12 +61,11 @@ const FieldOwner = client.FieldOwner("vip-allocator-operator")
 // Secrets from the operator's namespace.
 const DefaultNamespace = "vip-allocator-operator"
 
-// The Secrets the operator fills, in its namespace, for the agents. The bundle
-// ships both empty (config/manager/agent_secrets.yaml): the operator may update
-// these two and create none.
+// The Secrets the operator writes, in its namespace, for the agents: the only
+// Secrets it may create or change (config/admission/operator_secret_writes.yaml).
 const (
 	// MemberlistSecret holds the key that authenticates (and encrypts) the
-	// agents' liveness gossip; the operator fills it once, never rotates it
+	// agents' liveness gossip; the operator creates it once, never rotates it
 	// by itself.
 	MemberlistSecret = "vip-allocator-memberlist"
 	// MemberlistKey is MemberlistSecret's data key: 32 random bytes (AES-256).

@@ -124,11 +124,10 @@ func binary(root string) string {
 
 func (d *dataLab) startOperator(t testing.TB) {
 	// The agents here are processes, not a DaemonSet: the operator deploys
-	// none, and the lab writes the gossip key it would fill into the Secret
-	// the bundle ships empty.
+	// none, and the lab writes the gossip key it would create.
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	if err := d.env.Admin.Update(context.Background(), &corev1.Secret{
+	if err := d.env.Admin.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "vip-allocator-operator", Name: paasv1.MemberlistSecret},
 		Data:       map[string][]byte{paasv1.MemberlistKey: key}}); err != nil {
 		t.Fatal(err)

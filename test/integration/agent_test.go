@@ -39,7 +39,7 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("gets a gossip key: 32 random bytes the operator fills, once, into the Secret the bundle ships empty", func() {
+	It("gets a gossip key: a Secret of 32 random bytes the operator creates once and never rewrites", func() {
 		secret := &corev1.Secret{}
 		name := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: paasv1.MemberlistSecret}
 		Eventually(func(g Gomega) {

@@ -117,14 +117,6 @@ func Start() (*Env, error) {
 			return nil, e.fail(err)
 		}
 	}
-	// The empty Secrets the operator fills (it may create none).
-	secrets, err := os.ReadFile(filepath.Join(root, "config", "manager", "agent_secrets.yaml"))
-	if err == nil {
-		err = e.ApplyYAML(ctx, secrets)
-	}
-	if err != nil {
-		return nil, e.fail(err)
-	}
 	return e, nil
 }
 
