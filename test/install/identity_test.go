@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestIdentities(t *testing.T) {
 		review := &authenticationv1.SelfSubjectReview{}
 		must(t, agentA.Create(ctx, review))
 		u := review.Status.UserInfo
-		if u.Username != agentUser || !slicesEqual(u.Extra[testenv.NodeNameExtra], []string{"node-a"}) {
+		if u.Username != agentUser || !slices.Equal(u.Extra[testenv.NodeNameExtra], []string{"node-a"}) {
 			t.Fatalf("agent identity %s, extra %v: want %s bound to node-a", u.Username, u.Extra, agentUser)
 		}
 	})
@@ -109,8 +110,13 @@ func TestIdentities(t *testing.T) {
 		}
 		n := &corev1.Node{}
 		must(t, admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n))
-		if _, ok := n.Annotations[paasv1.NodeInterfacesAnnotation]; ok || len(n.Spec.Taints) > 0 {
+		if _, ok := n.Annotations[paasv1.NodeInterfacesAnnotation]; ok || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
 			t.Fatalf("node-b changed: %v %v", n.Annotations, n.Spec.Taints)
+		}
+		must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
+		if n.Spec.Unschedulable || n.Labels["topology.kubernetes.io/zone"] != "z1" || n.Annotations["owner.example/rack"] != "r1" ||
+			slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
+			t.Fatalf("node-a changed: %+v", n)
 		}
 	})
 
@@ -126,15 +132,15 @@ func TestIdentities(t *testing.T) {
 	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"},
 		Spec: paasv1.IPSpec{Address: "192.0.2.10", Owner: &paasv1.IPOwner{Namespace: "default", Name: "web", UID: "u1"}}}
 	must(t, operator.Create(ctx, ip))
-	ip.Status.Owner = ip.Spec.Owner
-	must(t, operator.Status().Update(ctx, ip))
 
 	t.Run("ledger status: each agent records only its own node as announcing", func(t *testing.T) {
 		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a"} }, "")
 		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a", "node-b"} },
 			"may record only its own node as announcing 192.0.2.10, not node-b")
 		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "not node-b")
-		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.Owner.Name = "attacker" }, "written by the operator only")
+		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
+			s.Owner = &paasv1.IPOwner{Namespace: "default", Name: "attacker", UID: "u2"}
+		}, "written by the operator only")
 		// The next L2 owner takes over: it replaces the old owner by itself.
 		patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "")
 		// A node that does not announce the address raises no condition on it.
@@ -244,10 +250,6 @@ func refused(t *testing.T, what string, err error, want string) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("%s: got %v, want a refusal with %q", what, err, want)
 	}
-}
-
-func slicesEqual(a, b []string) bool {
-	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
 func setAnnotation(n *corev1.Node, k, v string) {
