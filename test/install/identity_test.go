@@ -238,9 +238,9 @@ func TestIdentities(t *testing.T) {
 	})
 
 	t.Run("kubectl auth can-i --list of each account (docs/install.md)", func(t *testing.T) {
-		for _, who := range []string{operatorUser, agentUser} {
-			out := c.mustKubectl(t, "auth", "can-i", "--list", "--as="+who, "-n", namespace)
-			t.Logf("kubectl auth can-i --list --as=%s -n %s\n%s", who, namespace, out)
+		for _, tc := range []struct{ who, ns string }{{operatorUser, namespace}, {operatorUser, "default"}, {agentUser, namespace}} {
+			out := c.mustKubectl(t, "auth", "can-i", "--list", "--as="+tc.who, "-n", tc.ns)
+			t.Logf("kubectl auth can-i --list --as=%s -n %s\n%s", tc.who, tc.ns, out)
 		}
 	})
 }
