@@ -33,15 +33,14 @@ import (
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
-
 // dataLab is the topology: a client and two nodes on a LAN (203.0.113.0/24),
 // the nodes and two backends on a pod network (198.51.100.0/24); backend1 runs
 // on node1 and routes through it, backend2 on node2. VIPs come from 192.0.2.0/24.
 type dataLab struct {
 	*lab
-	env     *testenv.Env
-	root    string
-	agents  map[string]*exec.Cmd
+	env    *testenv.Env
+	root   string
+	agents map[string]*exec.Cmd
 }
 
 func setup(t testing.TB) *dataLab {
