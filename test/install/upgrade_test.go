@@ -138,11 +138,7 @@ func impersonating(t *testing.T, base *rest.Config, user string) client.Client {
 // (identity_test.go tests with the real tokens).
 func impersonatingAgent(t *testing.T, base *rest.Config, node string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(base)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: agentUser,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-		Extra:  map[string][]string{testenv.NodeNameExtra: {node}}}
-	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
+	c, err := client.New(testenv.AsAgent(base, node), client.Options{Scheme: paasv1.NewScheme()})
 	must(t, err)
 	return c
 }

@@ -124,7 +124,12 @@ func Start() (*Env, error) {
 // with the node bound into its identity, as a DaemonSet pod's token binds it
 // (impersonated here; test/install uses real Pod-bound tokens).
 func (e *Env) AgentConfig(node string) *rest.Config {
-	cfg := rest.CopyConfig(e.AdminConfig)
+	return AsAgent(e.AdminConfig, node)
+}
+
+// AsAgent is admin (a config that may impersonate) acting as the agent of node.
+func AsAgent(admin *rest.Config, node string) *rest.Config {
+	cfg := rest.CopyConfig(admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: AgentUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated"},
 		Extra:  map[string][]string{NodeNameExtra: {node}}}
