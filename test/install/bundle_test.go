@@ -115,17 +115,7 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
-		eventually(t, "only the operator writes the IP ledger", func() error {
-			out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
-			if err == nil || !strings.Contains(out, "only the operator writes them") {
-				return fmt.Errorf("jane: %v %s", err, out)
-			}
-			return nil
-		})
-		if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operatorUser); err != nil {
-			t.Fatalf("the operator must write the ledger: %s", out)
-		}
+		c.onlyOperatorWritesLedger(t, operatorUser)
 		c.mustKubectl(t, "delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
 	})
 
@@ -251,16 +241,7 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, "the namespace admits the agent", func() error {
-			ns := &corev1.Namespace{}
-			if err := admin.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
-				return err
-			}
-			if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-				return fmt.Errorf("labels %v", ns.Labels)
-			}
-			return nil
-		})
+		eventually(t, "the namespace admits the agent", func() error { return privileged(ctx, admin, namespace) })
 	})
 
 	t.Run("Pod Security: the operator passes restricted, the agent needs privileged and gets it only in its namespace", func(t *testing.T) {
@@ -422,6 +403,36 @@ func TestBundleLifecycle(t *testing.T) {
 			t.Fatalf("want the token refusal and the deletion seen as the reason, got %q", verdict.Why)
 		}
 	})
+}
+
+// privileged says why namespace ns does not admit the agent yet (the labels
+// the operator sets), or nil.
+func privileged(ctx context.Context, c client.Reader, ns string) error {
+	n := &corev1.Namespace{}
+	if err := c.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
+		return err
+	}
+	if n.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		return fmt.Errorf("labels %v", n.Labels)
+	}
+	return nil
+}
+
+// onlyOperatorWritesLedger checks that jane (whom RBAC lets create IPs) is
+// refused by the ledger policy and operator is not: it creates IP 192.0.2.9.
+func (c *cluster) onlyOperatorWritesLedger(t *testing.T, operator string) {
+	t.Helper()
+	ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
+	eventually(t, "only the operator writes the IP ledger", func() error {
+		out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
+		if err == nil || !strings.Contains(out, "only the operator writes them") {
+			return fmt.Errorf("jane: %v %s", err, out)
+		}
+		return nil
+	})
+	if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operator); err != nil {
+		t.Fatalf("the operator %s must write the ledger: %s", operator, out)
+	}
 }
 
 func lastLine(s string) string {

@@ -112,31 +112,14 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.AgentName}, &appsv1.DaemonSet{}); err != nil {
 				return err
 			}
-			n := &corev1.Namespace{}
-			if err := admin.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
-				return err
-			}
-			if n.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-				return fmt.Errorf("labels %v", n.Labels)
-			}
-			return nil
+			return privileged(ctx, admin, ns)
 		})
 	})
 
 	t.Run("the policies hold for this namespace's accounts", func(t *testing.T) {
 		c.mustKubectl(t, "create", "clusterrole", "jane", "--verb=create", "--resource=ips.paas.org")
 		c.mustKubectl(t, "create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
-		ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
-		eventually(t, "only the operator of "+ns+" writes the ledger", func() error {
-			out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
-			if err == nil || !strings.Contains(out, "only the operator writes them") {
-				return fmt.Errorf("jane: %v %s", err, out)
-			}
-			return nil
-		})
-		if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operatorUser); err != nil {
-			t.Fatalf("the operator of %s must write the ledger: %s", ns, out)
-		}
+		c.onlyOperatorWritesLedger(t, operatorUser)
 		for _, node := range []string{"node-a", "node-b"} {
 			must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 		}
