@@ -137,8 +137,10 @@ func askOnce(ctx context.Context, c client.Reader, daemonSet types.NamespacedNam
 	return JudgeStop(ds, getErr, node, seen.Seen())
 }
 
-// DeletionWatch watches one DaemonSet and remembers whether it saw it deleted
-// (or marked for deletion). Its zero value, and nil, saw nothing.
+// DeletionWatch watches one DaemonSet and remembers whether it last saw it
+// deleted (or marked for deletion): a DaemonSet seen again since (deleted by
+// hand, recreated by the operator) clears that. Its zero value, and nil, saw
+// nothing.
 type DeletionWatch struct {
 	seen atomic.Bool
 }
@@ -159,8 +161,12 @@ func WatchDeletion(ctx context.Context, c client.WithWatch, daemonSet types.Name
 		defer events.Stop()
 		for e := range events.ResultChan() {
 			ds, ok := e.Object.(*appsv1.DaemonSet)
-			if ok && (e.Type == watch.Deleted || ds.DeletionTimestamp != nil) {
+			switch {
+			case !ok:
+			case e.Type == watch.Deleted:
 				w.seen.Store(true)
+			case e.Type == watch.Added || e.Type == watch.Modified:
+				w.seen.Store(ds.DeletionTimestamp != nil)
 			}
 		}
 	}, time.Second)
