@@ -3,8 +3,10 @@ package cmd
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -16,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/config/admission"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/migration"
@@ -34,8 +37,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       cmp.Or(o.LeaderNamespace, o.Agent.Namespace),
 		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{DefaultTransform: slimcache.Transform,
-			// Secrets only in the operator's namespace, the only ones it may read.
-			ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}}}},
+			// Secrets and DaemonSets only in the operator's namespace: its Role
+			// there is all it has of them (controllers/rbac.go).
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}:    {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}},
+				&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}},
+			}},
 		// Tests and benchmarks stop and start managers in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -69,6 +76,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(o.Workers, 1)
 	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up migration controller: %w", err)
+	}
+	if o.AdmissionPolicies {
+		if err := mgr.Add(&controllers.AdmissionPolicies{Client: mgr.GetClient(), Namespace: operatorNamespace(o),
+			Files: admission.Files, Period: 10 * time.Minute}); err != nil {
+			return nil, fmt.Errorf("set up admission policies: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

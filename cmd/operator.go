@@ -36,6 +36,9 @@ type OperatorOptions struct {
 	IPMode string
 	// ServiceCIDRs are reserved besides the ServiceCIDR objects (--service-cidrs).
 	ServiceCIDRs []netip.Prefix
+	// AdmissionPolicies makes the operator apply config/admission's policies
+	// for its own namespace (OLM installs: a bundle cannot carry them).
+	AdmissionPolicies bool
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent controllers.AgentOptions
 	// Migration configures the legacy VirtualIP migration (OwnClassOnly and
@@ -57,6 +60,7 @@ func runOperator(args []string) error {
 	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "API requests per second the operator may make")
 	fs.IntVar(&o.Burst, "kube-api-burst", 400, "API request burst")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
+	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")

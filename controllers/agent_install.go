@@ -36,8 +36,6 @@ var agentNamespaceLabels = map[string]string{
 	"pod-security.kubernetes.io/warn":    "privileged",
 }
 
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=patch,resourceNames=vip-allocator-operator
-
 // agentOwner reads the agent's ServiceAccount, which owns the DaemonSet.
 func (r *AgentReconciler) agentOwner(ctx context.Context) (metav1.OwnerReference, error) {
 	sa := &corev1.ServiceAccount{}

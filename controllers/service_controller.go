@@ -65,6 +65,9 @@ type ServiceReconciler struct {
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
+// Services are patched (not status) for one thing here: removing the
+// original operator's finalizer (dropOriginalFinalizer); the migration patches
+// them too (migration/reconciler.go).
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch

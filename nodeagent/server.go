@@ -55,8 +55,12 @@ type Server struct {
 	cfg       Config
 	mgr       manager.Manager
 	agent     *Agent
-	direct    client.Client // the API server itself: Secrets, and the Node once the cache stops
+	direct    client.WithWatch // the API server itself: Secrets, and the Node once the cache stops
 	daemonSet *types.NamespacedName
+	// dsDeleted is whether this agent saw its DaemonSet deleted (an uninstall);
+	// the watch outlives the manager until Stop has decided.
+	dsDeleted *DeletionWatch
+	stopWatch context.CancelFunc
 	shutdown  *shutdown
 
 	cancel  context.CancelFunc
@@ -91,7 +95,7 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		s.agent.Planes = append(s.agent.Planes, p)
 	}
 	var err error
-	if s.direct, err = client.New(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
+	if s.direct, err = client.NewWithWatch(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
 	s.mgr, err = ctrl.NewManager(rc, ctrl.Options{
@@ -135,6 +139,13 @@ func (s *Server) Start(ctx context.Context) error {
 		s.cancel()
 		return err
 	}
+	if s.daemonSet != nil {
+		// Watched until the agent stops: what it saw decides, on the way out,
+		// whether a refused token is an uninstall (see JudgeStop).
+		var watchCtx context.Context
+		watchCtx, s.stopWatch = context.WithCancel(context.Background())
+		s.dsDeleted = WatchDeletion(watchCtx, s.direct, *s.daemonSet)
+	}
 	s.done = make(chan struct{})
 	go func() {
 		s.mgrErr = s.mgr.Start(ctx)
@@ -150,13 +161,16 @@ func (s *Server) Start(ctx context.Context) error {
 // Stop stops the manager, finishes the shutdown protocol and, when the agent
 // is being uninstalled, removes its rules (see TeardownIfUninstalled).
 func (s *Server) Stop() error {
+	if s.stopWatch != nil {
+		defer s.stopWatch()
+	}
 	s.cancel()
 	<-s.done
 	s.shutdown.finish()
 	if s.mgrErr != nil || s.daemonSet == nil {
 		return s.mgrErr
 	}
-	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.shutdown.beforeCleanup(CleanupRules))
+	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.dsDeleted, s.shutdown.beforeCleanup(CleanupRules))
 	ctrl.Log.Info("agent stopping", "removeRules", verdict.Uninstall, "why", verdict.Why)
 	return err
 }

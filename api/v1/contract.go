@@ -85,7 +85,8 @@ const FieldOwner = client.FieldOwner("vip-allocator-operator")
 // Secrets from the operator's namespace.
 const DefaultNamespace = "vip-allocator-operator"
 
-// The Secrets the operator fills, in its namespace, for the agents.
+// The Secrets the operator writes, in its namespace, for the agents: the only
+// Secrets it may create or change (config/admission/operator_secret_writes.yaml).
 const (
 	// MemberlistSecret holds the key that authenticates (and encrypts) the
 	// agents' liveness gossip; the operator creates it once, never rotates it

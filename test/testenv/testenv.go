@@ -25,10 +25,16 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// OperatorNamespace and OperatorUser are the operator's ServiceAccount, as config/ names it.
+// OperatorNamespace and OperatorUser are the operator's ServiceAccount, and
+// AgentUser the agents', as config/ names them.
 const (
 	OperatorNamespace = "vip-allocator-operator"
 	OperatorUser      = "system:serviceaccount:vip-allocator-operator:vip-allocator-operator"
+	AgentUser         = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
+	// NodeNameExtra is the user extra in which kube-apiserver names the node
+	// a Pod-bound ServiceAccount token's Pod runs on; the agents' admission
+	// policies hold each agent to that node's objects.
+	NodeNameExtra = "authentication.kubernetes.io/node-name"
 )
 
 // Env is a running control plane.
@@ -112,6 +118,22 @@ func Start() (*Env, error) {
 		}
 	}
 	return e, nil
+}
+
+// AgentConfig authenticates as the agent of node: the agents' ServiceAccount
+// with the node bound into its identity, as a DaemonSet pod's token binds it
+// (impersonated here; test/install uses real Pod-bound tokens).
+func (e *Env) AgentConfig(node string) *rest.Config {
+	return AsAgent(e.AdminConfig, node)
+}
+
+// AsAgent is admin (a config that may impersonate) acting as the agent of node.
+func AsAgent(admin *rest.Config, node string) *rest.Config {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: AgentUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated"},
+		Extra:  map[string][]string{NodeNameExtra: {node}}}
+	return cfg
 }
 
 func (e *Env) fail(err error) error {
