@@ -32,8 +32,8 @@ generate: $(CONTROLLER_GEN)
 ## manifests: CRDs and RBAC in config/ from the markers in api/ and controllers/
 manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...}" output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths=./nodeagent/... output:rbac:artifacts:config=config/rbac/agent
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
 ## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted and vetted

@@ -147,6 +147,15 @@ func (r *AgentReconciler) desired() *appsv1.DaemonSet {
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 						},
 						SecurityContext: agentSecurityContext(),
+						Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: paasv1.AgentMetricsPort}},
+						// The agent binds its health endpoint to the host's loopback (--health-probe-bind-address),
+						// where the kubelet, in the same network namespace, reaches it and the LAN does not.
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromInt32(paasv1.AgentProbePort)}},
+							PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3,
+						},
+						Resources: agentResources(),
 						// iptables serialises writers on the host's lock file.
 						VolumeMounts: []corev1.VolumeMount{{Name: "xtables-lock", MountPath: "/run/xtables.lock"}},
 					}},

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -47,6 +47,8 @@ type Config struct {
 	// removed when it is gone (uninstall); empty: always kept.
 	DaemonSet              string
 	MetricsAddr, ProbeAddr string
+	// MetricsSecure serves metrics over TLS to authorized callers only (internal/metricsauth).
+	MetricsSecure bool
 }
 
 // Server is a running node agent: the data planes, the announcer and the
@@ -100,7 +102,7 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	}
 	s.mgr, err = ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                 cfg.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
 		Cache:                  cache.Options{DefaultTransform: slimcache.Transform},
 	})

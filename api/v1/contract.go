@@ -100,3 +100,12 @@ const (
 	// name in passwordSecret.
 	BGPPasswordsSecret = "vip-allocator-bgp-passwords"
 )
+
+// The agent's default ports, which the DaemonSet the operator deploys relies on:
+// metrics over TLS for authorized callers on every address (the Prometheus
+// convention for node agents), health on the host's loopback only, where the
+// kubelet probes it.
+const (
+	AgentMetricsPort = 9478
+	AgentProbePort   = 9479
+)

@@ -225,7 +225,8 @@ func TestBundleLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	stopOperator := c.runOperator(t, image)
+	metricsAddr := freeLoopbackAddr(t)
+	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
 
 	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
 		eventually(t, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
@@ -272,6 +273,16 @@ func TestBundleLifecycle(t *testing.T) {
 				t.Errorf("%s pod in %s: want a PodSecurity refusal, got %v", tc.pod.ServiceAccountName, tc.ns, err)
 			}
 		}
+	})
+
+	t.Run("hardening: the agent's pod, and its namespace admits nothing more", func(t *testing.T) {
+		ds := agentDaemonSet(t, admin)
+		checkAgentPodHardening(t, ds)
+		testAgentNamespacePolicy(t, admin, ds)
+	})
+
+	t.Run("metrics: TLS, and only for callers allowed to get /metrics", func(t *testing.T) {
+		testMetricsAuth(t, c, metricsAddr)
 	})
 
 	t.Run("a LoadBalancer Service gets an address with the bundle's permissions", func(t *testing.T) {
@@ -454,6 +465,13 @@ func (c *cluster) tokenClient(t *testing.T, token string) client.WithWatch {
 // the RBAC is the bundle's), with leader election, deploying the agent.
 func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
 	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+}
+
+// runOperatorServingMetrics is runOperator with the metrics served as the bundle serves
+// them (TLS, authenticated and authorized) on metricsAddr.
+func (c *cluster) runOperatorServingMetrics(t *testing.T, image, metricsAddr string) (stop func()) {
+	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: metricsAddr, MetricsSecure: true, ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
 		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
 }
 
