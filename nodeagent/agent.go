@@ -3,7 +3,9 @@
 // values and hands them to one dataplane.Plane per family (the nftables plane,
 // or the iptables one, as dataplane.Open picked), so traffic to VIP:port reaches
 // an endpoint on every node whatever kube-proxy mode or CNI the cluster runs.
-// It never writes to the API server's objects other than Events. It keeps its
+// It carries only the addresses the ledger gives a Service and that are no
+// Node's nor its own (trust.go), and writes to the API server only Events and
+// its one Service condition, vip.paas.org/Programmed (report.go). It keeps its
 // rules when it stops for a restart or an upgrade (traffic must not stop) and
 // removes them, as `vip-allocator agent cleanup` does, only when it is being
 // uninstalled (teardown.go).

@@ -23,8 +23,8 @@ import (
 // agent sees the ledger, the Nodes and the Service alike, so every agent
 // computes the same paasv1.ConditionProgrammed for the refusals that do not
 // depend on the node: writing it from each agent is idempotent, and no agent
-// writes it differently. A refusal of one node only (ReasonLocalAddress) is
-// that node's Warning Event. The condition is patched alone (a strategic merge
+// writes it differently. The agent whose patch sets it raises the Warning
+// Event; a refusal of one node only (ReasonLocalAddress) is that node's Event. The condition is patched alone (a strategic merge
 // patch keyed by the condition type), so the operator's conditions are never
 // touched, and the operator never writes this one.
 
@@ -61,15 +61,22 @@ func (r *Reporter) Report(ctx context.Context, reports []serviceReport, now time
 	r.since = since
 	evented := map[string]bool{}
 	for _, rep := range due {
+		patched, err := r.writeCondition(ctx, rep)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "report refused addresses", "service", rep.svc.Namespace+"/"+rep.svc.Name)
+		}
 		for _, ref := range rep.refusals {
 			key := refusalKey(rep.svc, ref)
-			if !r.evented[key] && r.Recorder != nil {
+			// A refusal every agent shares is told once, by the agent whose
+			// patch set the condition, not once per node; this node's own
+			// refusal is told by this node.
+			if (ref.local() || patched) && !r.evented[key] && r.Recorder != nil {
 				r.Recorder.Event(rep.svc, corev1.EventTypeWarning, ref.reason, fmt.Sprintf("node %s: %s", r.NodeName, ref))
+				evented[key] = true
 			}
-			evented[key] = true
-		}
-		if err := r.writeCondition(ctx, rep); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "report refused addresses", "service", rep.svc.Namespace+"/"+rep.svc.Name)
+			if r.evented[key] {
+				evented[key] = true
+			}
 		}
 	}
 	r.evented = evented
@@ -168,14 +175,16 @@ func conditionPatch(svc *corev1.Service, refusals []refusal, now time.Time) ([]b
 	return json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{entry}}})
 }
 
-func (r *Reporter) writeCondition(ctx context.Context, rep serviceReport) error {
+// writeCondition patches rep's Service when its condition must change, and
+// says whether it did.
+func (r *Reporter) writeCondition(ctx context.Context, rep serviceReport) (bool, error) {
 	patch, err := conditionPatch(rep.svc, rep.refusals, time.Now())
 	if err != nil || patch == nil {
-		return err
+		return false, err
 	}
 	err = r.Client.Status().Patch(ctx, rep.svc.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, patch), agentFieldOwner)
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("patch condition %s of Service %s/%s: %w", paasv1.ConditionProgrammed, rep.svc.Namespace, rep.svc.Name, err)
+		return false, fmt.Errorf("patch condition %s of Service %s/%s: %w", paasv1.ConditionProgrammed, rep.svc.Namespace, rep.svc.Name, err)
 	}
-	return nil
+	return err == nil, nil
 }

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -8,6 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
@@ -128,5 +132,47 @@ func TestSettled(t *testing.T) {
 		if len(due) != len(step.reports) || n != step.wantDue || requeue != step.wantRequeue {
 			t.Fatalf("%s: %d reports, %d due, requeue %s", step.desc, len(due), n, requeue)
 		}
+	}
+}
+
+// TestReportOncePerCluster: two agents report one shared refusal: the
+// condition is written once and told in one Event; a local refusal is told by
+// its node only; a fixed Service loses the condition.
+func TestReportOncePerCluster(t *testing.T) {
+	ctx := context.Background()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u"}}
+	c := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(svc).WithStatusSubresource(svc).Build()
+	current := func() *corev1.Service {
+		got := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	events := record.NewFakeRecorder(10)
+	agents := []*Reporter{{Client: c, Recorder: events, NodeName: "node1"}, {Client: c, Recorder: events, NodeName: "node2"}}
+	now := time.Now()
+	for _, a := range agents {
+		s := current()
+		a.Report(ctx, []serviceReport{{svc: s, refusals: []refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress)}}}, now)
+	}
+	if got := len(events.Events); got != 1 {
+		t.Fatalf("%d Events for one shared refusal, want 1", got)
+	}
+	if e := <-events.Events; !strings.HasPrefix(e, "Warning NodeAddress node node1: 192.0.2.251") {
+		t.Fatalf("event %q", e)
+	}
+	if cond := findProgrammed(current()); cond == nil || cond.Reason != paasv1.ReasonNodeAddress {
+		t.Fatalf("condition %+v", cond)
+	}
+	agents[1].Report(ctx, []serviceReport{{svc: current(), refusals: []refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.5", paasv1.ReasonLocalAddress)}}}, now)
+	if e := <-events.Events; !strings.HasPrefix(e, "Warning LocalAddress node node2: 192.0.2.5") || len(events.Events) != 0 {
+		t.Fatalf("event %q, %d more", e, len(events.Events))
+	}
+	for _, a := range agents {
+		a.Report(ctx, []serviceReport{{svc: current()}}, now)
+	}
+	if cond := findProgrammed(current()); cond != nil {
+		t.Fatalf("condition left: %+v", cond)
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -51,35 +49,9 @@ func testAddressTrust(t *testing.T, plane string) {
 		ExcludedIPs: []string{"192.0.2.0"}, Announce: &paasv1.Announce{Mode: paasv1.AnnounceNone}}}); err != nil {
 		t.Fatal(err)
 	}
-	service := func(name string, port int32) *corev1.Service {
-		t.Helper()
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
-				Ports:                         []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromInt32(8080)}},
-				AllocateLoadBalancerNodePorts: ptr.To(false)}}
-		if err := k8s.Create(ctx, svc); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.Create(ctx, endpointSlice("default", name, map[string]string{"198.51.100.11": "node1", "198.51.100.12": "node2"})); err != nil {
-			t.Fatal(err)
-		}
-		return svc
-	}
-	allocated := func(svc *corev1.Service) string {
-		t.Helper()
-		var vip string
-		eventually(t, svc.Name+" gets an address", func() error {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
-				return err
-			}
-			if len(svc.Status.LoadBalancer.Ingress) == 0 {
-				return fmt.Errorf("no address yet")
-			}
-			vip = svc.Status.LoadBalancer.Ingress[0].IP
-			return nil
-		})
-		return vip
-	}
+	backends := map[string]string{"198.51.100.11": "node1", "198.51.100.12": "node2"}
+	service := func(name string) *corev1.Service { return d.lbService(t, name, false, backends) }
+	allocated := func(svc *corev1.Service) string { return d.vipOf(t, svc) }
 	// reported waits until the agents say on svc, with reason, that they
 	// refuse something, and an Event of theirs tells it too.
 	reported := func(svc *corev1.Service, reason, inMessage string) {
@@ -121,12 +93,12 @@ func testAddressTrust(t *testing.T, plane string) {
 		}
 	}
 
-	web := service("web", 80)
+	web := service("web")
 	vip := allocated(web)
 	eventually(t, "web is served (the lab works)", func() error { _, err := d.curl("http://" + vip); return err })
 
 	t.Run("a Node's address in the status: not programmed, reported, and carried again once no Node has it", func(t *testing.T) {
-		web2 := service("web2", 80)
+		web2 := service("web2")
 		vip2 := allocated(web2)
 		eventually(t, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
 		// A Node that comes later with the address a Service holds (the
@@ -207,8 +179,11 @@ func testAddressTrust(t *testing.T, plane string) {
 	t.Run("a forged status (no ledger object; a ledger naming another Service): refused by the API server, and never programmed", func(t *testing.T) {
 		// The operator is down: nothing repairs the forged statuses.
 		d.stopOperator()
-		forged := service("forged", 80)
-		thief := service("thief", 9090)
+		forged := service("forged")
+		thief := service("thief")
+		if err := k8s.Patch(ctx, thief, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"ports":[{"name":"http","port":9090,"targetPort":"http"}]}}`))); err != nil {
+			t.Fatal(err)
+		}
 		forge := func(svc *corev1.Service, ip string) error {
 			patch := fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"ip":%q,"ipMode":"Proxy"}]}}}`, ip)
 			return k8s.Status().Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch)))
