@@ -111,7 +111,11 @@ func newNamespace(labels map[string]string) string {
 // has released their addresses (envtest has no namespace controller to do it).
 func deleteAllServices(ns string) {
 	ctx := context.Background()
-	Expect(k8s.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace(ns))).To(Succeed())
+	// A collection delete of a thousand Services can outlast the API server's request
+	// timeout on a loaded machine; what it deleted stays deleted, so it is retried.
+	Eventually(func() error {
+		return k8s.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace(ns))
+	}).WithTimeout(3 * time.Minute).Should(Succeed())
 	Eventually(func(g Gomega) {
 		var ips paasv1.IPList
 		g.Expect(k8s.List(ctx, &ips)).To(Succeed())
