@@ -135,7 +135,9 @@ func TestBundleLifecycle(t *testing.T) {
 			t.Fatal(out)
 		}
 		eventually(t, "an admin's address in a Service status is refused by the policy", func() error {
-			out, err := c.kubectl("", "patch", "service", "forged", "-n", "default", "--subresource=status", "--type=merge",
+			// A dry run: a write that got through before the policy was in force would make
+			// every later identical one a no-op, which the policy allows.
+			out, err := c.kubectl("", "patch", "service", "forged", "-n", "default", "--subresource=status", "--type=merge", "--dry-run=server",
 				"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.251"}]}}}`)
 			if err == nil || !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-service-status-writers'") {
 				return fmt.Errorf("%v %s", err, out)
