@@ -57,6 +57,7 @@ type Reporter struct {
 // Report writes what changed and returns when to look again for refusals
 // still settling (0: none).
 func (r *Reporter) Report(ctx context.Context, reports []serviceReport, now time.Time) time.Duration {
+	countRefusals(reports)
 	due, since, requeue := settled(reports, r.since, now, r.Settle)
 	r.since = since
 	evented := map[string]bool{}
@@ -187,4 +188,18 @@ func (r *Reporter) writeCondition(ctx context.Context, rep serviceReport) (bool,
 		return false, fmt.Errorf("patch condition %s of Service %s/%s: %w", paasv1.ConditionProgrammed, rep.svc.Namespace, rep.svc.Name, err)
 	}
 	return err == nil, nil
+}
+
+// countRefusals sets the refused-addresses gauge from this pass, settled or
+// not: the data plane refuses at once.
+func countRefusals(reports []serviceReport) {
+	counts := map[string]int{paasv1.ReasonNodeAddress: 0, paasv1.ReasonLocalAddress: 0, paasv1.ReasonNotInLedger: 0, paasv1.ReasonInvalidSourceRanges: 0}
+	for _, rep := range reports {
+		for _, ref := range rep.refusals {
+			counts[ref.reason]++
+		}
+	}
+	for reason, n := range counts {
+		refusedAddresses.WithLabelValues(reason).Set(float64(n))
+	}
 }
