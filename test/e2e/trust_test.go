@@ -236,3 +236,43 @@ func eventFor(ctx context.Context, c client.Client, svc *corev1.Service, reason,
 	}
 	return fmt.Errorf("no Warning Event %s on %s saying %q (saw %q)", reason, svc.Name, inMessage, seen)
 }
+
+// TestAddressTrustL2: on the wire, a Node's address is never answered for by
+// ARP, even when the ledger gives it to a Service that was announced a moment
+// before; once no Node has it, an owner answers again.
+func TestAddressTrustL2(t *testing.T) {
+	d := setupL2(t)
+	ctx := context.Background()
+	k8s := d.env.Admin
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
+		t.Fatal(err)
+	}
+	web := d.lanService(t, "web", false)
+	vip := d.vipOf(t, web)
+	owner := d.owner(t, vip, "")
+	t.Logf("%s is announced by %s", vip, owner)
+
+	// A Node joins with the address (a host that was given it by hand, say).
+	d.addNode(t, "node4", vip, nil)
+	eventually(t, "no node answers ARP for a Node's address", func() error {
+		if macs := d.arpAnswers(vip); len(macs) > 0 {
+			return fmt.Errorf("answered by %v", macs)
+		}
+		return nil
+	})
+	got := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c == nil || c.Reason != paasv1.ReasonNodeAddress {
+		t.Fatalf("condition %s: %+v", paasv1.ConditionProgrammed, c)
+	}
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
+		t.Fatal(err)
+	}
+	d.owner(t, vip, "")
+}
