@@ -57,6 +57,10 @@ type Announcer struct {
 	// speak BGP).
 	BGP *BGPAnnouncer
 
+	// LocalAddresses reads this node's own addresses, never announced (nil:
+	// from its interfaces, see LocalAddresses).
+	LocalAddresses func() (map[netip.Addr]string, error)
+
 	// Handoff programs the data path to send the mid-stream TCP segments of the
 	// VIPs this node took over to their previous owners (nil: not at all).
 	Handoff func(dataplane.Handoffs) error

@@ -51,6 +51,10 @@ type Config struct {
 	MetricsSecure bool
 }
 
+// reportSettle is how long a refusal lasts before the agent reports it (see
+// Reporter.Settle).
+const reportSettle = 2 * time.Second
+
 // Server is a running node agent: the data planes, the announcer and the
 // liveness gossip. Start it, and Stop it when its context ends; Run does both.
 type Server struct {
@@ -110,6 +114,8 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	s.agent.Client = s.mgr.GetClient()
+	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+		NodeName: cfg.NodeName, Settle: reportSettle}
 	if err := s.agent.SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
@@ -202,12 +208,13 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	joinOthers(ctx, s.direct, cluster, node)
 
 	a := &Announcer{
-		Client:        s.mgr.GetClient(),
-		Recorder:      s.mgr.GetEventRecorderFor("vip-allocator-agent"),
-		NodeName:      node,
-		OwnClassOnly:  s.cfg.OwnClassOnly,
-		Liveness:      liveness{cluster},
-		HandoverDelay: s.cfg.HandoverDelay,
+		Client:         s.mgr.GetClient(),
+		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+		NodeName:       node,
+		OwnClassOnly:   s.cfg.OwnClassOnly,
+		Liveness:       liveness{cluster},
+		HandoverDelay:  s.cfg.HandoverDelay,
+		LocalAddresses: s.cfg.LocalAddresses,
 		// Settled once another agent is seen, or after a few seconds alone
 		// (the first agent of a cluster, or a one-node cluster).
 		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },

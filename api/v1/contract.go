@@ -76,6 +76,39 @@ const (
 	ReasonStaticRouting = "StaticRouting"
 )
 
+// ConditionProgrammed is the Service condition the node agents write, and
+// only they: present (status False) while the agents refuse to program or
+// announce one of the Service's addresses for a reason every agent sees alike
+// (a Node's address, an address the ledger does not give the Service, source
+// ranges that do not parse); absent once every address is programmed. The
+// operator never writes it, and the agents write no other condition. A refusal
+// only one node sees (an address of that node's own interfaces) is an Event
+// of that node's agent, not this condition: the agents would fight over it.
+const ConditionProgrammed = "vip.paas.org/Programmed"
+
+// Reasons of ConditionProgrammed, and of the agents' Warning Events on the
+// Service (with ReasonLocalAddress, which is an Event only).
+const (
+	// ReasonNodeAddress: the address is a Node's (status.addresses); no agent
+	// programs or announces it, whatever the Service status says.
+	ReasonNodeAddress = "NodeAddress"
+	// ReasonLocalAddress: the address is on an interface of the reporting
+	// node; that node's agent neither programs nor announces it.
+	ReasonLocalAddress = "LocalAddress"
+	// ReasonNotInLedger: the address is in the Service status, but its ledger
+	// IP object is missing or names another Service (by uid): the status was
+	// not written by the operator, and the agents trust the ledger.
+	ReasonNotInLedger = "NotInLedger"
+	// ReasonReserved: the operator marked the address's ledger object reserved
+	// (IP spec.reservedBy): something else in the cluster came to hold it after
+	// it was allocated (see ConditionAddressConflict).
+	ReasonReserved = "Reserved"
+	// ReasonInvalidSourceRanges: an entry of spec.loadBalancerSourceRanges does
+	// not parse as a CIDR; the agents admit no client at all to the Service's
+	// addresses (fail closed) until it is fixed.
+	ReasonInvalidSourceRanges = "InvalidSourceRanges"
+)
+
 // FieldOwner is the field manager of every write the operator (and its
 // migration) makes.
 const FieldOwner = client.FieldOwner("vip-allocator-operator")

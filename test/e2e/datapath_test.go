@@ -41,10 +41,15 @@ type dataLab struct {
 	env    *testenv.Env
 	root   string
 	agents map[string]*exec.Cmd
+	// stopOperator stops the operator before the test ends (idempotent).
+	stopOperator func()
+	// apiServerFlags are passed to the lab's kube-apiserver (testenv.Start).
+	apiServerFlags []string
 }
 
-func setup(t testing.TB) *dataLab {
+func setup(t testing.TB, apiServerFlags ...string) *dataLab {
 	d := newDataLab(t)
+	d.apiServerFlags = apiServerFlags
 	d.addNS("sw", "client", "node1", "node2", "backend1", "backend2")
 	d.addBridge("lan")
 	d.addBridge("pods")
@@ -85,7 +90,7 @@ func newDataLab(t testing.TB) *dataLab {
 // node (name → InternalIP) a Node object whose namespace reaches the API
 // server at 127.0.0.1:6443 with the agent's identity.
 func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
-	env, err := testenv.Start()
+	env, err := testenv.Start(d.apiServerFlags...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +143,8 @@ func (d *dataLab) startOperator(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	d.stopOperator = func() { cancel(); <-done }
+	t.Cleanup(d.stopOperator)
 }
 
 // addNode creates the Node object of a lab node (what the kubelet would).

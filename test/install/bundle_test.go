@@ -117,6 +117,24 @@ func TestBundleLifecycle(t *testing.T) {
 		})
 		c.onlyOperatorWritesLedger(t, operatorUser)
 		c.mustKubectl(t, "delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
+
+		// Even a cluster admin may not write the addresses of a Service we serve: the agents
+		// would refuse them anyway (they trust the ledger), but nobody should see them.
+		svc := "apiVersion: v1\nkind: Service\nmetadata: {name: forged, namespace: default}\nspec: {type: LoadBalancer, ports: [{port: 80}]}\n"
+		if out, err := c.kubectl(svc, "create", "-f", "-"); err != nil {
+			t.Fatal(out)
+		}
+		eventually(t, "an admin's address in a Service status is refused by the policy", func() error {
+			// A dry run: a write that got through before the policy was in force would make
+			// every later identical one a no-op, which the policy allows.
+			out, err := c.kubectl("", "patch", "service", "forged", "-n", "default", "--subresource=status", "--type=merge", "--dry-run=server",
+				"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.251"}]}}}`)
+			if err == nil || !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-service-status-writers'") {
+				return fmt.Errorf("%v %s", err, out)
+			}
+			return nil
+		})
+		c.mustKubectl(t, "delete", "service", "forged", "-n", "default")
 	})
 
 	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
@@ -165,7 +183,7 @@ func TestBundleLifecycle(t *testing.T) {
 			{agentUser, "get", "nodes", "", "yes"},
 			{agentUser, "create", "events", "default", "yes"},
 			{agentUser, "update", "services", "", "no"},
-			{agentUser, "patch", "services --subresource=status", "", "no"},
+			{agentUser, "patch", "services --subresource=status", "", "yes"}, // its condition vip.paas.org/Programmed; an admission policy allows nothing else
 			{agentUser, "create", "ips.paas.org", "", "no"},
 			{agentUser, "list", "ipgroups.paas.org", "", "yes"},                  // which VIPs to announce, and how
 			{agentUser, "patch", "ips.paas.org --subresource=status", "", "yes"}, // records the announcing node (its own only: identity_test.go)

@@ -61,7 +61,9 @@ func RepoRoot() string {
 // Start starts etcd and kube-apiserver and installs config/crd, config/rbac and
 // config/admission. The Service ClusterIP range is large and dual-stack, so
 // thousands of Services fit and dual-stack Services can be created.
-func Start() (*Env, error) {
+// apiServerFlags ("name=value") are added to kube-apiserver's: e.g.
+// "feature-gates=StrictIPCIDRValidation=false" stores what older clusters did.
+func Start(apiServerFlags ...string) (*Env, error) {
 	root := RepoRoot()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -82,6 +84,10 @@ func Start() (*Env, error) {
 		// Priority and fairness would throttle the benchmarks' deliberate bursts.
 		Set("max-requests-inflight", "1000").
 		Set("max-mutating-requests-inflight", "500")
+	for _, f := range apiServerFlags {
+		name, value, _ := strings.Cut(f, "=")
+		api.Configure().Set(name, value)
+	}
 	cfg, err := e.env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
