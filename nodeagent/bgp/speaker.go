@@ -9,14 +9,17 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	"github.com/google/uuid"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // Peer is one BGP neighbour of this node.
@@ -68,7 +71,7 @@ func New(log logr.Logger) *Speaker {
 	s := &Speaker{
 		log:     log,
 		errors:  errs,
-		server:  server.NewBgpServer(server.LoggerOption(&logAdapter{log: log, errors: errs})),
+		server:  server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: log, errors: errs}), nil)),
 		peers:   map[string]Peer{},
 		paths:   map[netip.Prefix]advertised{},
 		changed: make(chan struct{}, 1),
@@ -128,9 +131,9 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("start BGP as AS %d, router ID %s: %w", asn, cfg.RouterID, err)
 		}
 		watchCtx, stop := context.WithCancel(context.Background())
-		if err := s.server.WatchEvent(watchCtx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(*api.WatchEventResponse) {
-			s.notify()
-		}); err != nil {
+		if err := s.server.WatchEvent(watchCtx, server.WatchEventMessageCallbacks{
+			OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { s.notify() },
+		}, server.WatchPeer()); err != nil {
 			stop()
 			return fmt.Errorf("watch BGP sessions: %w", err)
 		}
@@ -295,7 +298,7 @@ func (s *Speaker) stopLocked(ctx context.Context) error {
 	s.peers = map[string]Peer{}
 	s.policy = nil
 	for p, a := range s.paths {
-		a.uuid = nil // the RIB is gone with the server
+		a.uuid = uuid.Nil // the RIB is gone with the server
 		s.paths[p] = a
 	}
 	return nil
