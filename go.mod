@@ -16,7 +16,6 @@ require (
 	github.com/mdlayher/packet v1.1.2
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.40.0
-	github.com/osrg/gobgp/v3 v3.37.0
 	github.com/osrg/gobgp/v4 v4.8.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redhat-cop/operator-utils v1.3.7
@@ -102,7 +101,6 @@ require (
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	github.com/segmentio/fasthash v1.0.3 // indirect
 	github.com/shopspring/decimal v1.2.0 // indirect
-	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/spf13/afero v1.12.0 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
