@@ -23,6 +23,10 @@ type Session struct {
 	PrefixesSent int
 	// Message is why the session is not established, as GoBGP last said.
 	Message string
+	// BFD is the state of the BFD session next to it (BFDUp, ...), or
+	// BFDNotConfigured; BFDMessage says why it is not up.
+	BFD        string
+	BFDMessage string
 }
 
 // Established is the RFC 4271 name of an up session.
@@ -42,8 +46,10 @@ var stateNames = map[api.PeerState_SessionState]string{
 func (s *Speaker) Sessions(ctx context.Context) []Session {
 	s.mu.Lock()
 	byAddr := map[string]string{}
+	withBFD := map[string]bool{}
 	for name, p := range s.peers {
 		byAddr[p.Address.String()] = name
+		withBFD[name] = p.BFD.Enabled()
 	}
 	started := s.started
 	s.mu.Unlock()
@@ -72,6 +78,15 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 			if sess.Message == "" {
 				sess.Message = "no answer from the router yet"
 			}
+		}
+		sess.BFD = BFDNotConfigured
+		if withBFD[name] {
+			b, known := s.bfd.session(addr)
+			sess.BFD = BFDDown
+			if known {
+				sess.BFD = b.state
+			}
+			sess.BFDMessage = bfdMessage(b, known, sess.State == Established, s.bfdErrors.last(addr), addr)
 		}
 		out = append(out, sess)
 	})
@@ -141,9 +156,10 @@ func communicated(f fields) string {
 // keeps the reasons of session failures, which GoBGP logs but does not
 // report through its API.
 type logHandler struct {
-	log    logr.Logger
-	errors *peerErrors
-	attrs  []slog.Attr // from WithAttrs: GoBGP's per-peer loggers carry Topic and Key
+	log       logr.Logger
+	errors    *peerErrors
+	bfdErrors *peerErrors
+	attrs     []slog.Attr // from WithAttrs: GoBGP's per-peer loggers carry Topic and Key
 }
 
 // Enabled is true at debug too, so that connection failures, which GoBGP
@@ -159,10 +175,17 @@ func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
 		f[a.Key] = a.Value.Resolve().Any()
 		return true
 	})
-	if f["Topic"] == "Peer" {
+	switch f["Topic"] {
+	case "Peer":
 		if addr, _ := f["Key"].(string); addr != "" {
 			if why := reason(r.Message, f); why != "" {
 				h.errors.set(addr, why)
+			}
+		}
+	case "bfd":
+		if addr, _ := f["Peer"].(string); addr != "" {
+			if why := bfdReason(r.Message); why != "" {
+				h.bfdErrors.set(addr, why)
 			}
 		}
 	}
@@ -182,7 +205,7 @@ func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &logHandler{log: h.log, errors: h.errors, attrs: append(slices.Clip(h.attrs), attrs...)}
+	return &logHandler{log: h.log, errors: h.errors, bfdErrors: h.bfdErrors, attrs: append(slices.Clip(h.attrs), attrs...)}
 }
 
 // WithGroup flattens: GoBGP's keys are distinct without groups.

@@ -36,6 +36,8 @@ type Peer struct {
 	// GracefulRestart (RFC 4724): the router keeps this node's routes while
 	// the agent restarts (see Shutdown).
 	GracefulRestart bool
+	// BFD next to the session; the zero value: none.
+	BFD BFD
 }
 
 // Config is what the speaker peers as.
@@ -47,9 +49,12 @@ type Config struct {
 // Speaker is the node's BGP speaker. Its methods may be called from any
 // goroutine.
 type Speaker struct {
-	log    logr.Logger
-	server *server.BgpServer
-	errors *peerErrors
+	log       logr.Logger
+	server    *server.BgpServer
+	errors    *peerErrors
+	bfdErrors *peerErrors // the last reason BFD went down, by neighbour address
+	bfd       bfdTracker
+	done      chan struct{} // closed by Stop
 
 	mu       sync.Mutex
 	started  bool
@@ -59,6 +64,7 @@ type Speaker struct {
 	paths    map[netip.Prefix]advertised
 	policy   *api.SetPoliciesRequest
 	changed  chan struct{}
+	onBFD    func(BFDChange)
 	stopOnce sync.Once
 	// watchStop ends the session watch of the running server: the watch
 	// lives as long as the server, not as the call that started it.
@@ -67,16 +73,19 @@ type Speaker struct {
 
 // New starts an idle speaker: no session until Configure names peers.
 func New(log logr.Logger) *Speaker {
-	errs := newPeerErrors()
+	errs, bfdErrs := newPeerErrors(), newPeerErrors()
 	s := &Speaker{
-		log:     log,
-		errors:  errs,
-		server:  server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: log, errors: errs}), nil)),
-		peers:   map[string]Peer{},
-		paths:   map[netip.Prefix]advertised{},
-		changed: make(chan struct{}, 1),
+		log:       log,
+		errors:    errs,
+		bfdErrors: bfdErrs,
+		server:    server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: log, errors: errs, bfdErrors: bfdErrs}), nil)),
+		done:      make(chan struct{}),
+		peers:     map[string]Peer{},
+		paths:     map[netip.Prefix]advertised{},
+		changed:   make(chan struct{}, 1),
 	}
 	go s.server.Serve()
+	go s.watchBFD()
 	return s
 }
 
@@ -155,6 +164,7 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			}
 			delete(s.peers, name)
 			s.errors.forget(p.Address.String())
+			s.bfdErrors.forget(p.Address.String())
 		}
 	}
 	for name, p := range want {
@@ -210,6 +220,7 @@ func apiPeer(p Peer) *api.Peer {
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}}},
+		Bfd:       apiBFD(p.BFD),
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
@@ -282,6 +293,7 @@ func (s *Speaker) Stop(ctx context.Context) {
 			s.log.Error(err, "stop BGP")
 		}
 		s.mu.Unlock()
+		close(s.done)
 		s.server.Stop()
 	})
 }
