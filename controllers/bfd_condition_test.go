@@ -27,7 +27,7 @@ func TestBFDCondition(t *testing.T) {
 		{desc: "no bfd: no condition", peer: &paasv1.BGPPeer{}, selected: []string{"n1"},
 			sessions: []paasv1.BGPSession{session("n1", "Established", paasv1.BFDNotConfigured, "")}, wantNone: true},
 		{desc: "no session established: unknown", peer: withBFD, selected: []string{"n1"},
-			sessions: []paasv1.BGPSession{session("n1", "Active", paasv1.BFDDown, "")},
+			sessions:   []paasv1.BGPSession{session("n1", "Active", paasv1.BFDDown, "")},
 			wantStatus: metav1.ConditionUnknown, wantReason: paasv1.ReasonNoEstablishedSession, wantText: []string{"Established condition"}},
 		{desc: "all up", peer: withBFD, selected: []string{"n1", "n2"},
 			sessions:   []paasv1.BGPSession{session("n1", "Established", paasv1.BFDUp, ""), session("n2", "Established", paasv1.BFDUp, "")},
