@@ -61,8 +61,13 @@ var bfdStateNames = map[api.BfdSessionState]string{
 // bfdSession is what GoBGP tells of one BFD session.
 type bfdSession struct {
 	state    string
-	received uint64 // valid packets from the router since the session was created
+	received uint64    // valid packets from the router since the session was created
+	lastRx   time.Time // when received last grew (set by bfdTracker)
 }
+
+// bfdSilent is how long a router may send no BFD packet on an established
+// session before the status says it does not run BFD (any more).
+const bfdSilent = 5 * time.Second
 
 // BFDChange is one BFD session entering a state.
 type BFDChange struct {
@@ -77,20 +82,25 @@ type bfdTracker struct {
 	last map[string]bfdSession
 }
 
-// observe records now (address → session) and returns the sessions whose
-// state changed, by address; a session gone from now is forgotten, a new
-// one starting Down has not changed.
-func (t *bfdTracker) observe(now map[string]bfdSession) map[string]string {
+// observe records sessions (address → session) seen at now and returns
+// the sessions whose state changed, by address; a session gone is
+// forgotten, a new one starting Down has not changed.
+func (t *bfdTracker) observe(sessions map[string]bfdSession, now time.Time) map[string]string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changed := map[string]string{}
-	for addr, s := range now {
+	for addr, s := range sessions {
 		old, ok := t.last[addr]
 		if (ok && old.state != s.state) || (!ok && s.state != BFDDown) {
 			changed[addr] = s.state
 		}
+		s.lastRx = old.lastRx
+		if s.received > old.received || (!ok && s.received > 0) {
+			s.lastRx = now
+		}
+		sessions[addr] = s
 	}
-	t.last = now
+	t.last = sessions
 	return changed
 }
 
@@ -102,19 +112,21 @@ func (t *bfdTracker) session(addr string) (bfdSession, bool) {
 }
 
 // bfdMessage says why a peer's BFD session is not up, for the status: a
-// router that never sent a packet does not run BFD for this node (the BGP
-// session runs without it, on the hold timer), one that did lost the path
-// or said so (lastDown: GoBGP's last word on it).
-func bfdMessage(s bfdSession, known, established bool, lastDown string, addr string) string {
+// router that sends no packet (never, or for bfdSilent) while the BGP
+// session is established does not run BFD for this node (the session runs
+// without it, on the hold timer); otherwise the path failed or the router
+// said so (lastDown: GoBGP's last word on it).
+func bfdMessage(s bfdSession, known, established bool, lastDown string, addr string, now time.Time) string {
+	silent := !known || s.received == 0 || now.Sub(s.lastRx) > bfdSilent
 	switch {
 	case known && s.state == BFDUp:
 		return ""
+	case established && silent:
+		return fmt.Sprintf("the router sends no BFD packets: it does not run BFD for this node (FRR: bfdd running and 'neighbor <this node> bfd'), or UDP 3784 from %s is filtered; the session runs without BFD, on the hold timer", addr)
 	case known && s.received > 0 && lastDown != "":
 		return lastDown
 	case known && s.received > 0:
 		return fmt.Sprintf("BFD is %s: packets from the router come, the session is not up yet", s.state)
-	case established:
-		return fmt.Sprintf("the router sends no BFD packets: it does not run BFD for this node (FRR: bfdd running and 'neighbor <this node> bfd'), or UDP 3784 from %s is filtered; the session runs without BFD, on the hold timer", addr)
 	default:
 		return "no BFD packets from the router yet"
 	}
@@ -172,7 +184,7 @@ func (s *Speaker) watchBFD() {
 				}
 			})
 		}
-		changed := s.bfd.observe(now)
+		changed := s.bfd.observe(now, time.Now())
 		for addr, state := range changed {
 			if state == BFDUp {
 				s.bfdErrors.forget(addr)

@@ -86,7 +86,7 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 			if known {
 				sess.BFD = b.state
 			}
-			sess.BFDMessage = bfdMessage(b, known, sess.State == Established, s.bfdErrors.last(addr), addr)
+			sess.BFDMessage = bfdMessage(b, known, sess.State == Established, s.bfdErrors.last(addr), addr, time.Now())
 		}
 		out = append(out, sess)
 	})

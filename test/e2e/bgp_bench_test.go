@@ -197,8 +197,12 @@ func (r *frr) waitReceived(b testing.TB, peers map[string]string, want int, time
 }
 
 // received maps each Established IPv6 peer to the routes the router holds from it.
-func (r *frr) received() (map[string]int, error) {
-	out, err := r.vtysh("show bgp ipv6 unicast summary json")
+func (r *frr) received() (map[string]int, error) { return r.receivedFamily("ipv6") }
+
+// receivedFamily maps each Established peer of family (ipv4, ipv6) to the
+// routes the router holds from it.
+func (r *frr) receivedFamily(family string) (map[string]int, error) {
+	out, err := r.vtysh("show bgp " + family + " unicast summary json")
 	if err != nil {
 		return nil, err
 	}
