@@ -19,11 +19,12 @@ import (
 )
 
 // frrConfigBFD is frrConfig with BFD (bfdd's profile vipa) on the nodes'
-// sessions, IPv4 and IPv6. The nodes are static neighbours with a fixed
-// source address: FRR replaces the BFD session of a dynamic neighbour (bgp
-// listen range) each time its BGP session comes up, and GoBGP v4.8.0, bound
-// to the replaced session's discriminator while in Init, never comes up
-// with the new one (see docs/announcement.md).
+// sessions, IPv4 and IPv6. The three nodes are static neighbours with a
+// fixed source address (other addresses of the LAN still peer through the
+// listen range, without BFD): FRR replaces the BFD session of a dynamic
+// neighbour each time its BGP session comes up, and GoBGP v4.8.0, bound to
+// the replaced session's discriminator while in Init, never comes up with
+// the new one (see docs/announcement.md).
 func frrConfigBFD(routerID string) string {
 	conf := frrConfig(routerID)
 	for group, listen := range map[string]string{"nodes": "198.51.100.0/24", "nodes6": "2001:db8:1::/64"} {
@@ -35,7 +36,8 @@ func frrConfigBFD(routerID string) string {
 		for _, n := range []string{"node1", "node2", "node3"} {
 			neighbors += fmt.Sprintf(" neighbor %s peer-group %s\n", nodes[n], group)
 		}
-		conf = strings.Replace(conf, " bgp listen range "+listen+" peer-group "+group+"\n", neighbors, 1)
+		conf = strings.Replace(conf, " bgp listen range "+listen+" peer-group "+group+"\n",
+			" bgp listen range "+listen+" peer-group "+group+"\n"+neighbors, 1)
 	}
 	return conf
 }
@@ -74,21 +76,21 @@ func (r *frr) bfdPeers() (map[string]string, error) {
 	return got, nil
 }
 
-// waitRoutesGone polls the router's IPv4 BGP table (every 10 ms) until it
-// holds no route from the node at addr (its session down, or withdrawn), and
-// returns how long that took.
-func (r *frr) waitRoutesGone(t testing.TB, addr string, timeout time.Duration) time.Duration {
+// waitGone polls the router's table of family (ipv4, ipv6) every 5 ms until
+// it holds no route from the node at addr (withdrawn, or its session down),
+// and returns how long that took.
+func (r *frr) waitGone(t testing.TB, family, addr string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
-		got, err := r.receivedFamily("ipv4")
+		got, err := r.receivedFamily(family)
 		if err == nil && got[addr] == 0 {
 			return time.Since(start)
 		}
 		if time.Since(start) > timeout {
 			t.Fatalf("router %s still holds %d routes from %s after %s (%v)", r.ns, got[addr], addr, timeout, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -161,7 +163,7 @@ func TestBFD(t *testing.T) {
 		if err := agent.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		took := d.router.waitRoutesGone(t, bgpNodeIP["node2"], 5*time.Second)
+		took := d.router.waitGone(t, "ipv4", bgpNodeIP["node2"], 5*time.Second)
 		d.waitNextHops(t, webVIP, "node1", "node3")
 		t.Logf("node2's agent frozen: its routes gone from the router after %s (BFD 300 ms x 3; hold time 3 s)", took)
 		if took > 1500*time.Millisecond {
@@ -178,7 +180,7 @@ func TestBFD(t *testing.T) {
 
 	t.Run("a cut link: the router drops the node's routes within BFD's detection time, takes them back with BFD", func(t *testing.T) {
 		d.in("node3", "ip", "link", "set", "eth0", "down")
-		took := d.router.waitRoutesGone(t, bgpNodeIP["node3"], 5*time.Second)
+		took := d.router.waitGone(t, "ipv4", bgpNodeIP["node3"], 5*time.Second)
 		d.waitNextHops(t, webVIP, "node1", "node2")
 		t.Logf("node3's link cut: its routes gone from the router after %s", took)
 		if took > 1500*time.Millisecond {
