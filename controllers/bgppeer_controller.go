@@ -136,11 +136,7 @@ func establishedCondition(generation int64, selected []string, sessions []paasv1
 		case s.State == paasv1.SessionEstablished:
 			up++
 		default:
-			msg := n + ": " + s.State
-			if s.Message != "" {
-				msg += " (" + s.Message + ")"
-			}
-			down = append(down, msg)
+			down = append(down, stateWithReason(n, s.State, s.Message))
 		}
 	}
 	switch {
@@ -185,11 +181,7 @@ func bfdCondition(peer *paasv1.BGPPeer, selected []string, sessions []paasv1.BGP
 		case s.BFD == "" || s.BFD == paasv1.BFDNotConfigured:
 			down = append(down, n+": the agent reports no BFD yet")
 		default:
-			msg := n + ": " + s.BFD
-			if s.BFDMessage != "" {
-				msg += " (" + s.BFDMessage + ")"
-			}
-			down = append(down, msg)
+			down = append(down, stateWithReason(n, s.BFD, s.BFDMessage))
 		}
 	}
 	switch {
@@ -204,6 +196,14 @@ func bfdCondition(peer *paasv1.BGPPeer, selected []string, sessions []paasv1.BGP
 		c.Message = fmt.Sprintf("BFD is up on %d of %d established sessions; %s. Those sessions fall back on the hold timer: configure BFD for these nodes on the router (FRR: bfdd and 'neighbor <node> bfd'), let UDP 3784 through, or check the path", up, established, firstN(down, 5))
 	}
 	return c, true
+}
+
+// stateWithReason is "node: state (why)", or "node: state" without a why.
+func stateWithReason(node, state, why string) string {
+	if why == "" {
+		return node + ": " + state
+	}
+	return node + ": " + state + " (" + why + ")"
 }
 
 // firstN joins up to n items and says how many more there are.
