@@ -174,11 +174,11 @@ func (s *Speaker) watchBFD() {
 				names[p.Address.String()] = name
 			}
 		}
-		onBFD := s.onBFD
+		onBFD, srv := s.onBFD, s.server
 		s.mu.Unlock()
 		now := map[string]bfdSession{}
 		if len(names) > 0 {
-			s.server.ListBfdPeer(context.Background(), func(addr string, st *api.BfdPeerState) {
+			srv.ListBfdPeer(context.Background(), func(addr string, st *api.BfdPeerState) {
 				if _, ok := names[addr]; ok {
 					now[addr] = bfdSession{state: bfdStateNames[st.GetSessionState()], received: st.GetBfdAsync().GetReceivedPackets()}
 				}

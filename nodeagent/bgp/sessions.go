@@ -51,13 +51,13 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 		byAddr[p.Address.String()] = name
 		withBFD[name] = p.BFD.Enabled()
 	}
-	started := s.started
+	started, srv := s.started, s.server
 	s.mu.Unlock()
 	if !started {
 		return nil
 	}
 	var out []Session
-	err := s.server.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+	err := srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
 		addr := p.GetConf().GetNeighborAddress()
 		name, ok := byAddr[addr]
 		if !ok {

@@ -73,21 +73,27 @@ type Speaker struct {
 
 // New starts an idle speaker: no session until Configure names peers.
 func New(log logr.Logger) *Speaker {
-	errs, bfdErrs := newPeerErrors(), newPeerErrors()
 	s := &Speaker{
 		log:       log,
-		errors:    errs,
-		bfdErrors: bfdErrs,
-		server:    server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: log, errors: errs, bfdErrors: bfdErrs}), nil)),
+		errors:    newPeerErrors(),
+		bfdErrors: newPeerErrors(),
 		done:      make(chan struct{}),
 		peers:     map[string]Peer{},
 		paths:     map[netip.Prefix]advertised{},
 		changed:   make(chan struct{}, 1),
 	}
-	go s.server.Serve()
+	s.server = s.newServer()
 	go s.watchBFD()
 	return s
 }
+
+// newServer starts a GoBGP server, idle until StartBgp.
+func (s *Speaker) newServer() *server.BgpServer {
+	srv := server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: s.log, errors: s.errors, bfdErrors: s.bfdErrors}), nil))
+	go srv.Serve()
+	return srv
+}
+
 
 // Changed signals (coalesced) that a session changed state or the routes
 // changed.
@@ -289,23 +295,25 @@ func (s *Speaker) Shutdown(ctx context.Context, restarting bool) {
 func (s *Speaker) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		if err := s.stopLocked(ctx); err != nil {
 			s.log.Error(err, "stop BGP")
 		}
-		s.mu.Unlock()
 		close(s.done)
 		s.server.Stop()
 	})
 }
 
-func (s *Speaker) stopLocked(ctx context.Context) error {
+// stopLocked closes every session and the server. GoBGP v4 ends a server
+// for good with StopBgp (unlike v3, it cannot start again), so a fresh one
+// takes its place, idle until the next StartBgp.
+func (s *Speaker) stopLocked(context.Context) error {
 	if !s.started {
 		return nil
 	}
 	s.watchStop()
-	if err := s.server.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
-		return fmt.Errorf("stop BGP: %w", err)
-	}
+	s.server.Stop() // StopBgp (a Cease to each router), then its BFD; errors are logged
+	s.server = s.newServer()
 	s.started = false
 	s.peers = map[string]Peer{}
 	s.policy = nil
