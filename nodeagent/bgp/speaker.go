@@ -94,7 +94,6 @@ func (s *Speaker) newServer() *server.BgpServer {
 	return srv
 }
 
-
 // Changed signals (coalesced) that a session changed state or the routes
 // changed.
 func (s *Speaker) Changed() <-chan struct{} { return s.changed }
