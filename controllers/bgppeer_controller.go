@@ -59,6 +59,11 @@ func (r *BGPPeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	status.Sessions = sessionsOf(status.Sessions, nodes.Items)
 	meta.SetStatusCondition(&status.Conditions, acceptedCondition(&peer, passwordErrs[peer.Name], len(selected)))
 	meta.SetStatusCondition(&status.Conditions, establishedCondition(peer.Generation, selected, status.Sessions))
+	if c, ok := bfdCondition(&peer, selected, status.Sessions); ok {
+		meta.SetStatusCondition(&status.Conditions, c)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, paasv1.BGPPeerBFDUp)
+	}
 	if equality.Semantic.DeepEqual(status, &peer.Status) {
 		return ctrl.Result{}, nil
 	}
@@ -131,11 +136,7 @@ func establishedCondition(generation int64, selected []string, sessions []paasv1
 		case s.State == paasv1.SessionEstablished:
 			up++
 		default:
-			msg := n + ": " + s.State
-			if s.Message != "" {
-				msg += " (" + s.Message + ")"
-			}
-			down = append(down, msg)
+			down = append(down, stateWithReason(n, s.State, s.Message))
 		}
 	}
 	switch {
@@ -152,6 +153,57 @@ func establishedCondition(generation int64, selected []string, sessions []paasv1
 		c.Message = fmt.Sprintf("%d of %d sessions established; %s. Check the router's neighbor configuration for these nodes' addresses, its ASN, the password, and that the nodes reach it", up, len(selected), firstN(down, 5))
 	}
 	return c
+}
+
+// bfdCondition says whether the selected nodes' established sessions have
+// their BFD session up; ok is false when the peer has no bfd (no condition).
+// Sessions not established are the Established condition's business.
+func bfdCondition(peer *paasv1.BGPPeer, selected []string, sessions []paasv1.BGPSession) (c metav1.Condition, ok bool) {
+	if peer.Spec.BFD == nil {
+		return c, false
+	}
+	c = metav1.Condition{Type: paasv1.BGPPeerBFDUp, ObservedGeneration: peer.Generation, Status: metav1.ConditionFalse}
+	byNode := map[string]paasv1.BGPSession{}
+	for _, s := range sessions {
+		byNode[s.Node] = s
+	}
+	established, up := 0, 0
+	var down []string
+	for _, n := range selected {
+		s, ok := byNode[n]
+		if !ok || s.State != paasv1.SessionEstablished {
+			continue
+		}
+		established++
+		switch {
+		case s.BFD == paasv1.BFDUp:
+			up++
+		case s.BFD == "" || s.BFD == paasv1.BFDNotConfigured:
+			down = append(down, n+": the agent reports no BFD yet")
+		default:
+			down = append(down, stateWithReason(n, s.BFD, s.BFDMessage))
+		}
+	}
+	switch {
+	case established == 0:
+		c.Status, c.Reason = metav1.ConditionUnknown, paasv1.ReasonNoEstablishedSession
+		c.Message = "no session is established: BFD comes up with them (see the Established condition)"
+	case up == established:
+		c.Status, c.Reason = metav1.ConditionTrue, paasv1.ReasonBFDUp
+		c.Message = fmt.Sprintf("BFD is up on %d of %d established sessions", up, established)
+	default:
+		c.Reason = paasv1.ReasonBFDDown
+		c.Message = fmt.Sprintf("BFD is up on %d of %d established sessions; %s. Those sessions fall back on the hold timer: configure BFD for these nodes on the router (FRR: bfdd and 'neighbor <node> bfd'), let UDP 3784 through, or check the path", up, established, firstN(down, 5))
+	}
+	return c, true
+}
+
+// stateWithReason is "node: state (why)", or "node: state" without a why.
+func stateWithReason(node, state, why string) string {
+	if why == "" {
+		return node + ": " + state
+	}
+	return node + ": " + state + " (" + why + ")"
 }
 
 // firstN joins up to n items and says how many more there are.

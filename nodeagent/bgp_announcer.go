@@ -227,7 +227,13 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 			seen[s.Peer] = true
 			bgpSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.State == bgp.Established))
 			bgpPrefixesSent.WithLabelValues(s.Peer).Set(float64(s.PrefixesSent))
-			entry := paasv1.BGPSession{Node: b.NodeName, State: s.State, PrefixesSent: int32(s.PrefixesSent), Message: s.Message}
+			if s.BFD == bgp.BFDNotConfigured {
+				bfdSessionUp.DeleteLabelValues(s.Peer)
+			} else {
+				bfdSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.BFD == bgp.BFDUp))
+			}
+			entry := paasv1.BGPSession{Node: b.NodeName, State: s.State, PrefixesSent: int32(s.PrefixesSent), Message: s.Message,
+				BFD: s.BFD, BFDMessage: s.BFDMessage}
 			if old, ok := written[s.Peer]; ok && old.State == s.State {
 				entry.Since = old.Since // keep the time the state was entered
 			}
@@ -249,6 +255,7 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 			if !seen[peer] {
 				bgpSessionUp.DeleteLabelValues(peer)
 				bgpPrefixesSent.DeleteLabelValues(peer)
+				bfdSessionUp.DeleteLabelValues(peer)
 				if err := b.ApplySession(ctx, peer, nil); client.IgnoreNotFound(err) != nil {
 					ctrl.LoggerFrom(ctx).Error(err, "remove a BGP session from the status", "peer", peer)
 					continue
@@ -266,7 +273,13 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 }
 
 func sameSession(a, b paasv1.BGPSession) bool {
-	return a.State == b.State && a.PrefixesSent == b.PrefixesSent && a.Message == b.Message && a.Since.Equal(b.Since)
+	return a.State == b.State && a.PrefixesSent == b.PrefixesSent && a.Message == b.Message && a.Since.Equal(b.Since) &&
+		a.BFD == b.BFD && a.BFDMessage == b.BFDMessage
+}
+
+// countBFDChange is the speaker's OnBFDChange: the state-change counter.
+func countBFDChange(c bgp.BFDChange) {
+	bfdStateChanges.WithLabelValues(c.Peer, c.State).Inc()
 }
 
 // ApplySession applies this node's session entry of peer (nil: none).

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -55,6 +56,9 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		if p.Spec.KeepaliveTime != nil {
 			peer.Keepalive = p.Spec.KeepaliveTime.Duration
 		}
+		if b := p.Spec.BFD; b != nil {
+			peer.BFD = bfdOf(b)
+		}
 		if p.Spec.PasswordSecret != nil {
 			pw, ok := passwords[p.Name]
 			if !ok {
@@ -74,6 +78,23 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 	}
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
+}
+
+// bfdOf is the speaker's form of a BGPPeer's bfd: the API server fills the
+// defaults and keeps the bounds; these defaults stand in for an object
+// written before they existed.
+func bfdOf(b *paasv1.BFDSettings) bgp.BFD {
+	ms := func(v *int32, def int32) time.Duration {
+		if v == nil {
+			return time.Duration(def) * time.Millisecond
+		}
+		return time.Duration(*v) * time.Millisecond
+	}
+	out := bgp.BFD{Receive: ms(b.ReceiveInterval, 300), Transmit: ms(b.TransmitInterval, 300), Multiplier: 3}
+	if m := b.DetectMultiplier; m != nil && *m >= 2 && *m <= 255 {
+		out.Multiplier = uint8(*m)
+	}
+	return out
 }
 
 // routeOf is the host route of vip with its group's BGP attributes.

@@ -79,6 +79,24 @@ func TestBGPPeersOf(t *testing.T) {
 	if len(cfg.Peers) != 1 || cfg.Peers[0] != want {
 		t.Errorf("peer %+v, want %+v", cfg.Peers, want)
 	}
+	bfdTests := []struct {
+		desc string
+		bfd  *paasv1.BFDSettings
+		want bgp.BFD
+	}{
+		{"absent: no BFD", nil, bgp.BFD{}},
+		{"empty: the defaults, 300 ms x 3", &paasv1.BFDSettings{}, bgp.BFD{Receive: 300 * time.Millisecond, Transmit: 300 * time.Millisecond, Multiplier: 3}},
+		{"set", &paasv1.BFDSettings{ReceiveInterval: ptr.To[int32](50), TransmitInterval: ptr.To[int32](100), DetectMultiplier: ptr.To[int32](5)},
+			bgp.BFD{Receive: 50 * time.Millisecond, Transmit: 100 * time.Millisecond, Multiplier: 5}},
+		{"a multiplier out of range falls back to 3", &paasv1.BFDSettings{DetectMultiplier: ptr.To[int32](1000)},
+			bgp.BFD{Receive: 300 * time.Millisecond, Transmit: 300 * time.Millisecond, Multiplier: 3}},
+	}
+	for _, tt := range bfdTests {
+		cfg, _ := bgpPeersOf(node, []paasv1.BGPPeer{peer("tor", func(s *paasv1.BGPPeerSpec) { s.BFD = tt.bfd })}, nil)
+		if len(cfg.Peers) != 1 || cfg.Peers[0].BFD != tt.want {
+			t.Errorf("%s: BFD %+v, want %+v", tt.desc, cfg.Peers, tt.want)
+		}
+	}
 }
 
 func TestRouteOf(t *testing.T) {

@@ -60,8 +60,16 @@ var (
 		Name: "vip_allocator_agent_bgp_prefixes_sent",
 		Help: "VIP routes advertised to the peer on this node's session.",
 	}, []string{"peer"})
+	bfdSessionUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_bfd_session_up",
+		Help: "1 when this node's BFD session with the peer is Up, else 0; absent for peers without bfd.",
+	}, []string{"peer"})
+	bfdStateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vip_allocator_agent_bfd_state_changes_total",
+		Help: "Times this node's BFD session with the peer entered a state (Up, Init, Down, AdminDown); each Down from Up reset the BGP session.",
+	}, []string{"peer", "state"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses, bfdSessionUp, bfdStateChanges)
 }

@@ -226,6 +226,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
+	speaker.OnBFDChange(countBFDChange)
 	a.BGP = &BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: node, Speaker: speaker, Passwords: bgpPasswords(s.direct, s.cfg.Namespace)}
 	s.shutdown = &shutdown{gossip: cluster, l2: a.Speaker, bgp: speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
 		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, node))}

@@ -9,6 +9,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || duration(self.holdTime) == duration('0s') || duration(self.holdTime) >= duration('3s')",message="holdTime must be 0s (no keepalives) or at least 3s (RFC 4271)"
 // +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.holdTime) == duration('0s') || duration(self.keepaliveTime).getMilliseconds() * 3 <= duration(self.holdTime).getMilliseconds()",message="keepaliveTime must be at most a third of holdTime"
 // +kubebuilder:validation:XValidation:rule="self.myASN != self.peerASN || !has(self.ebgpMultiHop) || !self.ebgpMultiHop",message="ebgpMultiHop applies to eBGP only (myASN differs from peerASN)"
+// +kubebuilder:validation:XValidation:rule="!has(self.bfd) || !has(self.ebgpMultiHop) || !self.ebgpMultiHop",message="bfd runs on single-hop sessions only (RFC 5881): remove bfd or turn ebgpMultiHop off"
 type BGPPeerSpec struct {
 	// PeerAddress is the router's IPv4 or IPv6 address.
 	// +required
@@ -69,6 +70,16 @@ type BGPPeerSpec struct {
 	// +optional
 	GracefulRestart *bool `json:"gracefulRestart,omitempty"`
 
+	// BFD turns on Bidirectional Forwarding Detection (RFC 5880, single hop
+	// per RFC 5881, asynchronous mode, echo off) next to each node's session:
+	// when BFD declares the path down, the session is reset at once and the
+	// router drops the node's routes in receiveInterval x detectMultiplier
+	// (900ms by default) instead of holdTime. The router must run BFD for
+	// the node (FRR: bfdd and neighbor ... bfd); one that does not keeps the
+	// plain session, and the session's status says so. Absent: no BFD.
+	// +optional
+	BFD *BFDSettings `json:"bfd,omitempty"`
+
 	// NodeSelector picks the nodes that peer with this router. Absent: every node.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
@@ -79,6 +90,34 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4",message="routerID must be an IPv4 address"
 	RouterID string `json:"routerID,omitempty"`
+}
+
+// BFDSettings are the timers of a BFD session (RFC 5880), in milliseconds,
+// with the bounds FRR's bfdd accepts.
+type BFDSettings struct {
+	// ReceiveInterval is the minimum interval between the BFD packets this
+	// node is able to receive from the router.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=60000
+	ReceiveInterval *int32 `json:"receiveInterval,omitempty"`
+
+	// TransmitInterval is the minimum interval at which this node wants to
+	// send BFD packets to the router.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=60000
+	TransmitInterval *int32 `json:"transmitInterval,omitempty"`
+
+	// DetectMultiplier is how many packets in a row may be lost before the
+	// path is declared down.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=255
+	DetectMultiplier *int32 `json:"detectMultiplier,omitempty"`
 }
 
 // SecretKeyRef names one key of a Secret in the operator's namespace.
@@ -131,7 +170,26 @@ type BGPSession struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// BFD is the state of the node's BFD session with the router (RFC 5880):
+	// Up, Init, Down or AdminDown; NotConfigured when the BGPPeer has no bfd.
+	// +optional
+	// +kubebuilder:validation:Enum=Up;Init;Down;AdminDown;NotConfigured
+	BFD string `json:"bfd,omitempty"`
+	// BFDMessage says why BFD is not up, such as a router that sends no BFD
+	// packets (it does not run BFD for this node: the session runs without).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	BFDMessage string `json:"bfdMessage,omitempty"`
 }
+
+// BFD session states of BGPSession.BFD.
+const (
+	BFDUp            = "Up"
+	BFDInit          = "Init"
+	BFDDown          = "Down"
+	BFDAdminDown     = "AdminDown"
+	BFDNotConfigured = "NotConfigured"
+)
 
 // SessionEstablished is the State of an up session (RFC 4271's name).
 const SessionEstablished = "Established"
@@ -157,6 +215,18 @@ const (
 	ReasonSessionsDown = "SessionsDown"
 	// ReasonNoSessionYet: no agent reported a session yet.
 	ReasonNoSessionYet = "NoSessionYet"
+
+	// BGPPeerBFDUp is True when spec.bfd is set and every established
+	// session has its BFD session up; absent without spec.bfd.
+	BGPPeerBFDUp = "BFDUp"
+	// ReasonBFDUp: every established session has BFD up.
+	ReasonBFDUp = "BFDUp"
+	// ReasonBFDDown: some established sessions run without BFD up (the
+	// router does not run BFD for those nodes, or the path is failing).
+	ReasonBFDDown = "BFDDown"
+	// ReasonNoEstablishedSession: no session is established, so BFD is not
+	// expected up yet (see the Established condition).
+	ReasonNoEstablishedSession = "NoEstablishedSession"
 )
 
 // BGPPeer is a BGP router the node agents advertise the VIPs of BGP-mode
@@ -170,6 +240,7 @@ const (
 // +kubebuilder:printcolumn:name="My ASN",type=integer,JSONPath=`.spec.myASN`
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
 // +kubebuilder:printcolumn:name="Established",type=string,JSONPath=`.status.conditions[?(@.type=="Established")].status`
+// +kubebuilder:printcolumn:name="BFD",type=string,JSONPath=`.status.conditions[?(@.type=="BFDUp")].status`,priority=1
 // +kubebuilder:printcolumn:name="Sessions",type=string,JSONPath=`.status.conditions[?(@.type=="Established")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BGPPeer struct {

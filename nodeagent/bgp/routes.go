@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	api "github.com/osrg/gobgp/v3/api"
+	"github.com/google/uuid"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Route is one VIP host route this node advertises.
@@ -25,11 +27,11 @@ type Route struct {
 	Peers []string
 }
 
-// advertised is a route in GoBGP's RIB with its handle; uuid is nil when it
-// must be added again (the server restarted).
+// advertised is a route in GoBGP's RIB with its handle; uuid is uuid.Nil
+// when it must be added again (the server restarted).
 type advertised struct {
 	route Route
-	uuid  []byte
+	uuid  uuid.UUID
 }
 
 // Advertise converges the advertised routes to routes: new and changed ones
@@ -46,15 +48,15 @@ func (s *Speaker) Advertise(ctx context.Context, routes []Route) error {
 		if _, keep := want[p]; keep {
 			continue
 		}
-		if a.uuid != nil {
-			if err := s.server.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Uuid: a.uuid}); err != nil {
+		if a.uuid != uuid.Nil {
+			if err := s.server.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{a.uuid}}); err != nil {
 				return fmt.Errorf("withdraw %s: %w", p, err)
 			}
 		}
 		delete(s.paths, p)
 	}
 	for p, r := range want {
-		if a, ok := s.paths[p]; ok && a.uuid != nil && sameRoute(a.route, r) {
+		if a, ok := s.paths[p]; ok && a.uuid != uuid.Nil && sameRoute(a.route, r) {
 			continue
 		}
 		s.paths[p] = advertised{route: r}
@@ -77,14 +79,18 @@ func (s *Speaker) readvertiseLocked(ctx context.Context) error {
 		return nil
 	}
 	for p, a := range s.paths {
-		if a.uuid != nil {
+		if a.uuid != uuid.Nil {
 			continue
 		}
-		resp, err := s.server.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: apiPath(a.route)})
+		path, err := apiPath(a.route)
 		if err != nil {
 			return fmt.Errorf("advertise %s: %w", p, err)
 		}
-		a.uuid = resp.Uuid
+		resp, err := s.server.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{path}})
+		if err != nil {
+			return fmt.Errorf("advertise %s: %w", p, err)
+		}
+		a.uuid = resp[0].UUID
 		s.paths[p] = a
 	}
 	return nil
@@ -97,38 +103,41 @@ func sameRoute(a, b Route) bool {
 
 // apiPath is GoBGP's form of r. The next hop is left unspecified so GoBGP
 // puts the session's own local address there: each node is its own next hop.
-func apiPath(r Route) *api.Path {
-	fam := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
-	nlri := mustAny(&api.IPAddressPrefix{Prefix: r.Prefix.Addr().String(), PrefixLen: uint32(r.Prefix.Bits())})
-	attrs := []*anypb.Any{mustAny(&api.OriginAttribute{Origin: 0})} // IGP
+func apiPath(r Route) (*apiutil.Path, error) {
+	nlri, err := gobgp.NewIPAddrPrefix(r.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	family := gobgp.RF_IPv4_UC
+	attrs := []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(gobgp.BGP_ORIGIN_ATTR_TYPE_IGP)}
 	if r.Prefix.Addr().Is4() {
-		attrs = append(attrs, mustAny(&api.NextHopAttribute{NextHop: "0.0.0.0"}))
+		nh, err := gobgp.NewPathAttributeNextHop(netip.IPv4Unspecified())
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, nh)
 	} else {
-		fam.Afi = api.Family_AFI_IP6
-		attrs = append(attrs, mustAny(&api.MpReachNLRIAttribute{Family: fam, NextHops: []string{"::"}, Nlris: []*anypb.Any{nlri}}))
+		family = gobgp.RF_IPv6_UC
+		mp, err := gobgp.NewPathAttributeMpReachNLRI(family, []gobgp.PathNLRI{{NLRI: nlri}}, netip.IPv6Unspecified())
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, mp)
 	}
 	if len(r.Communities) > 0 {
-		attrs = append(attrs, mustAny(&api.CommunitiesAttribute{Communities: r.Communities}))
+		attrs = append(attrs, gobgp.NewPathAttributeCommunities(r.Communities))
 	}
 	if len(r.LargeCommunities) > 0 {
-		var lc []*api.LargeCommunity
+		var lc []*gobgp.LargeCommunity
 		for _, c := range r.LargeCommunities {
-			lc = append(lc, &api.LargeCommunity{GlobalAdmin: c[0], LocalData1: c[1], LocalData2: c[2]})
+			lc = append(lc, gobgp.NewLargeCommunity(c[0], c[1], c[2]))
 		}
-		attrs = append(attrs, mustAny(&api.LargeCommunitiesAttribute{Communities: lc}))
+		attrs = append(attrs, gobgp.NewPathAttributeLargeCommunities(lc))
 	}
 	if r.LocalPref > 0 {
-		attrs = append(attrs, mustAny(&api.LocalPrefAttribute{LocalPref: r.LocalPref}))
+		attrs = append(attrs, gobgp.NewPathAttributeLocalPref(r.LocalPref))
 	}
-	return &api.Path{Family: fam, Nlri: nlri, Pattrs: attrs}
-}
-
-func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		panic(err) // only our own well-formed messages get here
-	}
-	return a
+	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs}, nil
 }
 
 // exportPolicy is the global export policy that keeps routes restricted to
@@ -168,25 +177,25 @@ func exportPolicy(routes map[netip.Prefix]advertised, peers map[string]Peer) *ap
 		slices.Sort(others)
 		prefixes := bySet[key]
 		slices.Sort(prefixes)
-		ps := &api.DefinedSet{DefinedType: api.DefinedType_PREFIX, Name: fmt.Sprintf("vipa-routes-%d", i)}
+		ps := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: fmt.Sprintf("vipa-routes-%d", i)}
 		for _, p := range prefixes {
 			bits := netip.MustParsePrefix(p).Bits()
 			ps.Prefixes = append(ps.Prefixes, &api.Prefix{IpPrefix: p, MaskLengthMin: uint32(bits), MaskLengthMax: uint32(bits)})
 		}
-		ns := &api.DefinedSet{DefinedType: api.DefinedType_NEIGHBOR, Name: fmt.Sprintf("vipa-not-allowed-%d", i), List: others}
+		ns := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: fmt.Sprintf("vipa-not-allowed-%d", i), List: others}
 		req.DefinedSets = append(req.DefinedSets, ps, ns)
 		policy.Statements = append(policy.Statements, &api.Statement{
 			Name: fmt.Sprintf("vipa-restrict-%d", i),
 			Conditions: &api.Conditions{
-				PrefixSet:   &api.MatchSet{Type: api.MatchSet_ANY, Name: ps.Name},
-				NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: ns.Name},
+				PrefixSet:   &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: ps.Name},
+				NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: ns.Name},
 			},
-			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
 	}
 	if len(policy.Statements) > 0 {
 		req.Policies = []*api.Policy{policy}
-		req.Assignments = []*api.PolicyAssignment{{Name: "global", Direction: api.PolicyDirection_EXPORT, Policies: []*api.Policy{{Name: policy.Name}}, DefaultAction: api.RouteAction_ACCEPT}}
+		req.Assignments = []*api.PolicyAssignment{{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: policy.Name}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT}}
 	}
 	return req
 }
@@ -204,7 +213,7 @@ func (s *Speaker) applyPolicyLocked(ctx context.Context) error {
 	// SetPolicies replaces definitions but keeps assignments (it ignores
 	// want.Assignments), so the global export assignment is set on its own:
 	// after the policy it names exists, or before the policy it named goes.
-	assign := &api.PolicyAssignment{Name: "global", Direction: api.PolicyDirection_EXPORT, DefaultAction: api.RouteAction_ACCEPT}
+	assign := &api.PolicyAssignment{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT}
 	if len(want.Assignments) > 0 {
 		assign = want.Assignments[0]
 	}
@@ -232,7 +241,7 @@ func (s *Speaker) applyPolicyLocked(ctx context.Context) error {
 	}
 	for _, name := range s.peerNamesLocked() {
 		addr := s.peers[name].Address.String()
-		if err := s.server.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Soft: true, Direction: api.ResetPeerRequest_OUT}); err != nil {
+		if err := s.server.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Soft: true, Direction: api.ResetPeerRequest_DIRECTION_OUT}); err != nil {
 			s.log.V(1).Info("re-evaluate routes of a peer not up yet", "peer", name, "error", err.Error())
 		}
 	}

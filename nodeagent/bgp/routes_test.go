@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
-	api "github.com/osrg/gobgp/v3/api"
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
+	api "github.com/osrg/gobgp/v4/api"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 func TestExportPolicy(t *testing.T) {
@@ -59,7 +59,7 @@ func TestExportPolicy(t *testing.T) {
 			got := map[string][2][]string{}
 			for _, p := range req.Policies {
 				for _, st := range p.Statements {
-					if st.Actions.RouteAction != api.RouteAction_REJECT {
+					if st.Actions.RouteAction != api.RouteAction_ROUTE_ACTION_REJECT {
 						t.Errorf("statement %s does not reject", st.Name)
 					}
 					var prefixes []string
@@ -82,7 +82,7 @@ func TestExportPolicy(t *testing.T) {
 					t.Errorf("%s: rejects %v towards %v, want %v towards %v", name, g[0], g[1], w[0], w[1])
 				}
 			}
-			if len(tt.want) > 0 && (len(req.Assignments) != 1 || req.Assignments[0].DefaultAction != api.RouteAction_ACCEPT) {
+			if len(tt.want) > 0 && (len(req.Assignments) != 1 || req.Assignments[0].DefaultAction != api.RouteAction_ROUTE_ACTION_ACCEPT) {
 				t.Errorf("assignments %v: want the policy on global export, accepting the rest", req.Assignments)
 			}
 		})
@@ -105,46 +105,48 @@ func TestAPIPath(t *testing.T) {
 	tests := []struct {
 		desc    string
 		route   Route
-		family  api.Family_Afi
+		family  gobgp.Family
 		nexthop string // the unspecified address: GoBGP puts the session's local address there
 		attrs   int
 	}{
-		{"IPv4, no attributes", Route{Prefix: netip.MustParsePrefix("203.0.113.1/32")}, api.Family_AFI_IP, "0.0.0.0", 2},
-		{"IPv6", Route{Prefix: netip.MustParsePrefix("2001:db8::1/128")}, api.Family_AFI_IP6, "::", 2},
+		{"IPv4, no attributes", Route{Prefix: netip.MustParsePrefix("203.0.113.1/32")}, gobgp.RF_IPv4_UC, "0.0.0.0", 2},
+		{"IPv6", Route{Prefix: netip.MustParsePrefix("2001:db8::1/128")}, gobgp.RF_IPv6_UC, "::", 2},
 		{"communities, large communities, local preference",
 			Route{Prefix: netip.MustParsePrefix("203.0.113.1/32"), Communities: []uint32{65000<<16 | 100}, LargeCommunities: [][3]uint32{{65000, 1, 2}}, LocalPref: 200},
-			api.Family_AFI_IP, "0.0.0.0", 5},
+			gobgp.RF_IPv4_UC, "0.0.0.0", 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			p := apiPath(tt.route)
-			if p.Family.Afi != tt.family || p.Family.Safi != api.Family_SAFI_UNICAST {
-				t.Errorf("family %v", p.Family)
+			p, err := apiPath(tt.route)
+			if err != nil {
+				t.Fatal(err)
 			}
-			var prefix api.IPAddressPrefix
-			if err := p.Nlri.UnmarshalTo(&prefix); err != nil || prefix.Prefix != tt.route.Prefix.Addr().String() || int(prefix.PrefixLen) != tt.route.Prefix.Bits() {
-				t.Errorf("NLRI %v (%v), want %s", &prefix, err, tt.route.Prefix)
+			if p.Family != tt.family {
+				t.Errorf("family %v, want %v", p.Family, tt.family)
 			}
-			if len(p.Pattrs) != tt.attrs {
-				t.Fatalf("%d attributes, want %d", len(p.Pattrs), tt.attrs)
+			prefix, ok := p.Nlri.(*gobgp.IPAddrPrefix)
+			if !ok || prefix.Prefix != tt.route.Prefix {
+				t.Errorf("NLRI %v, want %s", p.Nlri, tt.route.Prefix)
 			}
-			var nh api.NextHopAttribute
-			var mp api.MpReachNLRIAttribute
-			switch {
-			case p.Pattrs[1].UnmarshalTo(&nh) == nil:
-				if nh.NextHop != tt.nexthop {
-					t.Errorf("next hop %s, want %s", nh.NextHop, tt.nexthop)
+			if len(p.Attrs) != tt.attrs {
+				t.Fatalf("%d attributes, want %d", len(p.Attrs), tt.attrs)
+			}
+			switch a := p.Attrs[1].(type) {
+			case *gobgp.PathAttributeNextHop:
+				if a.Value.String() != tt.nexthop {
+					t.Errorf("next hop %s, want %s", a.Value, tt.nexthop)
 				}
-			case p.Pattrs[1].UnmarshalTo(&mp) == nil:
-				if len(mp.NextHops) != 1 || mp.NextHops[0] != tt.nexthop {
-					t.Errorf("next hops %v, want %s", mp.NextHops, tt.nexthop)
+			case *gobgp.PathAttributeMpReachNLRI:
+				if a.Nexthop.String() != tt.nexthop || len(a.Value) != 1 {
+					t.Errorf("next hop %s (NLRIs %v), want %s", a.Nexthop, a.Value, tt.nexthop)
 				}
 			default:
-				t.Errorf("second attribute is no next hop: %v", p.Pattrs[1].TypeUrl)
+				t.Errorf("second attribute is no next hop: %T", p.Attrs[1])
 			}
-			var lp api.LocalPrefAttribute
-			if tt.route.LocalPref > 0 && (p.Pattrs[4].UnmarshalTo(&lp) != nil || lp.LocalPref != tt.route.LocalPref) {
-				t.Errorf("local preference %v", p.Pattrs[4])
+			if tt.route.LocalPref > 0 {
+				if lp, ok := p.Attrs[4].(*gobgp.PathAttributeLocalPref); !ok || lp.Value != tt.route.LocalPref {
+					t.Errorf("local preference %v", p.Attrs[4])
+				}
 			}
 		})
 	}
@@ -153,11 +155,11 @@ func TestAPIPath(t *testing.T) {
 func TestReason(t *testing.T) {
 	tests := []struct {
 		msg    string
-		fields gobgplog.Fields
+		fields fields
 		want   string
 	}{
-		{"failed to connect", gobgplog.Fields{"Error": "dial tcp 198.51.100.1:179: connect: connection refused"}, "cannot connect: dial tcp 198.51.100.1:179: connect: connection refused (is the router up"},
-		{"received notification", gobgplog.Fields{"Code": 6, "Subcode": 2, "Communicated-Reason": "maintenance"}, "the router closed the session: notification code 6 subcode 2 (maintenance)"},
+		{"failed to connect", fields{"Error": "dial tcp 198.51.100.1:179: connect: connection refused"}, "cannot connect: dial tcp 198.51.100.1:179: connect: connection refused (is the router up"},
+		{"received notification", fields{"Code": 6, "Subcode": 2, "Communicated-Reason": "maintenance"}, "the router closed the session: notification code 6 subcode 2 (maintenance)"},
 		{"hold timer expired", nil, "hold timer expired"},
 		{"Peer Up", nil, ""},
 	}

@@ -3,14 +3,15 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	api "github.com/osrg/gobgp/v3/api"
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
+	api "github.com/osrg/gobgp/v4/api"
 )
 
 // Session is the state of the session with one peer.
@@ -22,35 +23,41 @@ type Session struct {
 	PrefixesSent int
 	// Message is why the session is not established, as GoBGP last said.
 	Message string
+	// BFD is the state of the BFD session next to it (BFDUp, ...), or
+	// BFDNotConfigured; BFDMessage says why it is not up.
+	BFD        string
+	BFDMessage string
 }
 
 // Established is the RFC 4271 name of an up session.
 const Established = "Established"
 
 var stateNames = map[api.PeerState_SessionState]string{
-	api.PeerState_UNKNOWN:     "Idle",
-	api.PeerState_IDLE:        "Idle",
-	api.PeerState_CONNECT:     "Connect",
-	api.PeerState_ACTIVE:      "Active",
-	api.PeerState_OPENSENT:    "OpenSent",
-	api.PeerState_OPENCONFIRM: "OpenConfirm",
-	api.PeerState_ESTABLISHED: Established,
+	api.PeerState_SESSION_STATE_UNSPECIFIED: "Idle",
+	api.PeerState_SESSION_STATE_IDLE:        "Idle",
+	api.PeerState_SESSION_STATE_CONNECT:     "Connect",
+	api.PeerState_SESSION_STATE_ACTIVE:      "Active",
+	api.PeerState_SESSION_STATE_OPENSENT:    "OpenSent",
+	api.PeerState_SESSION_STATE_OPENCONFIRM: "OpenConfirm",
+	api.PeerState_SESSION_STATE_ESTABLISHED: Established,
 }
 
 // Sessions reports every configured peer's session, sorted by peer name.
 func (s *Speaker) Sessions(ctx context.Context) []Session {
 	s.mu.Lock()
 	byAddr := map[string]string{}
+	withBFD := map[string]bool{}
 	for name, p := range s.peers {
 		byAddr[p.Address.String()] = name
+		withBFD[name] = p.BFD.Enabled()
 	}
-	started := s.started
+	started, srv := s.started, s.server
 	s.mu.Unlock()
 	if !started {
 		return nil
 	}
 	var out []Session
-	err := s.server.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+	err := srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
 		addr := p.GetConf().GetNeighborAddress()
 		name, ok := byAddr[addr]
 		if !ok {
@@ -71,6 +78,15 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 			if sess.Message == "" {
 				sess.Message = "no answer from the router yet"
 			}
+		}
+		sess.BFD = BFDNotConfigured
+		if withBFD[name] {
+			b, known := s.bfd.session(addr)
+			sess.BFD = BFDDown
+			if known {
+				sess.BFD = b.state
+			}
+			sess.BFDMessage = bfdMessage(b, known, sess.State == Established, s.bfdErrors.last(addr), addr, time.Now())
 		}
 		out = append(out, sess)
 	})
@@ -108,9 +124,12 @@ func (e *peerErrors) forget(addr string) {
 	e.mu.Unlock()
 }
 
+// fields are the attributes of one of GoBGP's log records, by key.
+type fields map[string]any
+
 // reason turns one of GoBGP's peer log messages into a sentence for the
 // BGPPeer's status, or "" for messages that say nothing about a failure.
-func reason(msg string, f gobgplog.Fields) string {
+func reason(msg string, f fields) string {
 	switch msg {
 	case "failed to connect":
 		return fmt.Sprintf("cannot connect: %v (is the router up, reachable from the node, configured for this node's address, and with the same TCP MD5 password, if any?)", f["Error"])
@@ -126,63 +145,68 @@ func reason(msg string, f gobgplog.Fields) string {
 	return ""
 }
 
-func communicated(f gobgplog.Fields) string {
+func communicated(f fields) string {
 	if r, ok := f["Communicated-Reason"].(string); ok && r != "" {
 		return " (" + r + ")"
 	}
 	return ""
 }
 
-// logAdapter sends GoBGP's log to logr (its debug lines at V(2)) and keeps
-// the reasons of session failures.
-type logAdapter struct {
-	log    logr.Logger
-	errors *peerErrors
+// logHandler sends GoBGP's log (slog) to logr, its debug lines at V(2), and
+// keeps the reasons of session failures, which GoBGP logs but does not
+// report through its API.
+type logHandler struct {
+	log       logr.Logger
+	errors    *peerErrors
+	bfdErrors *peerErrors
+	attrs     []slog.Attr // from WithAttrs: GoBGP's per-peer loggers carry Topic and Key
 }
 
-func (l *logAdapter) note(msg string, f gobgplog.Fields) {
-	if f["Topic"] != "Peer" {
-		return
-	}
-	addr, _ := f["Key"].(string)
-	if r := reason(msg, f); r != "" && addr != "" {
-		l.errors.set(addr, r)
-	}
-}
+// Enabled is true at debug too, so that connection failures, which GoBGP
+// logs at that level only, reach Handle.
+func (h *logHandler) Enabled(context.Context, slog.Level) bool { return true }
 
-func (l *logAdapter) keyvals(f gobgplog.Fields) []any {
+func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
+	f := fields{}
+	for _, a := range h.attrs {
+		f[a.Key] = a.Value.Any()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		f[a.Key] = a.Value.Resolve().Any()
+		return true
+	})
+	switch f["Topic"] {
+	case "Peer":
+		if addr, _ := f["Key"].(string); addr != "" {
+			if why := reason(r.Message, f); why != "" {
+				h.errors.set(addr, why)
+			}
+		}
+	case "bfd":
+		if addr, _ := f["Peer"].(string); addr != "" {
+			if why := bfdReason(r.Message); why != "" {
+				h.bfdErrors.set(addr, why)
+			}
+		}
+	}
 	kv := make([]any, 0, 2*len(f))
 	for k, v := range f {
 		kv = append(kv, strings.ToLower(k), fmt.Sprint(v))
 	}
-	return kv
-}
-
-func (l *logAdapter) Panic(msg string, f gobgplog.Fields) {
-	l.log.Error(nil, msg, l.keyvals(f)...)
-	panic(msg)
-}
-func (l *logAdapter) Fatal(msg string, f gobgplog.Fields) { l.log.Error(nil, msg, l.keyvals(f)...) }
-func (l *logAdapter) Error(msg string, f gobgplog.Fields) {
-	l.note(msg, f)
-	l.log.Error(nil, msg, l.keyvals(f)...)
-}
-func (l *logAdapter) Warn(msg string, f gobgplog.Fields) {
-	l.note(msg, f)
-	l.log.Info(msg, l.keyvals(f)...)
-}
-func (l *logAdapter) Info(msg string, f gobgplog.Fields) {
-	l.note(msg, f)
-	l.log.Info(msg, l.keyvals(f)...)
-}
-func (l *logAdapter) Debug(msg string, f gobgplog.Fields) {
-	l.note(msg, f)
-	if l.log.V(2).Enabled() {
-		l.log.V(2).Info(msg, l.keyvals(f)...)
+	switch {
+	case r.Level >= slog.LevelError:
+		h.log.Error(nil, r.Message, kv...)
+	case r.Level >= slog.LevelInfo:
+		h.log.Info(r.Message, kv...)
+	case h.log.V(2).Enabled():
+		h.log.V(2).Info(r.Message, kv...)
 	}
+	return nil
 }
 
-// GetLevel is debug so that connection failures, which GoBGP logs at that
-// level only, reach note.
-func (l *logAdapter) GetLevel() gobgplog.LogLevel { return gobgplog.DebugLevel }
-func (l *logAdapter) SetLevel(gobgplog.LogLevel)  {}
+func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &logHandler{log: h.log, errors: h.errors, bfdErrors: h.bfdErrors, attrs: append(slices.Clip(h.attrs), attrs...)}
+}
+
+// WithGroup flattens: GoBGP's keys are distinct without groups.
+func (h *logHandler) WithGroup(string) slog.Handler { return h }

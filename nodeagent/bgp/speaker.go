@@ -9,14 +9,17 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	"github.com/google/uuid"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // Peer is one BGP neighbour of this node.
@@ -33,6 +36,8 @@ type Peer struct {
 	// GracefulRestart (RFC 4724): the router keeps this node's routes while
 	// the agent restarts (see Shutdown).
 	GracefulRestart bool
+	// BFD next to the session; the zero value: none.
+	BFD BFD
 }
 
 // Config is what the speaker peers as.
@@ -44,9 +49,12 @@ type Config struct {
 // Speaker is the node's BGP speaker. Its methods may be called from any
 // goroutine.
 type Speaker struct {
-	log    logr.Logger
-	server *server.BgpServer
-	errors *peerErrors
+	log       logr.Logger
+	server    *server.BgpServer
+	errors    *peerErrors
+	bfdErrors *peerErrors // the last reason BFD went down, by neighbour address
+	bfd       bfdTracker
+	done      chan struct{} // closed by Stop
 
 	mu       sync.Mutex
 	started  bool
@@ -56,6 +64,7 @@ type Speaker struct {
 	paths    map[netip.Prefix]advertised
 	policy   *api.SetPoliciesRequest
 	changed  chan struct{}
+	onBFD    func(BFDChange)
 	stopOnce sync.Once
 	// watchStop ends the session watch of the running server: the watch
 	// lives as long as the server, not as the call that started it.
@@ -64,17 +73,25 @@ type Speaker struct {
 
 // New starts an idle speaker: no session until Configure names peers.
 func New(log logr.Logger) *Speaker {
-	errs := newPeerErrors()
 	s := &Speaker{
-		log:     log,
-		errors:  errs,
-		server:  server.NewBgpServer(server.LoggerOption(&logAdapter{log: log, errors: errs})),
-		peers:   map[string]Peer{},
-		paths:   map[netip.Prefix]advertised{},
-		changed: make(chan struct{}, 1),
+		log:       log,
+		errors:    newPeerErrors(),
+		bfdErrors: newPeerErrors(),
+		done:      make(chan struct{}),
+		peers:     map[string]Peer{},
+		paths:     map[netip.Prefix]advertised{},
+		changed:   make(chan struct{}, 1),
 	}
-	go s.server.Serve()
+	s.server = s.newServer()
+	go s.watchBFD()
 	return s
+}
+
+// newServer starts a GoBGP server, idle until StartBgp.
+func (s *Speaker) newServer() *server.BgpServer {
+	srv := server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: s.log, errors: s.errors, bfdErrors: s.bfdErrors}), nil))
+	go srv.Serve()
+	return srv
 }
 
 // Changed signals (coalesced) that a session changed state or the routes
@@ -128,9 +145,9 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("start BGP as AS %d, router ID %s: %w", asn, cfg.RouterID, err)
 		}
 		watchCtx, stop := context.WithCancel(context.Background())
-		if err := s.server.WatchEvent(watchCtx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(*api.WatchEventResponse) {
-			s.notify()
-		}); err != nil {
+		if err := s.server.WatchEvent(watchCtx, server.WatchEventMessageCallbacks{
+			OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { s.notify() },
+		}, server.WatchPeer()); err != nil {
 			stop()
 			return fmt.Errorf("watch BGP sessions: %w", err)
 		}
@@ -152,6 +169,7 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			}
 			delete(s.peers, name)
 			s.errors.forget(p.Address.String())
+			s.bfdErrors.forget(p.Address.String())
 		}
 	}
 	for name, p := range want {
@@ -207,6 +225,7 @@ func apiPeer(p Peer) *api.Peer {
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}}},
+		Bfd:       apiBFD(p.BFD),
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
@@ -275,27 +294,30 @@ func (s *Speaker) Shutdown(ctx context.Context, restarting bool) {
 func (s *Speaker) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		if err := s.stopLocked(ctx); err != nil {
 			s.log.Error(err, "stop BGP")
 		}
-		s.mu.Unlock()
+		close(s.done)
 		s.server.Stop()
 	})
 }
 
-func (s *Speaker) stopLocked(ctx context.Context) error {
+// stopLocked closes every session and the server. GoBGP v4 ends a server
+// for good with StopBgp (unlike v3, it cannot start again), so a fresh one
+// takes its place, idle until the next StartBgp.
+func (s *Speaker) stopLocked(context.Context) error {
 	if !s.started {
 		return nil
 	}
 	s.watchStop()
-	if err := s.server.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
-		return fmt.Errorf("stop BGP: %w", err)
-	}
+	s.server.Stop() // StopBgp (a Cease to each router), then its BFD; errors are logged
+	s.server = s.newServer()
 	s.started = false
 	s.peers = map[string]Peer{}
 	s.policy = nil
 	for p, a := range s.paths {
-		a.uuid = nil // the RIB is gone with the server
+		a.uuid = uuid.Nil // the RIB is gone with the server
 		s.paths[p] = a
 	}
 	return nil

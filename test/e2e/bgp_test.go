@@ -69,6 +69,11 @@ router bgp ` + fmt.Sprint(asn) + `
 }
 
 func setupBGP(t testing.TB) *bgpLab {
+	return setupBGPRouter(t, func(l *lab) *frr { return startFRR(t, l, "router", frrConfig("198.51.100.1")) })
+}
+
+// setupBGPRouter is setupBGP with the router router starts.
+func setupBGPRouter(t testing.TB, router func(*lab) *frr) *bgpLab {
 	d := &bgpLab{dataLab: newDataLab(t)}
 	d.addNS("sw", "router", "client", "node1", "node2", "node3", "backend1")
 	for _, br := range []string{"lan", "pods", "edge"} {
@@ -86,7 +91,7 @@ func setupBGP(t testing.TB) *bgpLab {
 	d.plug("backend1", "eth0", "pods", "192.0.2.11/25")
 	d.in("backend1", "ip", "route", "add", "default", "via", "192.0.2.1")
 	serveWhoAmI(t, d.listen("backend1", ":8080"), "backend1")
-	d.router = startFRR(t, d.lab, "router", frrConfig("198.51.100.1"))
+	d.router = router(d.lab)
 	d.startControlPlane(t, bgpNodeIP)
 	return d
 }

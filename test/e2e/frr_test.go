@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// frr is a real router: FRR's zebra and bgpd (Debian's frr package) running
+// frr is a real router: FRR's zebra, bgpd and maybe bfdd (Debian's frr package) running
 // in one lab namespace with a temporary configuration, driven with vtysh.
 type frr struct {
 	l   *lab
@@ -25,6 +25,25 @@ type frr struct {
 // both are killed when the test ends.
 func startFRR(t testing.TB, l *lab, ns, bgpConf string) *frr {
 	t.Helper()
+	return startDaemons(t, l, ns, map[string]string{"bgpd": bgpConf})
+}
+
+// startFRRWithBFD is startFRR with bfdd too, bfdd.conf holding bfdConf.
+func startFRRWithBFD(t testing.TB, l *lab, ns, bgpConf, bfdConf string) *frr {
+	t.Helper()
+	r := startDaemons(t, l, ns, map[string]string{"bgpd": bgpConf, "bfdd": bfdConf})
+	eventually(t, "bfdd answers vtysh", func() error { _, err := r.vtysh("show bfd peers json"); return err })
+	return r
+}
+
+// frrDaemons are the daemons the lab may run, in start order (zebra first:
+// the others talk to it).
+var frrDaemons = []string{"zebra", "bfdd", "bgpd"}
+
+// startDaemons starts zebra and the daemons confs names (daemon → its
+// configuration) in namespace ns; all are killed when the test ends.
+func startDaemons(t testing.TB, l *lab, ns string, confs map[string]string) *frr {
+	t.Helper()
 	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
 		t.Fatal("FRR is missing: run 'make packages' (make test does) to install Debian's frr")
 	}
@@ -34,25 +53,32 @@ func startFRR(t testing.TB, l *lab, ns, bgpConf string) *frr {
 	}
 	r := &frr{l: l, ns: ns, dir: dir}
 	t.Cleanup(r.stop)
-	if err := os.WriteFile(filepath.Join(dir, "zebra.conf"), []byte("hostname router\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bgpd.conf"), []byte(bgpConf), 0o644); err != nil {
-		t.Fatal(err)
+	confs["zebra"] = "hostname router\n"
+	for d, conf := range confs {
+		if err := os.WriteFile(filepath.Join(dir, d+".conf"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The daemons drop to the frr user, which must own the socket directory.
 	l.run("chown", "-R", "frr:frr", dir)
-	for _, d := range []string{"zebra", "bgpd"} {
-		l.in(ns, "/usr/lib/frr/"+d, "-d", "-u", "frr", "-g", "frr",
+	for _, d := range frrDaemons {
+		if _, ok := confs[d]; !ok {
+			continue
+		}
+		args := []string{"-d", "-u", "frr", "-g", "frr",
 			"-f", filepath.Join(dir, d+".conf"), "-i", filepath.Join(dir, d+".pid"),
-			"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "--log", "file:"+filepath.Join(dir, d+".log"))
+			"-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "--log", "file:" + filepath.Join(dir, d+".log")}
+		if d == "bfdd" { // its control socket too, or two routers collide
+			args = append(args, "--bfdctl", filepath.Join(dir, "bfdd.sock"))
+		}
+		l.in(ns, append([]string{"/usr/lib/frr/" + d}, args...)...)
 	}
 	eventually(t, "bgpd answers vtysh", func() error { _, err := r.vtysh("show bgp summary json"); return err })
 	return r
 }
 
 func (r *frr) stop() {
-	for _, d := range []string{"bgpd", "zebra"} {
+	for _, d := range frrDaemons {
 		if b, err := os.ReadFile(filepath.Join(r.dir, d+".pid")); err == nil {
 			var pid int
 			if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {

@@ -82,6 +82,16 @@ var _ = Describe("BGPPeer", func() {
 		}, "keepaliveTime must be at most a third of holdTime"),
 		Entry("multi-hop on iBGP", func(s *paasv1.BGPPeerSpec) { s.MyASN, s.EBGPMultiHop = s.PeerASN, ptr.To(true) }, "ebgpMultiHop applies to eBGP only"),
 		Entry("router ID not IPv4", func(s *paasv1.BGPPeerSpec) { s.RouterID = "2001:db8::1" }, "routerID must be an IPv4 address"),
+		Entry("BFD on a multi-hop session", func(s *paasv1.BGPPeerSpec) { s.EBGPMultiHop, s.BFD = ptr.To(true), &paasv1.BFDSettings{} },
+			"bfd runs on single-hop sessions only"),
+		Entry("BFD receive interval under 10 ms", func(s *paasv1.BGPPeerSpec) { s.BFD = &paasv1.BFDSettings{ReceiveInterval: ptr.To[int32](5)} },
+			"spec.bfd.receiveInterval"),
+		Entry("BFD transmit interval over 60 s", func(s *paasv1.BGPPeerSpec) { s.BFD = &paasv1.BFDSettings{TransmitInterval: ptr.To[int32](60001)} },
+			"spec.bfd.transmitInterval"),
+		Entry("BFD multiplier 1", func(s *paasv1.BGPPeerSpec) { s.BFD = &paasv1.BFDSettings{DetectMultiplier: ptr.To[int32](1)} },
+			"spec.bfd.detectMultiplier"),
+		Entry("BFD multiplier over 255", func(s *paasv1.BGPPeerSpec) { s.BFD = &paasv1.BFDSettings{DetectMultiplier: ptr.To[int32](256)} },
+			"spec.bfd.detectMultiplier"),
 	)
 
 	DescribeTable("the API server rejects bad communities on a BGP group",
@@ -146,6 +156,44 @@ var _ = Describe("BGPPeer", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-a"}, &p)).To(Succeed())
 			g.Expect(p.Status.Sessions).To(BeEmpty())
+		}).Should(Succeed())
+	})
+
+	It("fills BFD's defaults, and says which established sessions run without BFD", func() {
+		ctx := context.Background()
+		bgpNode("bfd-n1", "bfd")
+		bgpNode("bfd-n2", "bfd")
+		peer := newBGPPeer("tor-bfd", func(s *paasv1.BGPPeerSpec) {
+			s.BFD = &paasv1.BFDSettings{}
+			s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bgp-test": "bfd"}}
+		})
+		Expect(k8s.Create(ctx, peer)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, peer)).To(Succeed()) })
+		var p paasv1.BGPPeer
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-bfd"}, &p)).To(Succeed())
+		Expect(p.Spec.BFD).To(Equal(&paasv1.BFDSettings{ReceiveInterval: ptr.To[int32](300), TransmitInterval: ptr.To[int32](300), DetectMultiplier: ptr.To[int32](3)}))
+		peerCondition("tor-bfd", paasv1.BGPPeerBFDUp, metav1.ConditionUnknown, paasv1.ReasonNoEstablishedSession)
+
+		since := metav1.NewTime(time.Now().Truncate(time.Second))
+		Expect(agentSessions("bfd-n1").ApplySession(ctx, "tor-bfd", &paasv1.BGPSession{Node: "bfd-n1", State: "Established", Since: &since, BFD: paasv1.BFDUp})).To(Succeed())
+		Expect(agentSessions("bfd-n2").ApplySession(ctx, "tor-bfd", &paasv1.BGPSession{Node: "bfd-n2", State: "Established", Since: &since, BFD: paasv1.BFDDown,
+			BFDMessage: "the router sends no BFD packets"})).To(Succeed())
+		peerCondition("tor-bfd", paasv1.BGPPeerBFDUp, metav1.ConditionFalse, paasv1.ReasonBFDDown, "1 of 2", "bfd-n2: Down (the router sends no BFD packets)")
+		Expect(agentSessions("bfd-n2").ApplySession(ctx, "tor-bfd", &paasv1.BGPSession{Node: "bfd-n2", State: "Established", Since: &since, BFD: paasv1.BFDUp})).To(Succeed())
+		peerCondition("tor-bfd", paasv1.BGPPeerBFDUp, metav1.ConditionTrue, paasv1.ReasonBFDUp, "2 of 2")
+
+		// An agent reports only the states of RFC 5880 (and NotConfigured).
+		err := agentSessions("bfd-n1").ApplySession(ctx, "tor-bfd", &paasv1.BGPSession{Node: "bfd-n1", State: "Established", Since: &since, BFD: "Sideways"})
+		Expect(err).To(HaveOccurred())
+
+		// bfd removed: the condition goes.
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-bfd"}, &p)).To(Succeed())
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.BFD = nil
+		Expect(k8s.Patch(ctx, &p, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-bfd"}, &p)).To(Succeed())
+			g.Expect(findCondition(p.Status.Conditions, paasv1.BGPPeerBFDUp)).To(BeNil())
 		}).Should(Succeed())
 	})
 
