@@ -116,9 +116,21 @@ echo $! > "$dir/backend.pid"
 # Each node reaches the API server on the host's loopback through a Unix
 # socket (shared by all namespaces), as a real node reaches its control plane.
 socat UNIX-LISTEN:"$dir/api.sock",fork TCP:127.0.0.1:${API_PORT:-16443} & echo $! > "$dir/socat-host.pid"
-agent_token=$(kubectl -n vip-allocator-operator create token vip-allocator-agent --duration 1h)
-sed -e "s#server: .*#server: \"https://127.0.0.1:6443\", insecure-skip-tls-verify: true}#" \
-    -e "s#token: .*#token: \"$agent_token\"}#" "$dir/kubeconfig" > "$dir/agent.kubeconfig"
+# Each agent gets a token bound to a pod on its node, as the kubelet gives the
+# DaemonSet's pods: the API server writes the node's name into it, and the
+# admission policies let an agent write only its own node's parts. No kubelet
+# runs here, so the pods stay Pending; they exist only to bind the tokens.
+for n in 1 2 3; do
+  kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: agent-node$n, namespace: vip-allocator-operator}
+spec: {nodeName: node$n, serviceAccountName: vip-allocator-agent, containers: [{name: agent, image: vip-allocator:demo}]}
+POD
+  agent_token=$(kubectl -n vip-allocator-operator create token vip-allocator-agent --bound-object-kind Pod --bound-object-name agent-node$n --duration 1h)
+  sed -e "s#server: .*#server: \"https://127.0.0.1:6443\", insecure-skip-tls-verify: true}#" \
+      -e "s#token: .*#token: \"$agent_token\"}#" "$dir/kubeconfig" > "$dir/agent-node$n.kubeconfig"
+done
 for n in 1 2 3; do
   ip netns exec "${lab}node$n" socat TCP-LISTEN:6443,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$dir/api.sock" &
   echo $! > "$dir/socat-node$n.pid"
@@ -126,7 +138,7 @@ done
 
 say "starting an agent in each node as its ServiceAccount (logs: $dir/agent-node*.log)"
 start_agent() {
-  ip netns exec "${lab}$1" "$root/bin/vip-allocator" agent --node-name "$1" --kubeconfig "$dir/agent.kubeconfig" \
+  ip netns exec "${lab}$1" "$root/bin/vip-allocator" agent --node-name "$1" --kubeconfig "$dir/agent-$1.kubeconfig" \
     --metrics-bind-address 0 --health-probe-bind-address 0 >>"$dir/agent-$1.log" 2>&1 &
   echo $! > "$dir/agent-$1.pid"; disown $!
 }
