@@ -63,6 +63,8 @@ type Announcer struct {
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
 	last memory
+	// macs are the nodes' MACs as of the last pass, for the L2 speaker.
+	macs nodeMACs
 }
 
 // announceRequest is the Announcer's only work item, like the data plane's.

@@ -42,7 +42,7 @@ var (
 	})
 	arpConflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_arp_conflicts_total",
-		Help: "ARP packets or IPv6 Neighbor Advertisements from a foreign MAC claiming a VIP this node announces (reported at most once a minute per VIP and MAC).",
+		Help: "ARP packets or IPv6 Neighbor Advertisements from a foreign MAC claiming a VIP this node announces (each MAC at most once a minute per VIP, and within the claim rate limits).",
 	})
 	bgpRoutes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_bgp_routes",
@@ -60,4 +60,15 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent)
+}
+
+// registerClaimsIgnored exports the L2 speaker's count of claims it did not
+// look at (claims of owned VIPs over the rate limits: a flood). The speaker is
+// made at start, so this is registered then; a second agent in one process
+// (tests) keeps the first one's.
+func registerClaimsIgnored(sp interface{ ClaimsIgnored() uint64 }) {
+	_ = metrics.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "vip_allocator_agent_arp_claims_ignored_total",
+		Help: "ARP packets or IPv6 Neighbor Advertisements claiming a VIP this node announces that were not looked at: the same MAC looked at within a minute, or over the rate limits (per VIP and for the node). A steady rise is a flood on the LAN.",
+	}, func() float64 { return float64(sp.ClaimsIgnored()) }))
 }

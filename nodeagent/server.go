@@ -199,7 +199,8 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	if s.cfg.ConnectionHandoff {
 		a.Handoff = s.agent.Handoff
 	}
-	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(ctx), s.cfg.ARPProbePeriod)
+	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(), s.cfg.ARPProbePeriod)
+	registerClaimsIgnored(a.Speaker)
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
