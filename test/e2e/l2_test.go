@@ -432,6 +432,20 @@ func TestL2Announcement(t *testing.T) {
 		})
 		eventuallyEvent(t, k8s, web, nodeagent.EventARPConflict)
 	})
+
+	// The smoke size of make bench-arpflood: forged claims from random MACs
+	// cost the owner bounded work and never its answers.
+	t.Run("a flood of forged ARP claims: the VIP keeps answering", func(t *testing.T) {
+		owner := d.owner(t, vip, "")
+		r := d.floodClaims(t, vip, owner, 500, time.Second)
+		t.Logf("%d claims sent; ARP answered %d/%d, curl %d/%d", r.sent, r.answered, r.asked, r.curlOK, r.curls)
+		if r.sent < 400 || r.answered != r.asked || r.curlOK != r.curls {
+			t.Errorf("under the flood: %+v, want every ARP request and curl answered", r)
+		}
+		if after := d.owner(t, vip, ""); after != owner {
+			t.Errorf("the flood moved %s from %s to %s", vip, owner, after)
+		}
+	})
 }
 
 // untilAnnouncedElsewhere polls the ledger until a node other than from
