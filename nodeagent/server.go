@@ -166,7 +166,7 @@ func (s *Server) Stop() error {
 func (s *Server) startAnnouncing(ctx context.Context) error {
 	log := ctrl.Log.WithName("announce")
 	node := s.cfg.NodeName
-	key, err := gossipKey(ctx, s.direct, s.cfg.Namespace)
+	keys, err := gossipKeys(ctx, s.direct, s.cfg.Namespace)
 	if err != nil {
 		return err
 	}
@@ -178,17 +178,24 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Key: key, Timers: timers, Log: log.WithName("memberlist")})
+	nodes := &nodeIndex{}
+	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
+		Admit: nodes.admitMember, Log: log.WithName("memberlist")})
 	if err != nil {
 		return fmt.Errorf("start liveness gossip on %s: %w", bind, err)
 	}
 	started := time.Now()
-	joinOthers(ctx, s.direct, cluster, node)
+	setGossipKeyMetric(cluster.Keys())
+	registerCounterFunc("vip_allocator_agent_gossip_members_rejected_total",
+		"Gossip alive messages of members not counted: the member names a Node whose InternalIPs do not hold the address it speaks from (or no Node yet).",
+		cluster.Rejected)
+	joinOthers(ctx, s.direct, cluster, node, nodes)
 
 	a := &Announcer{
 		Client:        s.mgr.GetClient(),
 		Recorder:      s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName:      node,
+		nodes:         nodes,
 		OwnClassOnly:  s.cfg.OwnClassOnly,
 		Liveness:      liveness{cluster},
 		HandoverDelay: s.cfg.HandoverDelay,
@@ -200,7 +207,9 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		a.Handoff = s.agent.Handoff
 	}
 	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(), s.cfg.ARPProbePeriod)
-	registerClaimsIgnored(a.Speaker)
+	registerCounterFunc("vip_allocator_agent_arp_claims_ignored_total",
+		"ARP packets or IPv6 Neighbor Advertisements claiming a VIP this node announces that were not looked at: the same MAC looked at within a minute, or over the rate limits (per VIP and for the node). A steady rise is a flood on the LAN.",
+		a.Speaker.ClaimsIgnored)
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
@@ -218,7 +227,13 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, s.mgr.GetClient(), cluster, node) }, 5*time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, s.mgr.GetClient(), cluster, node, nodes) }, 5*time.Second)
+			return nil
+		},
+		// Key rotation: the Secret is read directly (the agent may get
+		// only this one Secret, so there is no watch to follow).
+		func(ctx context.Context) error {
+			followGossipKeys(ctx, s.direct, s.cfg.Namespace, cluster, gossipKeyPoll)
 			return nil
 		},
 	}

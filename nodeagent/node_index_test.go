@@ -14,10 +14,10 @@ func nodeWithInterfaces(name, annotation string) corev1.Node {
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: annotation}}}
 }
 
-func TestNodeMACs(t *testing.T) {
-	var m nodeMACs
+func TestNodeIndexMACs(t *testing.T) {
+	var m nodeIndex
 	mac := func(s string) net.HardwareAddr { h, _ := net.ParseMAC(s); return h }
-	if m.has(mac("02:00:00:00:00:01")) {
+	if m.hasMAC(mac("02:00:00:00:00:01")) {
 		t.Fatal("an empty index knows a MAC")
 	}
 	steps := []struct {
@@ -37,12 +37,12 @@ func TestNodeMACs(t *testing.T) {
 	for _, s := range steps {
 		m.update(s.nodes)
 		for _, k := range s.known {
-			if !m.has(mac(k)) {
+			if !m.hasMAC(mac(k)) {
 				t.Errorf("%s: %s not known", s.desc, k)
 			}
 		}
 		for _, k := range s.not {
-			if m.has(mac(k)) {
+			if m.hasMAC(mac(k)) {
 				t.Errorf("%s: %s known", s.desc, k)
 			}
 		}
