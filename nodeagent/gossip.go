@@ -32,7 +32,8 @@ import (
 const settleAlone = 5 * time.Second
 
 // gossipKeyPoll is how often the agent reads the gossip Secret for a
-// rotation step: wait at least twice this between the steps.
+// rotation step (--gossip-key-poll): wait at least this between the steps,
+// and until every agent shows the step.
 const gossipKeyPoll = 30 * time.Second
 
 // Liveness timer presets (the agent's --liveness-timers flag).

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Config struct {
 	BindAddress    string
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
+	// GossipKeyPoll is how often the gossip Secret is read for rotation
+	// steps (0: gossipKeyPoll).
+	GossipKeyPoll time.Duration
 	OnStop         string // OnStopAuto, OnStopHandover or OnStopRestart
 	LivenessTimers string // TimersTuned or TimersLAN
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
@@ -233,7 +237,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Key rotation: the Secret is read directly (the agent may get
 		// only this one Secret, so there is no watch to follow).
 		func(ctx context.Context) error {
-			followGossipKeys(ctx, s.direct, s.cfg.Namespace, cluster, gossipKeyPoll)
+			followGossipKeys(ctx, s.direct, s.cfg.Namespace, cluster, cmp.Or(s.cfg.GossipKeyPoll, gossipKeyPoll))
 			return nil
 		},
 	}

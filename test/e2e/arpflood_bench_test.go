@@ -54,7 +54,9 @@ func BenchmarkARPFlood(b *testing.B) {
 			conflicts := d.agentMetric(owner, "vip_allocator_agent_arp_conflicts_total")
 			rows = append(rows, fmt.Sprintf("%-10s  idle %s | flood %s | after %s | ARP answered %d/%d, curl %d/%d | claims sent %d, ignored %s, reported %s",
 				a.name, before, peak, calm, r.answered, r.asked, r.curlOK, r.curls, r.sent, ignored, conflicts))
-			if r.answered != r.asked {
+			// The baseline is there to show what the flood did before the
+			// claim gate: it may fail.
+			if a.bin == "" && r.answered != r.asked {
 				b.Errorf("%s: the owner answered %d of the client's %d ARP requests under the flood", a.name, r.answered, r.asked)
 			}
 		})
@@ -136,13 +138,19 @@ func (d *l2Lab) floodClaims(t testing.TB, vip, owner string, perSecond int, dur 
 // agentMetric reads one unlabelled metric of node's agent ("-" when it has
 // none, as an agent built before the metric existed).
 func (d *l2Lab) agentMetric(node, name string) string {
-	out, _ := exec.Command("ip", "netns", "exec", d.ns(node), "curl", "-s", "--max-time", "2", "http://127.0.0.1:19478/metrics").Output()
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range d.agentMetrics(node) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}
 	}
 	return "-"
+}
+
+// agentMetrics reads node's agent's metrics (served on 127.0.0.1:19478, as
+// the agents the lab started with that address do), one line each.
+func (d *l2Lab) agentMetrics(node string) []string {
+	out, _ := exec.Command("ip", "netns", "exec", d.ns(node), "curl", "-s", "--max-time", "2", "http://127.0.0.1:19478/metrics").Output()
+	return strings.Split(string(out), "\n")
 }
 
 // procWatch samples a process's CPU time and RSS once a second.

@@ -118,8 +118,13 @@ func (d *l2Lab) announcer(vip string) string {
 var arpReply = regexp.MustCompile(`(?i)reply from \S+ \[([0-9a-f:]+)\]`)
 
 // arpAnswers asks for vip from the client and returns the distinct MACs that answered.
-func (d *l2Lab) arpAnswers(vip string) []string {
-	out, _ := exec.Command("ip", "netns", "exec", d.ns("client"), "arping", "-c", "3", "-w", "2", "-I", "eth0", vip).CombinedOutput()
+func (d *l2Lab) arpAnswers(vip string) []string { return d.arping(vip, "-c", "3", "-w", "2") }
+
+// arping runs arping for vip from the client with args and returns the
+// distinct MACs that answered.
+func (d *l2Lab) arping(vip string, args ...string) []string {
+	cmd := append(append([]string{"netns", "exec", d.ns("client"), "arping"}, args...), "-I", "eth0", vip)
+	out, _ := exec.Command("ip", cmd...).CombinedOutput()
 	var macs []string
 	for _, m := range arpReply.FindAllStringSubmatch(string(out), -1) {
 		if mac := strings.ToLower(m[1]); !slices.Contains(macs, mac) {
