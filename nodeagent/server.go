@@ -41,7 +41,7 @@ type Config struct {
 	ARPProbePeriod time.Duration
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossipKeyPoll).
-	GossipKeyPoll time.Duration
+	GossipKeyPoll  time.Duration
 	OnStop         string // OnStopAuto, OnStopHandover or OnStopRestart
 	LivenessTimers string // TimersTuned or TimersLAN
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
