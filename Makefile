@@ -32,8 +32,8 @@ generate: $(CONTROLLER_GEN)
 ## manifests: CRDs and RBAC in config/ from the markers in api/ and controllers/
 manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...}" output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths=./nodeagent/... output:rbac:artifacts:config=config/rbac/agent
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
 ## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted and vetted
@@ -83,7 +83,7 @@ verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
 	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
 	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
 
-## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml, deploy/admission-policies.yaml
+## bundle-yaml: deploy/bundle.yaml and deploy/bundle-openshift.yaml
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference
 bundle-yaml: $(KUBECTL)
 	KUBECTL=$(KUBECTL) hack/bundle.sh yaml $(if $(filter command line environment,$(origin IMG)),$(IMG))

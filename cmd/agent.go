@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
@@ -43,8 +44,9 @@ func runAgent(args []string) error {
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
 	qps := fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
 	burst := fs.Int("kube-api-burst", 40, "burst of requests to the API server")
-	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", ":9478", "Prometheus metrics address; 0 disables")
-	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":9479", "healthz/readyz address; 0 disables")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "Prometheus metrics address; 0 disables")
+	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over TLS to callers allowed to get /metrics (ClusterRole "+metricsauth.ReaderClusterRole+"); false: plain HTTP to anyone on the node's networks")
+	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", paasv1.AgentProbePort), "healthz/readyz address (the kubelet probes the host network's loopback); 0 disables")
 	fs.StringVar(&c.DaemonSet, "daemonset", "", "namespace/name of the DaemonSet that runs this agent: on stop, remove the rules when it is gone (uninstall) and keep them otherwise (restart); empty: always keep")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

@@ -3,8 +3,10 @@ package cmd
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -13,10 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/config/admission"
 	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
@@ -26,7 +29,7 @@ import (
 func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        paasv1.NewScheme(),
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsauth.Options(o.MetricsAddr, o.MetricsSecure, ""),
 		HealthProbeBindAddress:        o.ProbeAddr,
 		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
@@ -34,8 +37,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       cmp.Or(o.LeaderNamespace, o.Agent.Namespace),
 		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{DefaultTransform: slimcache.Transform,
-			// Secrets only in the operator's namespace, the only ones it may read.
-			ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}}}},
+			// Secrets and DaemonSets only in the operator's namespace: its Role
+			// there is all it has of them (controllers/rbac.go).
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}:    {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}},
+				&appsv1.DaemonSet{}: {Namespaces: map[string]cache.Config{operatorNamespace(o): {}}},
+			}},
 		// Tests and benchmarks stop and start managers in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -46,11 +53,15 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
 		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
 	}
+	reserved, err := controllers.NewReservedSource(mgr, o.ServiceCIDRs)
+	if err != nil {
+		return nil, err
+	}
 	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
-		IPMode: corev1.LoadBalancerIPMode(o.IPMode)}).SetupWithManager(mgr); err != nil {
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reserved}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
-	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator")}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator"), Reserved: reserved}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
 	}
 	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {
@@ -65,6 +76,12 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(o.Workers, 1)
 	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up migration controller: %w", err)
+	}
+	if o.AdmissionPolicies {
+		if err := mgr.Add(&controllers.AdmissionPolicies{Client: mgr.GetClient(), Namespace: operatorNamespace(o),
+			Files: admission.Files, Period: 10 * time.Minute}); err != nil {
+			return nil, fmt.Errorf("set up admission policies: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -15,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
@@ -24,6 +27,7 @@ type OperatorOptions struct {
 	LeaderElect     bool
 	LeaderNamespace string
 	MetricsAddr     string
+	MetricsSecure   bool
 	ProbeAddr       string
 	PprofAddr       string
 	OwnClassOnly    bool
@@ -32,6 +36,11 @@ type OperatorOptions struct {
 	Burst           int
 	// IPMode is written to every ingress: Proxy (the agent forwards) or VIP.
 	IPMode string
+	// ServiceCIDRs are reserved besides the ServiceCIDR objects (--service-cidrs).
+	ServiceCIDRs []netip.Prefix
+	// AdmissionPolicies makes the operator apply config/admission's policies
+	// for its own namespace (OLM installs: a bundle cannot carry them).
+	AdmissionPolicies bool
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent controllers.AgentOptions
 	// Migration configures the legacy VirtualIP migration (OwnClassOnly and
@@ -45,7 +54,8 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect one active operator among replicas (a Lease)")
 	fs.StringVar(&o.LeaderNamespace, "leader-election-namespace", "", "namespace of the leader Lease; empty: the operator's own namespace")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Prometheus metrics address; 0 disables")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve metrics over TLS to callers allowed to get /metrics (ClusterRole "+metricsauth.ReaderClusterRole+"); false: plain HTTP to anyone")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "serve only Services with spec.loadBalancerClass "+paasv1.LoadBalancerClass+" (to coexist with another load-balancer implementation)")
@@ -53,10 +63,12 @@ func runOperator(args []string) error {
 	fs.Float64Var(&o.QPS, "kube-api-qps", 200, "API requests per second the operator may make")
 	fs.IntVar(&o.Burst, "kube-api-burst", 400, "API request burst")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
+	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
+	serviceCIDRs := fs.String("service-cidrs", "", "Service CIDRs never handed out, comma-separated (e.g. 10.96.0.0/12,fd00:10:96::/112): for clusters whose API server serves no networking.k8s.io/v1 ServiceCIDR objects (before Kubernetes 1.33), or in addition to them")
 	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")
 	agentFlags := fs.String("agent-args", "", `flags added to every agent, separated by spaces, e.g. "--dataplane=iptables --liveness-timers=lan" (see vip-allocator agent -h)`)
 	tolerations := fs.String("agent-tolerations", "", `tolerations of the agent DaemonSet as JSON, e.g. [{"key":"role","operator":"Equal","value":"edge","effect":"NoSchedule"}]; empty tolerates every taint`)
@@ -68,6 +80,16 @@ func runOperator(args []string) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.IPMode != string(corev1.LoadBalancerIPModeProxy) && o.IPMode != string(corev1.LoadBalancerIPModeVIP) {
 		return fmt.Errorf("--ip-mode must be Proxy or VIP, not %q", o.IPMode)
+	}
+	for _, s := range strings.Split(*serviceCIDRs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("--service-cidrs: %q is not a CIDR: %w", s, err)
+		}
+		o.ServiceCIDRs = append(o.ServiceCIDRs, p.Masked())
 	}
 	if *nodeSelector != "" {
 		sel, err := labels.ConvertSelectorToLabelsMap(*nodeSelector)

@@ -51,8 +51,6 @@ type AgentReconciler struct {
 	Options AgentOptions
 }
 
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
-
 func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	if err := r.ensureMemberlistSecret(ctx); err != nil {
 		return ctrl.Result{}, err
@@ -72,20 +70,42 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
-// ensureMemberlistSecret creates the agents' gossip key unless it exists. A
-// create that finds one changes nothing, so no Secret is ever read or cached.
+// ensureMemberlistSecret creates the agents' gossip key unless it exists
+// (or fills it into a Secret that exists without one); a key already there is
+// never replaced.
 func (r *AgentReconciler) ensureMemberlistSecret(ctx context.Context) error {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: r.Options.Namespace, Name: paasv1.MemberlistSecret}
+	err := r.GetClient().Get(ctx, key, secret)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read Secret %s: %w", key, err)
+	}
+	if err == nil && len(secret.Data[paasv1.MemberlistKey]) > 0 {
+		return nil
+	}
+	gossipKey := make([]byte, 32)
+	if _, err := rand.Read(gossipKey); err != nil {
 		return fmt.Errorf("generate memberlist key: %w", err)
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: paasv1.MemberlistSecret, Namespace: r.Options.Namespace,
-			Labels: map[string]string{managedByLabel: managedBy}},
-		Data: map[string][]byte{paasv1.MemberlistKey: key},
+	if err != nil { // not found
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{managedByLabel: managedBy}},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{paasv1.MemberlistKey: gossipKey},
+		}
+		// A create that finds one (another replica, a stale cache) changes nothing.
+		if err := r.GetClient().Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Secret %s: %w", key, err)
+		}
+		return nil
 	}
-	if err := r.GetClient().Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	secret.Data[paasv1.MemberlistKey] = gossipKey
+	// Update carries the resourceVersion read: two replicas never both fill it.
+	if err := r.GetClient().Update(ctx, secret); err != nil {
+		return fmt.Errorf("fill Secret %s with the gossip key: %w", key, err)
 	}
 	return nil
 }
@@ -127,6 +147,15 @@ func (r *AgentReconciler) desired() *appsv1.DaemonSet {
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 						},
 						SecurityContext: agentSecurityContext(),
+						Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: paasv1.AgentMetricsPort}},
+						// The agent binds its health endpoint to the host's loopback (--health-probe-bind-address),
+						// where the kubelet, in the same network namespace, reaches it and the LAN does not.
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromInt32(paasv1.AgentProbePort)}},
+							PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3,
+						},
+						Resources: agentResources(),
 						// iptables serialises writers on the host's lock file.
 						VolumeMounts: []corev1.VolumeMount{{Name: "xtables-lock", MountPath: "/run/xtables.lock"}},
 					}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,12 @@ type allocatorState struct {
 	rebuilt   atomic.Bool
 	pending   map[types.NamespacedName]struct{}
 
+	// reservedStale is set until the reserved addresses were read, and again
+	// when reading them failed: the next allocation reads them first.
+	reservedStale atomic.Bool
+	// conflicted are the keys holding reserved addresses, as last computed.
+	conflicted map[string]map[netip.Addr]allocator.Reservation
+
 	// Writes the informers have not shown yet. A reconcile that runs on a cache
 	// older than its own last write must not repeat it (a second status patch
 	// and a duplicate Event, or a create that fails with AlreadyExists).
@@ -45,6 +52,7 @@ func newAllocatorState() *allocatorState {
 	a := &allocatorState{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
 	a.inFlight.statusFrom = map[types.NamespacedName]string{}
 	a.inFlight.ledger = map[string]types.UID{}
+	a.reservedStale.Store(true)
 	return a
 }
 
@@ -142,10 +150,14 @@ func (a *allocatorState) syncGroups(ctx context.Context, c client.Reader) error 
 
 // rebuild imports every address the cluster already holds, before the first
 // allocation: Service statuses first (they are what clients use, so a Service
-// keeps its address, always), oldest Service first; then the ledger (which
-// covers a crash between ledger create and status patch); then legacy
-// VirtualIPs. It runs once; later calls return at once.
-func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassOnly bool) error {
+// keeps its address), oldest Service first; then the ledger (which covers a
+// crash between ledger create and status patch); then legacy VirtualIPs. One
+// exception to "status first": a status address whose ledger object names
+// another live Service (by uid) is not imported for the status holder: the
+// ledger is the authority (anyone with services/status could have written
+// the status), and the status holder is given another address. It also reads
+// the reserved addresses. It runs once; later calls return at once.
+func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassOnly bool, reserved *ReservedSource) error {
 	if a.rebuilt.Load() {
 		return nil
 	}
@@ -165,26 +177,37 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	slices.SortFunc(services.Items, func(x, y corev1.Service) int {
 		return x.CreationTimestamp.Compare(y.CreationTimestamp.Time)
 	})
+	var ledger paasv1.IPList
+	if err := c.List(ctx, &ledger); err != nil {
+		return fmt.Errorf("rebuild: list IPs: %w", err)
+	}
+	ledgerHolders := liveLedgerHolders(services.Items, ledger.Items)
 	imported := 0
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if !lbclass.Handles(svc, ownClassOnly) {
 			continue
 		}
-		if err := a.alloc.Assign(client.ObjectKeyFromObject(svc).String(), k8salloc.IngressAddrs(svc)...); err != nil {
+		key := client.ObjectKeyFromObject(svc).String()
+		var addrs []netip.Addr
+		for _, addr := range k8salloc.IngressAddrs(svc) {
+			if holder, ok := ledgerHolders[addr]; ok && holder != key {
+				log.Info("rebuild: the status shows an address the ledger gives another live Service; the ledger wins", "service", key, "address", addr, "ledgerHolder", holder)
+				continue
+			}
+			addrs = append(addrs, addr)
+		}
+		if err := a.alloc.Assign(key, addrs...); err != nil {
 			// Two Services claim one address: the older keeps it, the other is
 			// given a new one by its reconcile.
-			log.Error(err, "rebuild: address claimed twice", "service", client.ObjectKeyFromObject(svc))
+			log.Error(err, "rebuild: address claimed twice", "service", key)
 		}
 		imported++
 	}
-	var ledger paasv1.IPList
-	if err := c.List(ctx, &ledger); err != nil {
-		return fmt.Errorf("rebuild: list IPs: %w", err)
-	}
 	for i := range ledger.Items {
 		if addr, ok := ledger.Items[i].Addr(); ok {
-			// ErrInUse here means the status said otherwise, and the status wins.
+			// ErrInUse here means a status said otherwise for a ledger object
+			// whose holder is gone, and the status wins.
 			_ = a.alloc.Assign(ledgerOwnerKey(&ledger.Items[i]), addr)
 		}
 	}
@@ -197,9 +220,30 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 			_ = a.alloc.Assign(legacyKey(v.Namespace, v.Name), addr)
 		}
 	}
-	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items))
+	if err := a.syncReserved(ctx, c, reserved); err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	a.conflicted = a.alloc.Conflicts()
+	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items), "holdingReserved", len(a.conflicted))
 	a.rebuilt.Store(true)
 	return nil
+}
+
+// liveLedgerHolders maps each ledger address whose spec.owner is a Service
+// that exists (same uid) to that Service's key.
+func liveLedgerHolders(services []corev1.Service, ledger []paasv1.IP) map[netip.Addr]string {
+	live := map[types.UID]bool{}
+	for i := range services {
+		live[services[i].UID] = true
+	}
+	out := map[netip.Addr]string{}
+	for i := range ledger {
+		o := ledger[i].Spec.Owner
+		if addr, ok := ledger[i].Addr(); ok && o != nil && live[o.UID] {
+			out[addr] = o.Namespace + "/" + o.Name
+		}
+	}
+	return out
 }
 
 // ReadyCheck is a readiness check: not ready until the allocator is rebuilt.

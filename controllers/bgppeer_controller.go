@@ -193,7 +193,7 @@ func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BG
 			return errs, nil
 		}
 		cur = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret,
-			Labels: map[string]string{managedByLabel: managedBy}}, Data: want}
+			Labels: map[string]string{managedByLabel: managedBy}}, Type: corev1.SecretTypeOpaque, Data: want}
 		if err := r.Client.Create(ctx, &cur); err != nil {
 			return nil, fmt.Errorf("create Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
 		}

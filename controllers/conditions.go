@@ -30,6 +30,7 @@ func reasonOf(err error) string {
 		{allocator.ErrExcluded, paasv1.ReasonRequestedIPExcluded},
 		{allocator.ErrOutsideGroups, paasv1.ReasonRequestedIPOutsideGroups},
 		{allocator.ErrGroupNotAllowed, paasv1.ReasonGroupNotAllowed},
+		{allocator.ErrReserved, paasv1.ReasonRequestedIPReserved},
 	} {
 		if errors.Is(err, r.sentinel) {
 			return r.reason
@@ -81,7 +82,7 @@ func requiresDualStack(svc *corev1.Service) bool {
 // hear about it even while it holds addresses.
 func hasRequestError(err error) bool {
 	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed,
-		allocator.ErrCannotRelocate} {
+		allocator.ErrReserved, allocator.ErrCannotRelocate} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,8 @@ const statusDelay = time.Second
 // usable and whether its segment overlaps another group's.
 type IPGroupReconciler struct {
 	util.ReconcilerBase
+	// Reserved reads the addresses the cluster reserves, counted in status.reserved.
+	Reserved *ReservedSource
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
@@ -71,9 +74,14 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("list Nodes: %w", err)
 	}
 
+	reservations, err := r.Reserved.list(ctx, r.GetClient())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
 	desired := group.DeepCopy()
 	parsed, err := k8salloc.Group(group)
-	setCapacity(&desired.Status, parsed, held)
+	setCapacity(&desired.Status, parsed, held, reservations)
 	desired.Status.Relocating = countRelocating(group.Name, parsed, ledger.Items)
 	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
 	setReadyCondition(&desired.Status, group.Generation, parsed, err)
@@ -98,22 +106,32 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, nil
 }
 
-// setCapacity counts the group's addresses: usable ones, and those held.
-func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.Addr) {
+// setCapacity counts the group's addresses: usable ones, those held, and
+// those reserved in the cluster (available counts neither).
+func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.Addr, reservations []allocator.Reservation) {
 	if g == nil {
-		status.Capacity, status.Allocated, status.Available = "", 0, ""
+		status.Capacity, status.Allocated, status.Available, status.Reserved = "", 0, "", ""
 		return
 	}
-	var n int64
+	a := allocator.New()
+	a.SetGroups([]*allocator.Group{g})
+	a.SetReserved(reservations)
+	var n, heldReserved int64
 	for _, addr := range held {
 		if g.Usable(addr) {
 			n++
+			if _, ok := a.ReservedIn(g, addr); ok {
+				heldReserved++ // a conflict: counted as allocated, not twice
+			}
 		}
 	}
-	capacity := g.Capacity()
+	capacity, reserved := g.Capacity(), a.ReservedCount(g)
 	status.Capacity = capacity.String()
 	status.Allocated = n
-	status.Available = new(big.Int).Sub(capacity, big.NewInt(n)).String()
+	status.Reserved = reserved.String()
+	free := new(big.Int).Sub(capacity, big.NewInt(n))
+	free.Sub(free, reserved).Add(free, big.NewInt(heldReserved))
+	status.Available = free.String()
 }
 
 func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *allocator.Group, parseErr error) {
@@ -187,7 +205,7 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipgroup").
 		For(&paasv1.IPGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(allGroups), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -197,7 +215,7 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				allGroupsAfter(ctx, q)
 			},
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				if nodeAnnouncingChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) {
+				if nodeAnnouncingChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) || reservationsChanged(e.ObjectOld, e.ObjectNew) {
 					allGroupsAfter(ctx, q)
 				}
 			},
@@ -221,8 +239,12 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 					groupsHolding(ctx, e.ObjectNew, q)
 				}
 			},
-		}).
-		Complete(r)
+		})
+	if r.Reserved.watchServiceCIDRs {
+		// Service CIDRs are reserved: status.reserved counts them.
+		b = b.Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(allGroups))
+	}
+	return b.Complete(r)
 }
 
 // nodeAnnouncingChanged reports a change of what decides whether a node can

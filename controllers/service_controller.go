@@ -58,11 +58,16 @@ type ServiceReconciler struct {
 	// IPMode written to the ingress: Proxy (the agent forwards VIP traffic) or
 	// VIP (kube-proxy or the CNI does). Empty means Proxy.
 	IPMode corev1.LoadBalancerIPMode
+	// Reserved reads the addresses the cluster reserves (reserved.go).
+	Reserved *ReservedSource
 
 	state *allocatorState
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
+// Services are patched (not status) for one thing here: removing the
+// original operator's finalizer (dropOriginalFinalizer); the migration patches
+// them too (migration/reconciler.go).
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -72,7 +77,7 @@ type ServiceReconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=virtualips;groupsegmentmappings,verbs=get;list;watch
 
 func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if err := r.state.rebuild(ctx, r.GetClient(), r.OwnClassOnly); err != nil {
+	if err := r.state.rebuild(ctx, r.GetClient(), r.OwnClassOnly, r.Reserved); err != nil {
 		return ctrl.Result{}, err
 	}
 	svc := &corev1.Service{}
@@ -147,6 +152,10 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 			return fmt.Errorf("allocate %s: another holder won the ledger race 4 times; retrying", key)
 		}
 	}
+	// The ledger says first which addresses the agents must leave alone.
+	if err := r.markLedger(ctx, current, result.conflicts); err != nil {
+		return err
+	}
 	shown, err := r.writeStatus(ctx, svc, result)
 	if err != nil {
 		return err
@@ -166,10 +175,12 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 // allocOutcome is what one reconcile's allocation decided for a Service: the
 // addresses it holds now and, if it holds less than it asked for, why.
 type allocOutcome struct {
-	held     []netip.Addr
-	groupOf  map[netip.Addr]string // the IPGroup each held address is in, if any
-	err      error
-	released bool // an address was freed: pending Services may now fit
+	held    []netip.Addr
+	groupOf map[netip.Addr]string // the IPGroup each held address is in, if any
+	// conflicts are the held addresses reserved elsewhere in the cluster.
+	conflicts map[netip.Addr]allocator.Reservation
+	err       error
+	released  bool // an address was freed: pending Services may now fit
 }
 
 func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocOutcome {
@@ -180,6 +191,9 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	var out allocOutcome
 	if err := s.syncGroups(ctx, r.GetClient()); err != nil {
 		out.held, out.err = before, err
+	} else if err := s.syncReservedIfStale(ctx, r.GetClient(), r.Reserved); err != nil {
+		// Never hand out an address without knowing what is reserved.
+		out.held, out.err = before, err
 	} else if requestErr != nil {
 		out.held, out.err = before, requestErr
 	} else {
@@ -187,8 +201,12 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	}
 	out.released = len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
+	out.conflicts = map[netip.Addr]allocator.Reservation{}
 	for _, addr := range out.held {
 		out.groupOf[addr] = groupOf(s.alloc, addr)
+		if res, ok := s.alloc.Reserved(addr); ok {
+			out.conflicts[addr] = res
+		}
 	}
 	return out
 }
@@ -215,7 +233,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 		if name := paasv1.IPObjectName(addr); have[name] || r.state.ledgerInFlight(name, svc.UID) {
 			continue
 		}
-		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr])
+		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr], reservedBy(result.conflicts, addr))
 		if err != nil {
 			return false, err
 		}
@@ -226,7 +244,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 
 // createLedger creates the ledger object of addr for svc. won is false when the
 // address turns out to be held by someone else; the allocator then learns it.
-func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group string) (won bool, err error) {
+func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group, reserved string) (won bool, err error) {
 	owner := &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 	ip := &paasv1.IP{}
 	ip.Name = paasv1.IPObjectName(addr)
@@ -234,7 +252,7 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	if group != "" {
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}
-	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner}
+	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved}
 	err = r.GetClient().Create(ctx, ip, paasv1.FieldOwner)
 	if err == nil {
 		r.state.ledgerCreated(ip.Name, svc.UID)
@@ -309,6 +327,7 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	if err != nil {
 		return false, err
 	}
+	setAddressConflict(&desired.Status.Conditions, svc.Generation, result.conflicts)
 	announced, ok := announcedCondition(svc.Generation, anns)
 	if ok {
 		meta.SetStatusCondition(&desired.Status.Conditions, announced)
@@ -323,6 +342,8 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	}
 	r.state.statusPatched(key, svc.ResourceVersion)
 	r.reportChanges(svc, k8salloc.IngressAddrs(svc), result)
+	conflict, inConflict := addressConflictCondition(svc.Generation, result.conflicts)
+	r.conflictEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAddressConflict), conflict, inConflict)
 	if ok {
 		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAnnounced), announced)
 	}
@@ -365,6 +386,7 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 		return err == nil && slices.Contains(freed, addr)
 	})
 	meta.RemoveStatusCondition(&desired.Status.Conditions, paasv1.ConditionIPAllocated)
+	meta.RemoveStatusCondition(&desired.Status.Conditions, paasv1.ConditionAddressConflict)
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
 		return nil
 	}
@@ -448,7 +470,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("service").
 		For(&corev1.Service{}).
 		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(ledgerOwner)).
@@ -458,8 +480,8 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			r.queue.Store(&q)
 			return nil
 		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)})
+	return r.Reserved.watch(b, r.refreshReserved).Complete(r)
 }
 
 // rebuildOnStart rebuilds the allocator once the caches are synced and this
@@ -467,7 +489,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 type rebuildOnStart struct{ r *ServiceReconciler }
 
 func (s rebuildOnStart) Start(ctx context.Context) error {
-	if err := s.r.state.rebuild(ctx, s.r.GetClient(), s.r.OwnClassOnly); err != nil {
+	if err := s.r.state.rebuild(ctx, s.r.GetClient(), s.r.OwnClassOnly, s.r.Reserved); err != nil {
 		// Reconciles retry it before they allocate anything.
 		ctrl.LoggerFrom(ctx).Error(err, "rebuild at start")
 	}

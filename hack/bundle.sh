@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Renders the install files from config/ (kustomize, as embedded in kubectl).
 #
-#   hack/bundle.sh yaml [IMAGE]   deploy/bundle.yaml, deploy/bundle-openshift.yaml and
-#                                 deploy/admission-policies.yaml; with IMAGE, first points
-#                                 config/manager (the only image reference) at it
+#   hack/bundle.sh yaml [IMAGE]   deploy/bundle.yaml and deploy/bundle-openshift.yaml; with
+#                                 IMAGE, first points config/manager (the only image
+#                                 reference) at it
 #   hack/bundle.sh olm VERSION    the OLM bundle: bundle/ and bundle.Dockerfile (operator-sdk)
 #
 # KUBECTL and OPERATOR_SDK name the binaries (the Makefile passes them).
@@ -54,9 +54,9 @@ yaml() {
   mkdir -p deploy
   { header "for Kubernetes" deploy/bundle.yaml; "$kubectl" kustomize config/default; } > deploy/bundle.yaml
   { header "for OpenShift" deploy/bundle-openshift.yaml; "$kubectl" kustomize config/openshift; } > deploy/bundle-openshift.yaml
-  { echo "# vip-allocator admission policies, for OLM installs (an OLM bundle cannot carry them);"
-    echo "# generated from config/admission by 'make bundle-yaml'. kubectl apply -f deploy/admission-policies.yaml"
-    "$kubectl" kustomize config/admission; } > deploy/admission-policies.yaml
+  # OLM installs get the admission policies from the operator itself
+  # (--admission-policies), for whatever namespace OLM puts it in.
+  rm -f deploy/admission-policies.yaml
 }
 
 olm() {

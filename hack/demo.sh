@@ -2,7 +2,7 @@
 # make demo: the operator on a local control plane (no cluster needed).
 # Applies the original operator's IPGroup and three LoadBalancer Services: one
 # takes the next free IP, one asks for a specific IP, one asks for an excluded IP
-# and is told why it waits. Then (as root) a client, three nodes running the
+# and is told why it waits, and one asks for a node's address and is refused. Then (as root) a client, three nodes running the
 # agent and a backend in network namespaces: which node answers ARP for the VIP,
 # curl through it, a failover when the owner's agent is killed, and a planned move that keeps
 # an open connection.
@@ -35,6 +35,18 @@ say "starting the operator as its ServiceAccount (log: $dir/operator.log)"
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 echo $! > "$dir/operator.pid"
 
+say "registering node1-3 on 192.0.2.251-.253, as their kubelets would"
+for n in 1 2 3; do
+  kubectl create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata: {name: node$n}
+YAML
+  kubectl patch node node$n --subresource=status --type=merge \
+    -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"192.0.2.25$n\"}]}}" >/dev/null
+done
+kubectl get nodes -o custom-columns=NAME:.metadata.name,INTERNAL-IP:.status.addresses[0].address
+
 say "kubectl apply -f config/samples/ipgroup.yaml"
 cat "$root/config/samples/ipgroup.yaml"
 kubectl apply -f "$root/config/samples/ipgroup.yaml"
@@ -53,6 +65,16 @@ kubectl get ipg,svc
 
 say "why 'wrong' has no IP: its vip.paas.org/IPAllocated condition"
 kubectl get service wrong -o jsonpath='{range .status.conditions[*]}{.type}={.status} reason={.reason}{"\n"}message: {.message}{"\n"}{end}'
+
+say "a Service asking for node1's address 192.0.2.251 (inside the group) is refused: the address is reserved"
+kubectl apply -f - <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: node-ip, namespace: default, annotations: {vip.paas.org/ips: "192.0.2.251"}}
+spec: {type: LoadBalancer, selector: {app: web}, ports: [{name: http, port: 80, targetPort: 8080}]}
+YAML
+kubectl wait --for=condition=vip.paas.org/IPAllocated=False service/node-ip --timeout 60s >/dev/null
+kubectl get service node-ip -o jsonpath='{range .status.conditions[*]}{.type}={.status} reason={.reason}{"\n"}message: {.message}{"\n"}{end}'
 
 say "events on 'wrong'"
 kubectl get events --field-selector involvedObject.name=wrong -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message
@@ -100,14 +122,6 @@ sed -e "s#server: .*#server: \"https://127.0.0.1:6443\", insecure-skip-tls-verif
 for n in 1 2 3; do
   ip netns exec "${lab}node$n" socat TCP-LISTEN:6443,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$dir/api.sock" &
   echo $! > "$dir/socat-node$n.pid"
-  # The Node object, as the kubelet would register it.
-  kubectl create -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Node
-metadata: {name: node$n}
-YAML
-  kubectl patch node node$n --subresource=status --type=merge \
-    -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"192.0.2.25$n\"}]}}" >/dev/null
 done
 
 say "starting an agent in each node as its ServiceAccount (logs: $dir/agent-node*.log)"

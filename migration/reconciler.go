@@ -58,6 +58,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=groupsegmentmappings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=paas.org,resources=ips,verbs=get;list;watch
+// Services: patched to become type LoadBalancer (and to carry the migrated
+// address), deleted only when they are a VirtualIP's keepalived clone (an
+// admission policy, config/admission/operator_service_deletes.yaml, refuses
+// the operator any other Service delete).
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

@@ -3,7 +3,9 @@
 // values and hands them to one dataplane.Plane per family (the nftables plane,
 // or the iptables one, as dataplane.Open picked), so traffic to VIP:port reaches
 // an endpoint on every node whatever kube-proxy mode or CNI the cluster runs.
-// It never writes to the API server's objects other than Events. It keeps its
+// It carries only the addresses the ledger gives a Service and that are no
+// Node's nor its own (trust.go), and writes to the API server only Events and
+// its one Service condition, vip.paas.org/Programmed (report.go). It keeps its
 // rules when it stops for a restart or an upgrade (traffic must not stop) and
 // removes them, as `vip-allocator agent cleanup` does, only when it is being
 // uninstalled (teardown.go).
@@ -13,16 +15,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
@@ -33,8 +41,11 @@ type Options struct {
 	OwnClassOnly bool
 	// ResyncPeriod is how often every rule is rewritten (drift repair).
 	ResyncPeriod time.Duration
-	// CheckPeriod is how often the canary and jump rules are checked.
-	CheckPeriod time.Duration
+	// CheckPeriod is how often the canary and jump rules are checked, and
+	// this node's own addresses read again (nil LocalAddresses: from its
+	// interfaces).
+	CheckPeriod    time.Duration
+	LocalAddresses func() (map[netip.Addr]string, error)
 }
 
 const serviceNameIndex = "kubernetes.io/service-name"
@@ -48,6 +59,9 @@ type Agent struct {
 	Client  client.Reader
 	Options Options
 	Planes  []dataplane.Plane
+	// Reporter writes on the Services what this agent refuses to carry (nil:
+	// nothing is reported).
+	Reporter *Reporter
 
 	lastFull, lastCheck time.Time
 	// active planes have written rules; a family with no VIP yet is left
@@ -58,11 +72,20 @@ type Agent struct {
 // +kubebuilder:rbac:groups="",resources=services;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
 
 func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	desired, err := a.desired(ctx)
+	desired, reports, err := a.desired(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	requeue := a.Options.CheckPeriod
+	if a.Reporter != nil {
+		// Before the sync, which may fail: a refusal is reported whatever
+		// happens to the rules of the other Services.
+		if again := a.Reporter.Report(ctx, reports, time.Now()); again > 0 && again < requeue {
+			requeue = again
+		}
 	}
 	if a.active == nil {
 		a.active = map[dataplane.Family]bool{}
@@ -104,8 +127,9 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	if full {
 		a.lastFull = time.Now()
 	}
-	// Come back to check the canary, and for the periodic full sync.
-	return reconcile.Result{RequeueAfter: a.Options.CheckPeriod}, nil
+	// Come back to check the canary, for the periodic full sync, and to read
+	// this node's addresses again (no event tells when they change).
+	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
 // Handoff gives every data plane its family's connection handoffs (see
@@ -118,25 +142,46 @@ func (a *Agent) Handoff(h dataplane.Handoffs) error {
 	return errors.Join(errs...)
 }
 
-// desired lists the served Services with their endpoints, from the cache.
-func (a *Agent) desired(ctx context.Context) ([]dataplane.Service, error) {
+// desired lists the served Services with their endpoints, from the cache,
+// each with only the addresses this node may carry (trust.go), and what it
+// refused, for every Service (report.go).
+func (a *Agent) desired(ctx context.Context) ([]dataplane.Service, []serviceReport, error) {
 	var services corev1.ServiceList
 	if err := a.Client.List(ctx, &services); err != nil {
-		return nil, fmt.Errorf("list Services: %w", err)
+		return nil, nil, fmt.Errorf("list Services: %w", err)
+	}
+	view, err := readTrust(ctx, a.Client, services.Items, a.Options.OwnClassOnly, a.localAddresses)
+	if err != nil {
+		return nil, nil, err
 	}
 	var out []dataplane.Service
+	reports := make([]serviceReport, 0, len(services.Items))
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if !Served(svc, a.Options.OwnClassOnly) {
+			reports = append(reports, serviceReport{svc: svc})
 			continue
 		}
 		var slices discoveryv1.EndpointSliceList
 		if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{serviceNameIndex: svc.Name}); err != nil {
-			return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
+			return nil, nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
 		}
-		out = append(out, dataplaneService(svc, slices.Items, a.Options.NodeName))
+		ds, report := programmable(dataplaneService(svc, slices.Items, a.Options.NodeName), svc, view)
+		reports = append(reports, report)
+		if len(ds.VIPs) > 0 {
+			out = append(out, ds)
+		}
 	}
-	return out, nil
+	return out, reports, nil
+}
+
+// localAddresses are this node's own addresses (Options.LocalAddresses, or
+// every interface's).
+func (a *Agent) localAddresses() (map[netip.Addr]string, error) {
+	if a.Options.LocalAddresses != nil {
+		return a.Options.LocalAddresses()
+	}
+	return LocalAddresses()
 }
 
 // SetupWithManager indexes EndpointSlices by Service and funnels every event
@@ -157,6 +202,11 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 		Named("dataplane").
 		Watches(&corev1.Service{}, toSync).
 		Watches(&discoveryv1.EndpointSlice{}, toSync).
+		// The ledger and the Nodes' addresses decide what may be carried
+		// (trust.go): a ledger object's spec (its generation; its status is the
+		// announcers'), and a Node's addresses.
+		Watches(&paasv1.IP{}, toSync, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, toSync, builder.WithPredicates(nodeAddressesChanged)).
 		Complete(a)
 }
 
@@ -170,4 +220,14 @@ func hasFamily(services []dataplane.Service, fam dataplane.Family) bool {
 		}
 	}
 	return false
+}
+
+// nodeAddressesChanged passes the Node events that can change which addresses
+// are Nodes' (kubelets update their Node often for other reasons).
+var nodeAddressesChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Node)
+		cur, okCur := e.ObjectNew.(*corev1.Node)
+		return !okOld || !okCur || !equality.Semantic.DeepEqual(old.Status.Addresses, cur.Status.Addresses)
+	},
 }

@@ -68,9 +68,8 @@ type decision struct {
 	handOff dataplane.Handoffs
 	// advertise are the BGP routes this node advertises.
 	advertise []bgp.Route
-	// record are the BGP VIPs whose advertisers this node writes on the
-	// ledger, with those advertisers.
-	record map[netip.Addr][]string
+	// record is what this node writes on the ledger about the BGP VIPs.
+	record advertiserRecords
 	// gained and lost are the L2 VIPs taken and given up in this pass.
 	gained, lost []netip.Addr
 	// requeue is when to look again to end a hand-over (0: not needed).
@@ -98,7 +97,7 @@ func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	}
 	var d decision
 	if p.speaksBGP {
-		d.advertise, d.record = decideBGP(p.self, bgpVIPs, o.alive, o.peers)
+		d.advertise, d.record.pruned, d.record.listed = decideBGP(p.self, bgpVIPs, o.alive, o.peers)
 	}
 	if !inMajority(o.alive, o.known) {
 		// Cut off from most agents (our link is down, or a partition): the

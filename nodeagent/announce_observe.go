@@ -69,6 +69,13 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 	for i := range groups.Items {
 		byName[groups.Items[i].Name] = &groups.Items[i]
 	}
+	// What the data plane refuses to carry is not announced either (trust.go):
+	// a Node's address, one of this node's own, one the ledger does not give
+	// to the Service. The data plane reports it.
+	trust, err := readTrust(ctx, a.Client, services.Items, a.OwnClassOnly, a.localAddresses)
+	if err != nil {
+		return nil, nil, err
+	}
 	out, entries := map[netip.Addr]vipCandidacy{}, map[netip.Addr]*paasv1.IP{}
 	for i := range services.Items {
 		svc := &services.Items[i]
@@ -78,14 +85,17 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 		var local map[string]bool
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			vip, err := netip.ParseAddr(in.IP)
-			if err != nil {
+			if err != nil || vip.Zone() != "" {
 				continue
 			}
 			vip = vip.Unmap()
+			if _, refused := trust.refusalOf(svc, vip); refused {
+				continue
+			}
 			entry := ledger[paasv1.IPObjectName(vip)]
-			group := groupOf(entry, svc, byName)
+			group := groupOf(entry, byName)
 			if group == nil {
-				continue // not (yet) in the ledger: not ours to announce
+				continue // in no group we know: nothing says how to announce it
 			}
 			c, ok := election.CandidacyOf(group)
 			if !ok {
@@ -107,12 +117,22 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 }
 
 // groupOf is the IPGroup a VIP was allocated from, per its ledger entry ip
-// (nil: none), if the ledger gives it to svc.
-func groupOf(ip *paasv1.IP, svc *corev1.Service, groups map[string]*paasv1.IPGroup) *paasv1.IPGroup {
-	if ip == nil || (ip.Spec.Owner != nil && ip.Spec.Owner.UID != svc.UID) {
+// (nil: none). Whether the ledger gives the VIP to the Service is
+// trustView.refusalOf's to say.
+func groupOf(ip *paasv1.IP, groups map[string]*paasv1.IPGroup) *paasv1.IPGroup {
+	if ip == nil {
 		return nil
 	}
 	return groups[ip.Labels[paasv1.IPGroupLabel]]
+}
+
+// localAddresses are this node's own addresses (LocalAddresses field, or
+// every interface's).
+func (a *Announcer) localAddresses() (map[netip.Addr]string, error) {
+	if a.LocalAddresses != nil {
+		return a.LocalAddresses()
+	}
+	return LocalAddresses()
 }
 
 // endpointNodes are the nodes with a ready endpoint of svc.

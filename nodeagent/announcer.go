@@ -57,6 +57,10 @@ type Announcer struct {
 	// speak BGP).
 	BGP *BGPAnnouncer
 
+	// LocalAddresses reads this node's own addresses, never announced (nil:
+	// from its interfaces, see LocalAddresses).
+	LocalAddresses func() (map[netip.Addr]string, error)
+
 	// Handoff programs the data path to send the mid-stream TCP segments of the
 	// VIPs this node took over to their previous owners (nil: not at all).
 	Handoff func(dataplane.Handoffs) error
@@ -72,7 +76,9 @@ type Announcer struct {
 var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "announce"}}
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups;ips;virtualips,verbs=get;list;watch
-// +kubebuilder:rbac:groups=paas.org,resources=ips/status,verbs=get;patch;update
+// The agent patches IP status and Nodes; RBAC cannot narrow either to its own
+// node's part, the admission policies in config/admission/agent_*.yaml do.
+// +kubebuilder:rbac:groups=paas.org,resources=ips/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 
 // Reconcile is one pass: observe, decide, apply.

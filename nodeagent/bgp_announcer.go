@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,9 +34,8 @@ type BGPAnnouncer struct {
 	Passwords func(ctx context.Context) (map[string]string, error)
 
 	mu sync.Mutex
-	// records are the BGP VIPs whose advertisers this node writes on the
-	// ledger (one node per VIP, by rendezvous hash), with those advertisers.
-	records map[netip.Addr][]string
+	// records is what this node writes on the ledger about the BGP VIPs.
+	records advertiserRecords
 	wake    chan struct{}
 	skipped map[string]string // peers left out, logged once per reason
 }
@@ -43,12 +43,26 @@ type BGPAnnouncer struct {
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers/status,verbs=get;patch
 
+// advertiserRecords is what a node writes on the ledger about the BGP VIPs.
+// Each agent may add only its own node to an IP's status.announcedBy (an
+// admission policy holds it to that, config/admission/agent_status_entries.yaml):
+// every node lists itself where it advertises with a session up, and one
+// node per VIP (by rendezvous hash over the alive agents) prunes the nodes
+// that no longer do, dead ones included.
+type advertiserRecords struct {
+	// pruned are the VIPs this node prunes, with the advertisers to keep.
+	pruned map[netip.Addr][]string
+	// listed says, for every BGP VIP, whether this node lists itself.
+	listed map[netip.Addr]bool
+}
+
 // decideBGP is the pure BGP side of a pass: the routes this node advertises
 // (every VIP among vips it may carry, as the alive agents are) and, for the
-// VIPs whose advertisers this node records on the ledger (one alive agent per
-// VIP, by rendezvous hash), those advertisers with an established session.
-func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.Node, peers []paasv1.BGPPeer) (routes []bgp.Route, records map[netip.Addr][]string) {
-	records = map[netip.Addr][]string{}
+// VIPs whose advertisers this node prunes on the ledger (one alive agent per
+// VIP, by rendezvous hash), those advertisers with an established session;
+// listed says for every VIP whether this node is one of them.
+func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.Node, peers []paasv1.BGPPeer) (routes []bgp.Route, records map[netip.Addr][]string, listed map[netip.Addr]bool) {
+	records, listed = map[netip.Addr][]string{}, map[netip.Addr]bool{}
 	var names []string // every alive agent: one of them records each VIP, even one nobody advertises
 	for _, n := range alive {
 		names = append(names, n.Name)
@@ -58,23 +72,43 @@ func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.N
 		if slices.Contains(advertisers, self) {
 			routes = append(routes, routeOf(vip, c.group))
 		}
+		var peerNames []string
+		if an := c.group.Spec.Announce; an != nil && an.BGP != nil {
+			peerNames = an.BGP.Peers
+		}
+		up := establishedNodes(peers, peerNames)
+		recorded := slices.DeleteFunc(advertisers, func(n string) bool { return !up[n] })
+		listed[vip] = slices.Contains(recorded, self)
 		if election.Pick(vip, names) == self {
-			var peerNames []string
-			if an := c.group.Spec.Announce; an != nil && an.BGP != nil {
-				peerNames = an.BGP.Peers
-			}
-			up := establishedNodes(peers, peerNames)
-			records[vip] = slices.DeleteFunc(advertisers, func(n string) bool { return !up[n] })
+			records[vip] = recorded
 		}
 	}
 	slices.SortFunc(routes, func(x, y bgp.Route) int { return x.Prefix.Addr().Compare(y.Prefix.Addr()) })
-	return routes, records
+	return routes, records, listed
+}
+
+// nextAnnouncedBy is an IP's status.announcedBy after self writes its part:
+// itself in or out as listed says, and, when self prunes this VIP, without
+// the other nodes keep does not name. It never adds another node. Sorted, so
+// that every writer agrees on one order.
+func nextAnnouncedBy(cur []string, self string, listed, prune bool, keep []string) []string {
+	out := []string{}
+	for _, n := range cur {
+		if n != self && (!prune || slices.Contains(keep, n)) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if listed {
+		out = append(out, self)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // apply converges the speaker: peering with the BGPPeers that select node
 // (nil: not in the cache, an error) and advertising routes; the records are
 // written apart (RecordAdvertisers).
-func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paasv1.BGPPeer, routes []bgp.Route, records map[netip.Addr][]string) error {
+func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paasv1.BGPPeer, routes []bgp.Route, records advertiserRecords) error {
 	if node == nil {
 		return fmt.Errorf("get Node %s: not found", b.NodeName)
 	}
@@ -109,7 +143,7 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 	b.skipped = skipped
 }
 
-func (b *BGPAnnouncer) setRecords(records map[netip.Addr][]string) {
+func (b *BGPAnnouncer) setRecords(records advertiserRecords) {
 	b.mu.Lock()
 	b.records = records
 	if b.wake == nil {
@@ -127,7 +161,7 @@ func (b *BGPAnnouncer) setRecords(records map[netip.Addr][]string) {
 // node records on their ledger objects. It runs apart from advertising so
 // that a thousand status writes never hold back a withdrawal.
 func (b *BGPAnnouncer) RecordAdvertisers(ctx context.Context) error {
-	b.setRecords(nil)
+	b.setRecords(advertiserRecords{})
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	for {
@@ -140,26 +174,38 @@ func (b *BGPAnnouncer) RecordAdvertisers(ctx context.Context) error {
 		b.mu.Lock()
 		records := b.records
 		b.mu.Unlock()
-		for vip, nodes := range records {
+		conflicted := false
+		for vip, listed := range records.listed {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err := b.record(ctx, vip, nodes); err != nil {
+			keep, prune := records.pruned[vip]
+			err := b.record(ctx, vip, listed, prune, keep)
+			conflicted = conflicted || apierrors.IsConflict(err)
+			if err != nil && !apierrors.IsConflict(err) {
 				ctrl.LoggerFrom(ctx).Error(err, "record the advertisers of a VIP", "vip", vip)
 			}
+		}
+		if conflicted {
+			// Another node wrote the same IP meanwhile: look again soon.
+			time.AfterFunc(time.Second, func() { b.setRecords(records) })
 		}
 	}
 }
 
-func (b *BGPAnnouncer) record(ctx context.Context, vip netip.Addr, nodes []string) error {
+// record writes this node's part of vip's advertisers (see nextAnnouncedBy).
+// Several nodes write one list: each write carries the resourceVersion it
+// read, and a conflict is retried.
+func (b *BGPAnnouncer) record(ctx context.Context, vip netip.Addr, listed, prune bool, keep []string) error {
 	var ip paasv1.IP
 	if err := b.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if slices.Equal(ip.Status.AnnouncedBy, nodes) {
+	nodes := nextAnnouncedBy(ip.Status.AnnouncedBy, b.NodeName, listed, prune, keep)
+	if slices.Equal(ip.Status.AnnouncedBy, nodes) || len(ip.Status.AnnouncedBy) == 0 && len(nodes) == 0 {
 		return nil
 	}
-	patch := client.MergeFrom(ip.DeepCopy())
+	patch := client.MergeFromWithOptions(ip.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	ip.Status.AnnouncedBy = nodes
 	if err := b.Client.Status().Patch(ctx, &ip, patch); err != nil {
 		return fmt.Errorf("record %s as advertised by %v: %w", vip, nodes, err)

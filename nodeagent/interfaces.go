@@ -46,6 +46,29 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 	return out, nil
 }
 
+// LocalAddresses maps every address of this node's network namespace, on any
+// interface (up or down, loopback included), to its interface: addresses the
+// agent must never program or announce as a VIP (trust.go).
+func LocalAddresses() (map[netip.Addr]string, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	out := map[netip.Addr]string{}
+	for _, ifi := range ifaces {
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
+		}
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				out[p.Addr().Unmap()] = ifi.Name
+			}
+		}
+	}
+	return out, nil
+}
+
 // InterfacePublisher keeps this node's NodeInterfacesAnnotation current, so the
 // other agents (and the operator) know which subnets this node can announce.
 type InterfacePublisher struct {

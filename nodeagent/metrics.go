@@ -54,6 +54,10 @@ var (
 		Name: "vip_allocator_agent_bgp_session_up",
 		Help: "1 when this node's BGP session with the peer is Established, else 0.",
 	}, []string{"peer"})
+	refusedAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vip_allocator_agent_refused_addresses",
+		Help: "Addresses in Service statuses this node refuses to program and announce, by reason (NodeAddress, LocalAddress, NotInLedger), and Services it closes (InvalidSourceRanges).",
+	}, []string{"reason"})
 	bgpPrefixesSent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_bgp_prefixes_sent",
 		Help: "VIP routes advertised to the peer on this node's session.",
@@ -61,7 +65,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses)
 }
 
 // registerCounterFunc exports a count kept elsewhere (a package below this

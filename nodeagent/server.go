@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -51,7 +51,13 @@ type Config struct {
 	// removed when it is gone (uninstall); empty: always kept.
 	DaemonSet              string
 	MetricsAddr, ProbeAddr string
+	// MetricsSecure serves metrics over TLS to authorized callers only (internal/metricsauth).
+	MetricsSecure bool
 }
+
+// reportSettle is how long a refusal lasts before the agent reports it (see
+// Reporter.Settle).
+const reportSettle = 2 * time.Second
 
 // Server is a running node agent: the data planes, the announcer and the
 // liveness gossip. Start it, and Stop it when its context ends; Run does both.
@@ -59,8 +65,12 @@ type Server struct {
 	cfg       Config
 	mgr       manager.Manager
 	agent     *Agent
-	direct    client.Client // the API server itself: Secrets, and the Node once the cache stops
+	direct    client.WithWatch // the API server itself: Secrets, and the Node once the cache stops
 	daemonSet *types.NamespacedName
+	// dsDeleted is whether this agent saw its DaemonSet deleted (an uninstall);
+	// the watch outlives the manager until Stop has decided.
+	dsDeleted *DeletionWatch
+	stopWatch context.CancelFunc
 	shutdown  *shutdown
 
 	cancel  context.CancelFunc
@@ -95,12 +105,12 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		s.agent.Planes = append(s.agent.Planes, p)
 	}
 	var err error
-	if s.direct, err = client.New(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
+	if s.direct, err = client.NewWithWatch(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
 	s.mgr, err = ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                 cfg.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
 		Cache:                  cache.Options{DefaultTransform: slimcache.Transform},
 	})
@@ -108,6 +118,8 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	s.agent.Client = s.mgr.GetClient()
+	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+		NodeName: cfg.NodeName, Settle: reportSettle}
 	if err := s.agent.SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
@@ -139,6 +151,13 @@ func (s *Server) Start(ctx context.Context) error {
 		s.cancel()
 		return err
 	}
+	if s.daemonSet != nil {
+		// Watched until the agent stops: what it saw decides, on the way out,
+		// whether a refused token is an uninstall (see JudgeStop).
+		var watchCtx context.Context
+		watchCtx, s.stopWatch = context.WithCancel(context.Background())
+		s.dsDeleted = WatchDeletion(watchCtx, s.direct, *s.daemonSet)
+	}
 	s.done = make(chan struct{})
 	go func() {
 		s.mgrErr = s.mgr.Start(ctx)
@@ -154,13 +173,16 @@ func (s *Server) Start(ctx context.Context) error {
 // Stop stops the manager, finishes the shutdown protocol and, when the agent
 // is being uninstalled, removes its rules (see TeardownIfUninstalled).
 func (s *Server) Stop() error {
+	if s.stopWatch != nil {
+		defer s.stopWatch()
+	}
 	s.cancel()
 	<-s.done
 	s.shutdown.finish()
 	if s.mgrErr != nil || s.daemonSet == nil {
 		return s.mgrErr
 	}
-	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.shutdown.beforeCleanup(CleanupRules))
+	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.dsDeleted, s.shutdown.beforeCleanup(CleanupRules))
 	ctrl.Log.Info("agent stopping", "removeRules", verdict.Uninstall, "why", verdict.Why)
 	return err
 }
@@ -196,13 +218,14 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	joinOthers(ctx, s.direct, cluster, node, nodes)
 
 	a := &Announcer{
-		Client:        s.mgr.GetClient(),
-		Recorder:      s.mgr.GetEventRecorderFor("vip-allocator-agent"),
-		NodeName:      node,
-		nodes:         nodes,
-		OwnClassOnly:  s.cfg.OwnClassOnly,
-		Liveness:      liveness{cluster},
-		HandoverDelay: s.cfg.HandoverDelay,
+		Client:         s.mgr.GetClient(),
+		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+		NodeName:       node,
+		nodes:          nodes,
+		OwnClassOnly:   s.cfg.OwnClassOnly,
+		Liveness:       liveness{cluster},
+		HandoverDelay:  s.cfg.HandoverDelay,
+		LocalAddresses: s.cfg.LocalAddresses,
 		// Settled once another agent is seen, or after a few seconds alone
 		// (the first agent of a cluster, or a one-node cluster).
 		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },

@@ -2,6 +2,8 @@ package nodeagent
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,22 +19,45 @@ func Served(svc *corev1.Service, ownClassOnly bool) bool {
 	return lbclass.Handles(svc, ownClassOnly) && len(proxyVIPs(svc)) > 0
 }
 
+// proxyVIPs are the addresses of svc's status with ipMode Proxy, each once.
+// An entry with a zone is garbage (no VIP has one), not an address.
 func proxyVIPs(svc *corev1.Service) []netip.Addr {
 	var out []netip.Addr
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		if in.IPMode == nil || *in.IPMode != corev1.LoadBalancerIPModeProxy {
 			continue
 		}
-		if addr, err := netip.ParseAddr(in.IP); err == nil {
+		if addr, err := netip.ParseAddr(in.IP); err == nil && addr.Zone() == "" && !slices.Contains(out, addr.Unmap()) {
 			out = append(out, addr.Unmap())
 		}
 	}
 	return out
 }
 
+// parseSourceRanges reads spec.loadBalancerSourceRanges as Kubernetes
+// validates it: CIDRs, spaces around them tolerated (the API server allows
+// them, for the annotation it replaced), no leading zeros, no zone, no
+// IPv4-mapped IPv6, a mask always (a bare address is no CIDR). Host bits are
+// masked off. invalid are the entries that are none of that: the caller must
+// then admit nobody (fail closed). Dropping them instead would widen the
+// allow-list, to everyone when every entry is bad.
+func parseSourceRanges(ranges []string) (out []netip.Prefix, invalid []string) {
+	for _, r := range ranges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		if err != nil || p.Addr().Is4In6() {
+			invalid = append(invalid, r)
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out, invalid
+}
+
 // dataplaneService converts a served Service and its EndpointSlices into what
 // the data plane renders. Only ready endpoints count; Local marks those on node.
-func dataplaneService(svc *corev1.Service, slices []discoveryv1.EndpointSlice, node string) dataplane.Service {
+// Source ranges with an entry that does not parse close the Service (see
+// parseSourceRanges).
+func dataplaneService(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, node string) dataplane.Service {
 	out := dataplane.Service{
 		Namespace: svc.Namespace,
 		Name:      svc.Name,
@@ -42,12 +67,10 @@ func dataplaneService(svc *corev1.Service, slices []discoveryv1.EndpointSlice, n
 	for _, p := range svc.Spec.Ports {
 		out.Ports = append(out.Ports, dataplane.Port{Name: p.Name, Protocol: dataplane.Protocol(p.Protocol), Port: uint16(p.Port)})
 	}
-	for _, r := range svc.Spec.LoadBalancerSourceRanges {
-		if p, err := netip.ParsePrefix(r); err == nil {
-			out.SourceRanges = append(out.SourceRanges, p.Masked())
-		}
-	}
-	for _, slice := range slices {
+	var invalid []string
+	out.SourceRanges, invalid = parseSourceRanges(svc.Spec.LoadBalancerSourceRanges)
+	out.Closed = len(invalid) > 0
+	for _, slice := range endpointSlices {
 		var ports []dataplane.EndpointPort
 		for _, p := range slice.Ports {
 			if p.Port == nil {

@@ -32,22 +32,27 @@ func TestJudgeStop(t *testing.T) {
 		ds        *appsv1.DaemonSet
 		err       error
 		node      *corev1.Node
+		seen      bool // the agent's watch saw the DaemonSet deleted
 		uninstall bool
 		why       string
 	}{
-		{"DaemonSet present: a restart or upgrade", running, nil, node(nil), false, "restart"},
-		{"DaemonSet present, node unknown: keep", running, nil, nil, false, "restart"},
-		{"DaemonSet deleted", nil, apierrors.NewNotFound(dsResource, "vip-allocator-agent"), nil, true, "gone"},
-		{"DaemonSet being deleted (foreground)", deleting, nil, node(nil), true, "being deleted"},
-		{"ServiceAccount deleted: token refused", nil, apierrors.NewUnauthorized("token"), nil, true, "ServiceAccount deleted"},
-		{"RBAC refuses: unclear, keep", nil, apierrors.NewForbidden(dsResource, "vip-allocator-agent", errors.New("no")), nil, false, "agent cleanup"},
-		{"API server unreachable: unclear, keep", nil, fmt.Errorf("dial tcp: connection refused"), nil, false, "connection refused"},
-		{"API server overloaded: unclear, keep", nil, apierrors.NewServiceUnavailable("busy"), nil, false, "busy"},
-		{"node selector still matches", edgeOnly, nil, node(map[string]string{"edge": "true"}), false, "restart"},
-		{"node selector no longer matches this node", edgeOnly, nil, node(map[string]string{"edge": "false"}), true, "no longer runs on node n1"},
+		{"DaemonSet present: a restart or upgrade", running, nil, node(nil), false, false, "restart"},
+		{"DaemonSet present, node unknown: keep", running, nil, nil, false, false, "restart"},
+		{"DaemonSet deleted", nil, apierrors.NewNotFound(dsResource, "vip-allocator-agent"), nil, false, true, "gone"},
+		{"DaemonSet being deleted (foreground)", deleting, nil, node(nil), false, true, "being deleted"},
+		{"token refused after the watch saw the DaemonSet deleted: uninstall", nil, apierrors.NewUnauthorized("token"), nil, true, true, "seen deleted"},
+		{"token refused, nothing seen (expired token, authenticator outage): keep", nil, apierrors.NewUnauthorized("token"), nil, false, false, "agent cleanup"},
+		{"RBAC refuses after the watch saw the DaemonSet deleted: uninstall", nil, apierrors.NewForbidden(dsResource, "vip-allocator-agent", errors.New("no")), nil, true, true, "403 Forbidden"},
+		{"RBAC refuses, nothing seen: unclear, keep", nil, apierrors.NewForbidden(dsResource, "vip-allocator-agent", errors.New("no")), nil, false, false, "agent cleanup"},
+		{"API server unreachable: unclear, keep", nil, fmt.Errorf("dial tcp: connection refused"), nil, false, false, "connection refused"},
+		{"API server unreachable, even after a deletion was seen: keep", nil, fmt.Errorf("dial tcp: connection refused"), nil, true, false, "connection refused"},
+		{"API server overloaded: unclear, keep", nil, apierrors.NewServiceUnavailable("busy"), nil, false, false, "busy"},
+		{"DaemonSet present although a deletion was seen (recreated): keep", running, nil, node(nil), true, false, "restart"},
+		{"node selector still matches", edgeOnly, nil, node(map[string]string{"edge": "true"}), false, false, "restart"},
+		{"node selector no longer matches this node", edgeOnly, nil, node(map[string]string{"edge": "false"}), false, true, "no longer runs on node n1"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			v := JudgeStop(tc.ds, tc.err, tc.node)
+			v := JudgeStop(tc.ds, tc.err, tc.node, tc.seen)
 			if v.Uninstall != tc.uninstall || !strings.Contains(v.Why, tc.why) {
 				t.Fatalf("got %+v, want uninstall=%v and a reason with %q", v, tc.uninstall, tc.why)
 			}
@@ -99,14 +104,14 @@ func TestTeardownAsksAgainWhileUnsure(t *testing.T) {
 	StopPatience = 10 * time.Second
 	r := &flakyReader{Reader: fake.NewClientBuilder().Build(), forbidden: 2}
 	cleaned := false
-	v, err := TeardownIfUninstalled(r, key, "n1", func() error { cleaned = true; return nil })
+	v, err := TeardownIfUninstalled(r, key, "n1", nil, func() error { cleaned = true; return nil })
 	if err != nil || !v.Uninstall || !cleaned {
 		t.Fatalf("Forbidden, then NotFound: want an uninstall, got %+v cleaned=%v %v", v, cleaned, err)
 	}
 
 	StopPatience = 1500 * time.Millisecond
 	r = &flakyReader{Reader: fake.NewClientBuilder().Build(), forbidden: 100}
-	v, err = TeardownIfUninstalled(r, key, "n1", func() error { t.Fatal("cleanup on an unsure answer"); return nil })
+	v, err = TeardownIfUninstalled(r, key, "n1", nil, func() error { t.Fatal("cleanup on an unsure answer"); return nil })
 	if err != nil || v.Uninstall || !v.Unsure {
 		t.Fatalf("Forbidden throughout: want the rules kept, got %+v %v", v, err)
 	}
@@ -130,7 +135,7 @@ func TestTeardownIfUninstalledRunsCleanupOnlyOnUninstall(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithObjects(tc.objects...).Build()
 			cleaned := false
-			v, err := TeardownIfUninstalled(c, key, "n1", func() error { cleaned = true; return tc.cleanErr })
+			v, err := TeardownIfUninstalled(c, key, "n1", nil, func() error { cleaned = true; return tc.cleanErr })
 			if cleaned != tc.cleaned || v.Uninstall != tc.cleaned || (err != nil) != tc.wantError {
 				t.Fatalf("cleaned=%v verdict=%+v err=%v", cleaned, v, err)
 			}
@@ -138,5 +143,38 @@ func TestTeardownIfUninstalledRunsCleanupOnlyOnUninstall(t *testing.T) {
 				t.Fatalf("error does not name the step: %v", err)
 			}
 		})
+	}
+}
+
+// refusingReader refuses every read as an API server does a token it no
+// longer accepts.
+type refusingReader struct{ client.Reader }
+
+func (refusingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return apierrors.NewUnauthorized("token has expired")
+}
+
+// TestTeardownKeepsRulesOnAnAuthenticationError is the stop protocol's case
+// of issue 19: a 401 while the agent decides keeps the node's rules; only a
+// confirmed uninstall (the watch saw the DaemonSet deleted) removes them.
+func TestTeardownKeepsRulesOnAnAuthenticationError(t *testing.T) {
+	key := types.NamespacedName{Namespace: "vip-allocator-operator", Name: "vip-allocator-agent"}
+	saved := StopPatience
+	defer func() { StopPatience = saved }()
+	StopPatience = 1500 * time.Millisecond
+
+	for _, w := range []*DeletionWatch{nil, {}} {
+		v, err := TeardownIfUninstalled(refusingReader{}, key, "n1", w, func() error { t.Fatal("rules removed on a 401 alone"); return nil })
+		if err != nil || v.Uninstall || !strings.Contains(v.Why, "rules kept") {
+			t.Fatalf("401 throughout, no deletion seen: want the rules kept, got %+v %v", v, err)
+		}
+	}
+
+	seen := &DeletionWatch{}
+	seen.seen.Store(true)
+	cleaned := false
+	v, err := TeardownIfUninstalled(refusingReader{}, key, "n1", seen, func() error { cleaned = true; return nil })
+	if err != nil || !v.Uninstall || !cleaned {
+		t.Fatalf("401 after the DaemonSet was seen deleted: want the rules removed, got %+v cleaned=%v %v", v, cleaned, err)
 	}
 }

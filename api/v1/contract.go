@@ -37,6 +37,30 @@ const (
 	ReasonRequestedIPOutsideGroups = "RequestedIPOutsideGroups"
 	ReasonGroupNotAllowed          = "GroupNotAllowed"
 	ReasonInvalidRequest           = "InvalidRequest"
+	// ReasonRequestedIPReserved: the requested address is reserved in the
+	// cluster (a Node's address, a Service CIDR, a pod CIDR, or the network or
+	// broadcast address of a subnet an L2 group announces on); the message
+	// names what holds it.
+	ReasonRequestedIPReserved = "RequestedIPReserved"
+)
+
+// ConditionAddressConflict is the Service condition that says an address the
+// Service holds became reserved in the cluster after it was allocated (a Node
+// joined with it, a ServiceCIDR or pod CIDR now covers it, a node subnet now
+// makes it a network or broadcast address). The Service keeps the address
+// (vip.paas.org/IPAllocated stays True) but the agents stop programming and
+// announcing it, because the ledger object carries spec.reservedBy, until an
+// admin resolves it: frees the address on the other side, or excludes it from
+// the IPGroup so the Service is relocated. The condition is present only while
+// the conflict lasts.
+const ConditionAddressConflict = "vip.paas.org/AddressConflict"
+
+// Reasons of ConditionAddressConflict: what in the cluster holds the address.
+const (
+	ReasonReservedByNode        = "ReservedByNode"
+	ReasonReservedByPodCIDR     = "ReservedByPodCIDR"
+	ReasonReservedByServiceCIDR = "ReservedByServiceCIDR"
+	ReasonReservedBySubnet      = "ReservedBySubnet"
 )
 
 // ConditionAnnounced is the Service condition that says which node(s) make its
@@ -52,6 +76,39 @@ const (
 	ReasonStaticRouting = "StaticRouting"
 )
 
+// ConditionProgrammed is the Service condition the node agents write, and
+// only they: present (status False) while the agents refuse to program or
+// announce one of the Service's addresses for a reason every agent sees alike
+// (a Node's address, an address the ledger does not give the Service, source
+// ranges that do not parse); absent once every address is programmed. The
+// operator never writes it, and the agents write no other condition. A refusal
+// only one node sees (an address of that node's own interfaces) is an Event
+// of that node's agent, not this condition: the agents would fight over it.
+const ConditionProgrammed = "vip.paas.org/Programmed"
+
+// Reasons of ConditionProgrammed, and of the agents' Warning Events on the
+// Service (with ReasonLocalAddress, which is an Event only).
+const (
+	// ReasonNodeAddress: the address is a Node's (status.addresses); no agent
+	// programs or announces it, whatever the Service status says.
+	ReasonNodeAddress = "NodeAddress"
+	// ReasonLocalAddress: the address is on an interface of the reporting
+	// node; that node's agent neither programs nor announces it.
+	ReasonLocalAddress = "LocalAddress"
+	// ReasonNotInLedger: the address is in the Service status, but its ledger
+	// IP object is missing or names another Service (by uid): the status was
+	// not written by the operator, and the agents trust the ledger.
+	ReasonNotInLedger = "NotInLedger"
+	// ReasonReserved: the operator marked the address's ledger object reserved
+	// (IP spec.reservedBy): something else in the cluster came to hold it after
+	// it was allocated (see ConditionAddressConflict).
+	ReasonReserved = "Reserved"
+	// ReasonInvalidSourceRanges: an entry of spec.loadBalancerSourceRanges does
+	// not parse as a CIDR; the agents admit no client at all to the Service's
+	// addresses (fail closed) until it is fixed.
+	ReasonInvalidSourceRanges = "InvalidSourceRanges"
+)
+
 // FieldOwner is the field manager of every write the operator (and its
 // migration) makes.
 const FieldOwner = client.FieldOwner("vip-allocator-operator")
@@ -61,7 +118,8 @@ const FieldOwner = client.FieldOwner("vip-allocator-operator")
 // Secrets from the operator's namespace.
 const DefaultNamespace = "vip-allocator-operator"
 
-// The Secrets the operator fills, in its namespace, for the agents.
+// The Secrets the operator writes, in its namespace, for the agents: the only
+// Secrets it may create or change (config/admission/operator_secret_writes.yaml).
 const (
 	// MemberlistSecret holds the key that authenticates (and encrypts) the
 	// agents' liveness gossip; the operator creates it once, never rotates it
@@ -78,4 +136,13 @@ const (
 	// one Secret and no other: they never need access to the Secrets users
 	// name in passwordSecret.
 	BGPPasswordsSecret = "vip-allocator-bgp-passwords"
+)
+
+// The agent's default ports, which the DaemonSet the operator deploys relies on:
+// metrics over TLS for authorized callers on every address (the Prometheus
+// convention for node agents), health on the host's loopback only, where the
+// kubelet probes it.
+const (
+	AgentMetricsPort = 9478
+	AgentProbePort   = 9479
 )

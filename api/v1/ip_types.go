@@ -48,6 +48,15 @@ type IPSpec struct {
 	// name their VirtualIP in the virtualips.paas.il/owner annotation.
 	// +optional
 	Owner *IPOwner `json:"owner,omitempty"`
+	// ReservedBy, when set, says what else in the cluster holds the address,
+	// e.g. "the address of Node node1": it became reserved after it was
+	// allocated. The Service keeps it (and carries the condition
+	// vip.paas.org/AddressConflict), but no agent programs or announces an
+	// address whose ledger object has ReservedBy set. The operator sets and
+	// clears it; it lives in the spec so that only the operator writes it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ReservedBy string `json:"reservedBy,omitempty"`
 }
 
 // IPStatus mirrors the owner and reports where the address is announced.
@@ -90,6 +99,7 @@ const (
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
 // +kubebuilder:printcolumn:name="IPGroup",type=string,JSONPath=`.metadata.labels.ipgroup`
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.metadata.annotations.virtualips\.paas\.il/owner`
+// +kubebuilder:printcolumn:name="Reserved By",type=string,JSONPath=`.spec.reservedBy`,priority=1
 // +kubebuilder:printcolumn:name="Announced By",type=string,JSONPath=`.status.announcedBy[*]`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IP struct {
@@ -109,6 +119,10 @@ type IPList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []IP `json:"items"`
 }
+
+// Reserved reports whether the address is reserved elsewhere in the cluster
+// (spec.reservedBy): agents must neither program nor announce it.
+func (ip *IP) Reserved() bool { return ip.Spec.ReservedBy != "" }
 
 // IPObjectName is the ledger object name of addr. Object names may not hold
 // ':' and must start and end with a letter or digit, so IPv6 writes each ':'

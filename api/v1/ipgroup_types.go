@@ -24,8 +24,15 @@ type IPGroupSpec struct {
 	// as its network address, e.g. 192.0.2.0/24 or 2001:db8:1::/64.
 	// +required
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="segment must be a CIDR such as 192.0.2.0/24 or 2001:db8::/64"
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="segment must be a CIDR such as 192.0.2.0/24 or 2001:db8::/64 (IPv4-mapped IPv6 such as ::ffff:c000:200/120 is not accepted: write the IPv4 segment)"
 	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="segment must be written as its network address (host bits zero), e.g. 192.0.2.0/24"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || (cidr(self).ip().family() == 4 ? cidr(self).prefixLength() >= 8 : cidr(self).prefixLength() >= 16)",messageExpression="'segment ' + self + ' is too wide to be a VIP pool: the shortest prefix is /8 for IPv4 and /16 for IPv6; split it into smaller groups such as 10.0.0.0/8'"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || (!cidr(self).containsIP('0.0.0.0') && !cidr(self).containsIP('::') && !cidr('0.0.0.0/8').containsCIDR(self))",messageExpression="'segment ' + self + ' holds the unspecified address (0.0.0.0/8 or ::), which no host can be reached at; use a routable segment such as 192.0.2.0/24 or 2001:db8::/64'"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || (!cidr('127.0.0.0/8').containsCIDR(self) && !cidr(self).containsIP('::1'))",messageExpression="'segment ' + self + ' holds loopback addresses (127.0.0.0/8 or ::1), which every node answers itself; use a routable segment such as 192.0.2.0/24'"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || (!cidr('224.0.0.0/4').containsCIDR(self) && !cidr(self).containsCIDR('224.0.0.0/4') && !cidr('ff00::/8').containsCIDR(self))",messageExpression="'segment ' + self + ' holds multicast addresses (224.0.0.0/4 or ff00::/8), which are never a unicast VIP; use a routable segment such as 192.0.2.0/24'"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || (!cidr('169.254.0.0/16').containsCIDR(self) && !cidr(self).containsCIDR('169.254.0.0/16') && !cidr('fe80::/10').containsCIDR(self))",messageExpression="'segment ' + self + ' holds link-local addresses (169.254.0.0/16, with the cloud metadata address, or fe80::/10), which routers never forward; use a routable segment such as 192.0.2.0/24'"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || (!cidr(self).containsIP('255.255.255.255'))",messageExpression="'segment ' + self + ' holds the limited broadcast address 255.255.255.255, which every host on the link receives; use a routable segment such as 192.0.2.0/24'"
+	// +kubebuilder:validation:XValidation:rule="!(self.contains(':') && self.contains('.'))",messageExpression="'segment ' + self + ' is an IPv4-mapped (or -compatible) IPv6 prefix, which IPv6 never routes to a host; write the IPv4 segment itself, such as 192.0.2.0/24'"
 	Segment string `json:"segment"`
 
 	// ExcludedIPs are never handed out: single IPs, or CIDRs for ranges.
@@ -138,9 +145,18 @@ type IPGroupStatus struct {
 	// +optional
 	Allocated int64 `json:"allocated"`
 
-	// Available is Capacity minus Allocated, as a decimal string.
+	// Available is Capacity minus Allocated minus the reserved addresses no
+	// Service holds, as a decimal string.
 	// +optional
 	Available string `json:"available,omitempty"`
+
+	// Reserved is the number of the group's addresses it does not hand out
+	// because they are reserved in the cluster: Nodes' addresses, Service
+	// CIDRs, pod CIDRs and, for an L2 group, the network and broadcast
+	// addresses of the node subnets it announces on. A decimal string, like
+	// Capacity; Available excludes them.
+	// +optional
+	Reserved string `json:"reserved,omitempty"`
 
 	// Relocating counts the Services (or legacy VirtualIPs) holding an address
 	// that the ledger records as this group's but that the group no longer
@@ -164,6 +180,8 @@ type IPGroupStatus struct {
 // IPGroup is a pool of addresses for LoadBalancer Services: a CIDR segment minus
 // excluded IPs.
 //
+// The name is the ledger's ipgroup label value, so it must fit one.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="an IPGroup name is at most 63 characters: it is the value of the ipgroup label on every IP ledger object of the group"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ipg
@@ -173,6 +191,7 @@ type IPGroupStatus struct {
 // +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=`.status.capacity`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Relocating",type=integer,JSONPath=`.status.relocating`
+// +kubebuilder:printcolumn:name="Reserved",type=string,JSONPath=`.status.reserved`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IPGroup struct {
 	metav1.TypeMeta   `json:",inline"`

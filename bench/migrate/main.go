@@ -188,7 +188,7 @@ func runSize(ctx context.Context, root, dir string, admin, operator client.Clien
 
 	// The operator: a real process; the clock starts when the annotations go on.
 	fmt.Printf("N=%d: operator...\n", n)
-	op, err := operatorproc.Start(root, dir, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+	op, err := operatorproc.Start(root, dir, "--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", probeAddr,
 		"--workers", fmt.Sprint(workers), "--migration-cutover-delay", delay.String())
 	if err != nil {
 		return r, err

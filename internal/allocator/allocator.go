@@ -5,7 +5,10 @@
 // before it allocates anything, and then asks it for addresses (Allocate). It
 // never hands one address to two keys, and never enumerates a segment: free
 // addresses are found from a per-group "lowest possibly free" hint, jumping over
-// excluded ranges, so a /8 or an IPv6 /64 costs no more than a /24.
+// excluded ranges, so a /8 or an IPv6 /64 costs no more than a /24. It never
+// hands out an address reserved in the cluster (SetReserved, reserved.go), and
+// an address in overlapping groups only to a key every one of them admits
+// (tenancy.go).
 //
 // It is not safe for concurrent use; the caller serialises access.
 package allocator
@@ -44,6 +47,7 @@ var (
 	ErrOutsideGroups    = errors.New("requested IP outside every IPGroup")
 	ErrGroupNotAllowed  = errors.New("IPGroup not allowed")
 	ErrFamilyNotAllowed = errors.New("requested IP of a family the Service does not use")
+	ErrReserved         = errors.New("requested IP reserved in the cluster")
 )
 
 // Error carries a message a person can act on and the sentinel it stands for.
@@ -77,6 +81,8 @@ type Allocator struct {
 	owner  map[netip.Addr]string
 	held   map[string][]netip.Addr
 	hints  map[string]hint // per group name
+	// reserved are addresses held elsewhere in the cluster (reserved.go).
+	reserved reservations
 }
 
 // hint is the lowest address of a group that may be free; full means none is.
@@ -276,14 +282,16 @@ func (a *Allocator) nextFree(fam Family, req Request) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	for _, g := range candidates {
-		if addr, ok := a.firstFree(g); ok {
+		if addr, ok := a.firstFree(g, req); ok {
 			return addr, nil
 		}
 	}
 	return netip.Addr{}, a.fullError(fam, candidates)
 }
 
-// checkRequested explains why key may not take addr, or returns nil.
+// checkRequested explains why key may not take addr, or returns nil. An
+// address key already holds is not refused for being reserved or fenced off
+// since: that is a conflict to report, not a reason to move it.
 func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) error {
 	var containing, usable []*Group
 	for _, g := range a.groups {
@@ -305,12 +313,43 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
 	}
+	mine := a.owner[addr] == key
+	if !mine {
+		if err := a.checkReserved(addr, &usable); err != nil {
+			return err
+		}
+	}
 	if !slices.ContainsFunc(usable, func(g *Group) bool { return a.admits(g, req) }) {
 		return fail(ErrGroupNotAllowed, "requested %s is in IPGroup %s, %s", addr, names(usable), a.whyNotAdmitted(req))
+	}
+	if !mine {
+		if fence, ok := a.fencedBy(nil, addr, req); ok {
+			return fail(ErrGroupNotAllowed,
+				"requested %s is in IPGroup %s, whose namespaceSelector or serviceSelector does not match this Service; an address in overlapping groups goes only to Services every one of them admits: request another address, or change the selectors or the Service's labels",
+				addr, fence.Name)
+		}
 	}
 	if other, ok := a.owner[addr]; ok && other != key {
 		return fail(ErrInUse, "requested %s is already held by %s; request a free address or release it there", addr, other)
 	}
+	return nil
+}
+
+// checkReserved drops from usable the groups for which addr is reserved, and
+// refuses addr when none is left.
+func (a *Allocator) checkReserved(addr netip.Addr, usable *[]*Group) error {
+	var holder Reservation
+	free := slices.DeleteFunc(slices.Clone(*usable), func(g *Group) bool {
+		r, reserved := a.ReservedIn(g, addr)
+		if reserved && holder.Holder == "" {
+			holder = r
+		}
+		return reserved
+	})
+	if len(free) == 0 {
+		return fail(ErrReserved, "requested %s is %s, reserved in the cluster and never handed out; request another address", addr, holder.Holder)
+	}
+	*usable = free
 	return nil
 }
 
@@ -355,7 +394,11 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 func (a *Allocator) fullError(fam Family, groups []*Group) error {
 	var parts []string
 	for _, g := range groups {
-		parts = append(parts, fmt.Sprintf("%s (%d of %s in use)", g.Name, a.InUse(g), g.Capacity()))
+		part := fmt.Sprintf("%s (%d of %s in use", g.Name, a.InUse(g), g.Capacity())
+		if r := a.ReservedCount(g); r.Sign() > 0 {
+			part += fmt.Sprintf(", %s reserved in the cluster", r)
+		}
+		parts = append(parts, part+")")
 	}
 	return fail(ErrGroupFull, "no free %s address in IPGroup %s; add addresses to a group, create another group, or free an address",
 		fam, strings.Join(parts, ", "))
@@ -375,8 +418,11 @@ func (a *Allocator) whyNotAdmitted(req Request) string {
 	return "whose namespaceSelector or serviceSelector does not match this Service; change the selectors or the Service's labels"
 }
 
-// firstFree returns the lowest free usable address of g, starting at its hint.
-func (a *Allocator) firstFree(g *Group) (netip.Addr, bool) {
+// firstFree returns the lowest free usable address of g that req's Service
+// may have, starting at g's hint. The hint moves over what is taken or
+// reserved, which no Service may have, never over an address fenced off for
+// this Service only (tenancy.go).
+func (a *Allocator) firstFree(g *Group, req Request) (netip.Addr, bool) {
 	h, ok := a.hints[g.Name]
 	if !ok {
 		h = hint{from: g.Segment.Addr()}
@@ -384,14 +430,30 @@ func (a *Allocator) firstFree(g *Group) (netip.Addr, bool) {
 	if h.full {
 		return netip.Addr{}, false
 	}
+	moveHint := true
 	for from := h.from; ; from = from.Next() {
 		addr, ok := g.nextUsable(from)
 		if !ok {
-			a.hints[g.Name] = hint{full: true}
+			if moveHint {
+				a.hints[g.Name] = hint{full: true}
+			}
 			return netip.Addr{}, false
 		}
+		if s, ok := a.reservedSpanAt(g, addr); ok {
+			from = s.last
+			continue
+		}
+		if fence, ok := a.fencedBy(g, addr, req); ok {
+			if moveHint {
+				a.hints[g.Name], moveHint = hint{from: addr}, false
+			}
+			from = fence.runEnd(addr)
+			continue
+		}
 		if _, taken := a.owner[addr]; !taken {
-			a.hints[g.Name] = hint{from: addr}
+			if moveHint {
+				a.hints[g.Name] = hint{from: addr}
+			}
 			return addr, true
 		}
 		from = addr

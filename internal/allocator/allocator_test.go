@@ -46,7 +46,8 @@ var v4, v6, dual = []Family{IPv4}, []Family{IPv6}, []Family{IPv4, IPv6}
 // step is one action on a shared allocator; steps build on each other.
 type step struct {
 	desc    string
-	groups  []Group // when set, SetGroups before the action
+	groups  []Group       // when set, SetGroups before the action
+	reserve []Reservation // when set (even empty), SetReserved before the action
 	key     string
 	assign  []string // Assign these instead of Allocate
 	release bool     // Release key instead of Allocate
@@ -65,6 +66,9 @@ func runSteps(t *testing.T, steps []step) {
 				gs = append(gs, mustGroup(t, g))
 			}
 			a.SetGroups(gs)
+		}
+		if s.reserve != nil {
+			a.SetReserved(s.reserve)
 		}
 		var err error
 		var got []netip.Addr

@@ -21,6 +21,9 @@ type Group struct {
 	// Admits reports whether a Service (by its namespace's labels and its own)
 	// may use the group; nil admits every Service.
 	Admits func(namespaceLabels, serviceLabels map[string]string) bool
+	// L2 groups are announced on layer 2: the network and broadcast addresses
+	// of the node subnets they announce on are reserved for them.
+	L2 bool
 
 	excluded []span // sorted, merged, clipped to Segment
 	last     netip.Addr
@@ -35,7 +38,7 @@ func NewGroup(g Group) (*Group, error) {
 		return nil, fmt.Errorf("group %q: segment is not a valid CIDR", g.Name)
 	}
 	g.Segment = g.Segment.Masked()
-	g.last = lastAddr(g.Segment)
+	g.last = LastAddr(g.Segment)
 	g.excluded = nil
 	for _, e := range g.Excluded {
 		if !e.IsValid() || e.Addr().Is4() != g.Segment.Addr().Is4() {
@@ -45,7 +48,7 @@ func NewGroup(g Group) (*Group, error) {
 		if !g.Segment.Overlaps(e) {
 			return nil, fmt.Errorf("group %q: excluded %s is outside segment %s", g.Name, e, g.Segment)
 		}
-		s := span{e.Addr(), lastAddr(e)}
+		s := span{e.Addr(), LastAddr(e)}
 		// Clip to the segment: an excluded range may be wider than the segment.
 		if s.first.Less(g.Segment.Addr()) {
 			s.first = g.Segment.Addr()
@@ -93,7 +96,7 @@ func SubnetRouterAnycast(addr netip.Addr) bool {
 // ranges and, for IPv6, minus the subnet-router anycast addresses it never
 // hands out. It is a big.Int because an IPv6 segment holds up to 2^128 addresses.
 func (g *Group) Capacity() *big.Int {
-	whole := span{first: g.Segment.Masked().Addr(), last: lastAddr(g.Segment)}
+	whole := span{first: g.Segment.Masked().Addr(), last: LastAddr(g.Segment)}
 	total := spanSize(whole)
 	if g.Family() == IPv6 {
 		total.Sub(total, anycastsIn(whole))
@@ -122,15 +125,7 @@ func anycastsIn(s span) *big.Int {
 }
 
 // excludedSpanAt finds the excluded span holding addr by binary search.
-func (g *Group) excludedSpanAt(addr netip.Addr) (span, bool) {
-	i, _ := slices.BinarySearchFunc(g.excluded, addr, func(s span, a netip.Addr) int {
-		return s.last.Compare(a)
-	})
-	if i < len(g.excluded) && g.excluded[i].first.Compare(addr) <= 0 {
-		return g.excluded[i], true
-	}
-	return span{}, false
-}
+func (g *Group) excludedSpanAt(addr netip.Addr) (span, bool) { return spanAt(g.excluded, addr) }
 
 // nextUsable returns the first usable address at or after from, skipping
 // excluded ranges in one step each (a segment is never enumerated).
@@ -170,8 +165,8 @@ func spanSize(s span) *big.Int {
 	return last.Sub(last, first).Add(last, big.NewInt(1))
 }
 
-// lastAddr is the highest address of p.
-func lastAddr(p netip.Prefix) netip.Addr {
+// LastAddr is the highest address of p: its broadcast address for IPv4.
+func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	for i := p.Bits(); i < len(b)*8; i++ {
 		b[i/8] |= 0x80 >> (i % 8)

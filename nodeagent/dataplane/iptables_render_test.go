@@ -108,6 +108,9 @@ func fw(ranges ...string) Service {
 	}
 }
 
+// closed is s with source ranges that did not parse.
+func closed(s Service) Service { s.Closed = true; return s }
+
 // TestRenderOne covers the rules of one full render each.
 func TestRenderOne(t *testing.T) {
 	local := func(s Service) Service { s.Local = true; return s }
@@ -206,6 +209,16 @@ func TestRenderOne(t *testing.T) {
 		fam:      IPv4,
 		services: []Service{fw("2001:db8::/32")},
 		filter:   filterFor("192.0.2.30"),
+	}, {
+		desc:     "closed (a source range that does not parse): nobody may connect, in either family",
+		fam:      IPv4,
+		services: []Service{closed(fw("203.0.113.0/24"))},
+		filter:   filterFor("192.0.2.30"),
+	}, {
+		desc:     "closed without any parsable range: still nobody, never everyone",
+		fam:      IPv6,
+		services: []Service{closed(fw())},
+		filter:   filterFor("2001:db8::30"),
 	}, {
 		desc:     "IPv6: /128, [addr]:port, icmp6; IPv4 VIPs, ranges and endpoints are skipped",
 		fam:      IPv6,

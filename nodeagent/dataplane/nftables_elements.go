@@ -105,10 +105,6 @@ func appendPortKey(b []byte, vip netip.Addr, pn byte, port uint16) []byte {
 // claiming one VIP:port never write conflicting elements.
 func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owner string, out []byte) []byte {
 	fam := e.family
-	if !reachable(fam, s) {
-		return out
-	}
-	ranges := disjointRanges(fam, s.SourceRanges)
 	var vips []netip.Addr // a slice, not a map: the order must not change between Syncs
 	for _, vip := range s.VIPs {
 		if vip = vip.Unmap(); fam.matches(vip) && !slices.Contains(vips, vip) {
@@ -116,6 +112,10 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 			out = appendElem(out, setVIPs, vip.AsSlice(), nil, nil, nil, nil)
 		}
 	}
+	if !reachable(fam, s) {
+		return out // its VIPs are rejected (set vips), as the iptables plane does
+	}
+	ranges := disjointRanges(fam, s.SourceRanges)
 	for _, p := range s.Ports {
 		pn := protoNumber(p.Protocol)
 		if pn == 0 {

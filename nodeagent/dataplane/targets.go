@@ -25,11 +25,13 @@ func proto(p Protocol) Protocol {
 	return p
 }
 
-// reachable reports whether a Service is served at all in family fam: it has a VIP of the
-// family, and no source ranges or one of the family. An allow-list that names nobody of this
-// family allows nobody, so such a Service's VIPs are only rejected.
+// reachable reports whether a Service is served at all in family fam: it is not Closed, it
+// has a VIP of the family, and no source ranges or one of the family. An allow-list that
+// names nobody of this family allows nobody, and one that does not parse allows nobody at
+// all, so such a Service's VIPs are only rejected: both planes write the rejects of every
+// VIP, reachable or not.
 func reachable(fam Family, s *Service) bool {
-	return slices.ContainsFunc(s.VIPs, func(v netip.Addr) bool { return fam.matches(v.Unmap()) }) &&
+	return !s.Closed && slices.ContainsFunc(s.VIPs, func(v netip.Addr) bool { return fam.matches(v.Unmap()) }) &&
 		(len(s.SourceRanges) == 0 ||
 			slices.ContainsFunc(s.SourceRanges, func(p netip.Prefix) bool { return fam.matches(p.Addr()) }))
 }

@@ -113,6 +113,8 @@ func TestReachable(t *testing.T) {
 		{desc: "IPv4 only", s: dns(), v4: true},
 		{desc: "ranges of one family", s: Service{VIPs: addrs("192.0.2.10", "2001:db8::10"), SourceRanges: prefixes("2001:db8:2::/48")}, v6: true},
 		{desc: "an IPv4-mapped VIP counts as IPv4", s: Service{VIPs: addrs("::ffff:192.0.2.10")}, v4: true},
+		{desc: "closed: nobody, whatever the ranges", s: Service{VIPs: addrs("192.0.2.10", "2001:db8::10"), SourceRanges: prefixes("203.0.113.0/24", "2001:db8:2::/48"), Closed: true}},
+		{desc: "closed with no range left: nobody, not everyone", s: Service{VIPs: addrs("192.0.2.10", "2001:db8::10"), Closed: true}},
 	} {
 		if v4, v6 := reachable(IPv4, &tc.s), reachable(IPv6, &tc.s); v4 != tc.v4 || v6 != tc.v6 {
 			t.Errorf("%s: IPv4 %v IPv6 %v, want %v %v", tc.desc, v4, v6, tc.v4, tc.v6)

@@ -50,8 +50,12 @@ type Service struct {
 	VIPs            []netip.Addr // both families may appear; a Plane uses only its own family
 	Ports           []Port
 	Local           bool           // externalTrafficPolicy: Local
-	SourceRanges    []netip.Prefix // loadBalancerSourceRanges; empty = everyone
-	Endpoints       []Endpoint     // ready endpoints (both families may appear)
+	SourceRanges    []netip.Prefix // loadBalancerSourceRanges; empty = everyone (unless Closed)
+	// Closed admits nobody: loadBalancerSourceRanges has an entry that does not parse. Its VIPs
+	// are rejected on every port, whatever SourceRanges holds: an allow-list we cannot read
+	// must not widen to what we can.
+	Closed    bool
+	Endpoints []Endpoint // ready endpoints (both families may appear)
 }
 
 // Config selects the family, the plane, the masquerade mark and, for tests, the iptables backend.

@@ -39,7 +39,7 @@ func BenchmarkARPFlood(b *testing.B) {
 			if a.bin != "" {
 				b.Setenv("VIP_ALLOCATOR_BIN", a.bin)
 			}
-			d, vip, owner := floodLab(b, "--metrics-bind-address", "127.0.0.1:19478")
+			d, vip, owner := floodLab(b, "--metrics-bind-address", "127.0.0.1:19478", "--metrics-secure=false")
 			pid := d.agents[owner].Process.Pid
 			idle := watchProc(pid)
 			time.Sleep(10 * time.Second)

@@ -26,7 +26,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -34,21 +33,23 @@ import (
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
-const agentUser = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
-
 // dataLab is the topology: a client and two nodes on a LAN (203.0.113.0/24),
 // the nodes and two backends on a pod network (198.51.100.0/24); backend1 runs
 // on node1 and routes through it, backend2 on node2. VIPs come from 192.0.2.0/24.
 type dataLab struct {
 	*lab
-	env     *testenv.Env
-	root    string
-	agentKC string
-	agents  map[string]*exec.Cmd
+	env    *testenv.Env
+	root   string
+	agents map[string]*exec.Cmd
+	// stopOperator stops the operator before the test ends (idempotent).
+	stopOperator func()
+	// apiServerFlags are passed to the lab's kube-apiserver (testenv.Start).
+	apiServerFlags []string
 }
 
-func setup(t testing.TB) *dataLab {
+func setup(t testing.TB, apiServerFlags ...string) *dataLab {
 	d := newDataLab(t)
+	d.apiServerFlags = apiServerFlags
 	d.addNS("sw", "client", "node1", "node2", "backend1", "backend2")
 	d.addBridge("lan")
 	d.addBridge("pods")
@@ -89,7 +90,7 @@ func newDataLab(t testing.TB) *dataLab {
 // node (name → InternalIP) a Node object whose namespace reaches the API
 // server at 127.0.0.1:6443 with the agent's identity.
 func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
-	env, err := testenv.Start()
+	env, err := testenv.Start(d.apiServerFlags...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +98,9 @@ func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
 	d.env = env
 	d.startOperator(t)
 
-	// Agents authenticate as their ServiceAccount and reach the API server
-	// through a forwarder inside their node namespace.
-	agentUserEnv, err := env.AddUser(envtest.User{Name: agentUser, Groups: []string{"system:serviceaccounts"}}, env.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Agents authenticate as their ServiceAccount bound to their node (see
+	// agentKubeconfig) and reach the API server through a forwarder inside
+	// their node namespace.
 	api, err := url.Parse(env.AdminConfig.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +109,13 @@ func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
 		d.forward(n, "127.0.0.1:6443", api.Host)
 		d.addNode(t, n, ip, nil)
 	}
-	d.agentKC = writeKubeconfig(t, agentUserEnv.Config(), "https://127.0.0.1:6443")
+}
+
+// agentKubeconfig is the kubeconfig of node's agent: the agents' ServiceAccount
+// with the node bound into its identity, as a DaemonSet pod's token binds it,
+// so the admission policies that hold each agent to its own node apply.
+func (d *dataLab) agentKubeconfig(t testing.TB, node string) string {
+	return writeKubeconfig(t, d.env.AgentConfig(node), "https://127.0.0.1:6443")
 }
 
 // binary is the vip-allocator the agents run: $VIP_ALLOCATOR_BIN, or bin/vip-allocator.
@@ -139,7 +143,8 @@ func (d *dataLab) startOperator(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	d.stopOperator = func() { cancel(); <-done }
+	t.Cleanup(d.stopOperator)
 }
 
 // addNode creates the Node object of a lab node (what the kubelet would).
@@ -157,7 +162,7 @@ func (d *dataLab) addNode(t testing.TB, name, internalIP string, labels map[stri
 // startAgent runs a real agent process in node's namespace.
 func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
 	args := append([]string{"netns", "exec", d.ns(node), binary(d.root), "agent",
-		"--node-name", node, "--kubeconfig", d.agentKC, "--resync-period", "3s", "--check-period", "500ms",
+		"--node-name", node, "--kubeconfig", d.agentKubeconfig(t, node), "--resync-period", "3s", "--check-period", "500ms",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
 	c := exec.Command("ip", args...)
 	log, err := os.Create(filepath.Join(t.TempDir(), node+"-agent.log"))
@@ -288,7 +293,8 @@ func (d *dataLab) udpAsk(target string) (string, error) {
 func writeKubeconfig(t testing.TB, cfg *rest.Config, server string) string {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
+		Impersonate: cfg.Impersonate.UserName, ImpersonateGroups: cfg.Impersonate.Groups, ImpersonateUserExtra: cfg.Impersonate.Extra}
 	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
 	kc.CurrentContext = "c"
 	path := filepath.Join(t.TempDir(), "agent.kubeconfig")

@@ -32,6 +32,8 @@ func TestDemo(t *testing.T) {
 		`service/web\s+LoadBalancer\s+\S+\s+192\.0\.2\.1\s`,
 		`service/wrong\s+LoadBalancer\s+\S+\s+<pending>`,
 		`reason=RequestedIPExcluded`,
+		`vip\.paas\.org/IPAllocated=False reason=RequestedIPReserved\nmessage: requested 192\.0\.2\.251 is the address of Node node1, reserved in the cluster and never handed out`,
+		`service/node-ip\s+LoadBalancer\s+\S+\s+<pending>`,
 		`reply from 192\.0\.2\.1 \[[0-9A-Fa-f:]+\]\s+→ (node\d), the owner the ledger names: (node\d)`,
 		`hello from the backend pod behind the VIP`,
 		`failover: 192\.0\.2\.1 is answered by node\d after \d+ ms`,

@@ -26,7 +26,7 @@ func TestGossipKeyRotation(t *testing.T) {
 	d := setupL2(t)
 	ctx := context.Background()
 	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n, "--gossip-key-poll", "1s", "--metrics-bind-address", "127.0.0.1:19478")
+		d.startAgent(t, n, "--gossip-key-poll", "1s", "--metrics-bind-address", "127.0.0.1:19478", "--metrics-secure=false")
 	}
 	if err := d.env.Admin.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
 		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {

@@ -115,18 +115,26 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
-		eventually(t, "only the operator writes the IP ledger", func() error {
-			out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
-			if err == nil || !strings.Contains(out, "only the operator writes them") {
-				return fmt.Errorf("jane: %v %s", err, out)
+		c.onlyOperatorWritesLedger(t, operatorUser)
+		c.mustKubectl(t, "delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
+
+		// Even a cluster admin may not write the addresses of a Service we serve: the agents
+		// would refuse them anyway (they trust the ledger), but nobody should see them.
+		svc := "apiVersion: v1\nkind: Service\nmetadata: {name: forged, namespace: default}\nspec: {type: LoadBalancer, ports: [{port: 80}]}\n"
+		if out, err := c.kubectl(svc, "create", "-f", "-"); err != nil {
+			t.Fatal(out)
+		}
+		eventually(t, "an admin's address in a Service status is refused by the policy", func() error {
+			// A dry run: a write that got through before the policy was in force would make
+			// every later identical one a no-op, which the policy allows.
+			out, err := c.kubectl("", "patch", "service", "forged", "-n", "default", "--subresource=status", "--type=merge", "--dry-run=server",
+				"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.251"}]}}}`)
+			if err == nil || !strings.Contains(out, "ValidatingAdmissionPolicy 'vip-allocator-service-status-writers'") {
+				return fmt.Errorf("%v %s", err, out)
 			}
 			return nil
 		})
-		if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operatorUser); err != nil {
-			t.Fatalf("the operator must write the ledger: %s", out)
-		}
-		c.mustKubectl(t, "delete", "ip.paas.org/192.0.2.9", "--as="+operatorUser)
+		c.mustKubectl(t, "delete", "service", "forged", "-n", "default")
 	})
 
 	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
@@ -144,34 +152,46 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "patch", "ipgroups.paas.org --subresource=status", "", "yes"},
 			{operatorUser, "delete", "ipgroups.paas.org", "", "no"},
 			{operatorUser, "create", "virtualips.paas.org", "default", "no"},
-			{operatorUser, "create", "daemonsets.apps", namespace, "yes"},
+			{operatorUser, "create", "daemonsets.apps", namespace, "yes"}, // the agent DaemonSet, in its own namespace only
+			{operatorUser, "create", "daemonsets.apps", "default", "no"},
+			{operatorUser, "list", "daemonsets.apps", "", "no"}, // its cache watches its namespace only
+			{operatorUser, "patch", "daemonsets.apps/vip-allocator-agent", namespace, "yes"},
+			{operatorUser, "patch", "daemonsets.apps/other", namespace, "no"},
+			{operatorUser, "delete", "daemonsets.apps/vip-allocator-agent", namespace, "no"},
 			{operatorUser, "create", "deployments.apps", namespace, "no"},
 			{operatorUser, "create", "pods", namespace, "no"},
 			{operatorUser, "get", "secrets", namespace, "yes"}, // the BGP passwords that BGPPeers name, in its namespace only
 			{operatorUser, "get", "secrets", "default", "no"},
+			{operatorUser, "list", "secrets", "", "no"},
 			{operatorUser, "update", "secrets/vip-allocator-bgp-passwords", namespace, "yes"}, // its copy for the agents
 			{operatorUser, "update", "secrets/other", namespace, "no"},
-			{operatorUser, "create", "secrets", namespace, "yes"}, // the agents' gossip key, once
+			{operatorUser, "create", "secrets", namespace, "yes"}, // the agents' two Secrets; an admission policy refuses any other
 			{operatorUser, "create", "secrets", "default", "no"},
 			{operatorUser, "create", "leases.coordination.k8s.io", namespace, "yes"},
+			{operatorUser, "update", "leases.coordination.k8s.io/other", namespace, "no"},
 			{operatorUser, "create", "leases.coordination.k8s.io", "default", "no"},
 			{operatorUser, "get", "serviceaccounts/vip-allocator-agent", namespace, "yes"},
 			{operatorUser, "get", "serviceaccounts/default", namespace, "no"},
-			{operatorUser, "patch", "namespaces/vip-allocator-operator", "", "yes"},
+			// Pod Security labels: a Role in a namespace reaches that Namespace object (the API
+			// server authorizes namespaces/X in namespace X), so can-i needs -n.
+			{operatorUser, "patch", "namespaces/vip-allocator-operator", namespace, "yes"},
+			{operatorUser, "patch", "namespaces/default", "default", "no"},
 			{operatorUser, "patch", "namespaces/default", "", "no"},
-			{operatorUser, "create", "validatingadmissionpolicies.admissionregistration.k8s.io", "", "no"},
+			{operatorUser, "create", "validatingadmissionpolicies.admissionregistration.k8s.io", "", "no"}, // only under OLM (config/manifests)
 			{agentUser, "list", "services", "", "yes"},
 			{agentUser, "watch", "endpointslices.discovery.k8s.io", "", "yes"},
 			{agentUser, "get", "nodes", "", "yes"},
 			{agentUser, "create", "events", "default", "yes"},
 			{agentUser, "update", "services", "", "no"},
-			{agentUser, "patch", "services --subresource=status", "", "no"},
+			{agentUser, "patch", "services --subresource=status", "", "yes"}, // its condition vip.paas.org/Programmed; an admission policy allows nothing else
 			{agentUser, "create", "ips.paas.org", "", "no"},
 			{agentUser, "list", "ipgroups.paas.org", "", "yes"},                  // which VIPs to announce, and how
-			{agentUser, "patch", "ips.paas.org --subresource=status", "", "yes"}, // records the announcing node
+			{agentUser, "patch", "ips.paas.org --subresource=status", "", "yes"}, // records the announcing node (its own only: identity_test.go)
+			{agentUser, "update", "ips.paas.org --subresource=status", "", "no"},
 			{agentUser, "patch", "ips.paas.org", "", "no"},
 			{agentUser, "delete", "ips.paas.org", "", "no"},
-			{agentUser, "patch", "nodes", "", "yes"}, // publishes its interfaces
+			{agentUser, "patch", "nodes", "", "yes"}, // publishes its interfaces (its own Node's annotation only: identity_test.go)
+			{agentUser, "delete", "nodes", "", "no"},
 			{agentUser, "list", "bgppeers.paas.org", "", "yes"},
 			{agentUser, "patch", "bgppeers.paas.org --subresource=status", "", "yes"}, // its own session entries
 			{agentUser, "patch", "bgppeers.paas.org", "", "no"},
@@ -182,6 +202,7 @@ func TestBundleLifecycle(t *testing.T) {
 			{agentUser, "get", "daemonsets.apps/vip-allocator-agent", namespace, "yes"},
 			{agentUser, "get", "daemonsets.apps/other", namespace, "no"},
 			{agentUser, "list", "daemonsets.apps", namespace, "no"},
+			{agentUser, "watch", "daemonsets.apps/vip-allocator-agent", namespace, "yes"}, // sees an uninstall coming
 			{agentUser, "delete", "daemonsets.apps/vip-allocator-agent", namespace, "no"},
 		} {
 			args := append([]string{"auth", "can-i", tc.verb}, append(strings.Fields(tc.what), "--as="+tc.who)...)
@@ -222,7 +243,8 @@ func TestBundleLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	stopOperator := c.runOperator(t, image)
+	metricsAddr := freeLoopbackAddr(t)
+	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
 
 	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
 		eventually(t, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
@@ -238,16 +260,7 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, "the namespace admits the agent", func() error {
-			ns := &corev1.Namespace{}
-			if err := admin.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
-				return err
-			}
-			if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-				return fmt.Errorf("labels %v", ns.Labels)
-			}
-			return nil
-		})
+		eventually(t, "the namespace admits the agent", func() error { return privileged(ctx, admin, namespace) })
 	})
 
 	t.Run("Pod Security: the operator passes restricted, the agent needs privileged and gets it only in its namespace", func(t *testing.T) {
@@ -280,6 +293,16 @@ func TestBundleLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("hardening: the agent's pod, and its namespace admits nothing more", func(t *testing.T) {
+		ds := agentDaemonSet(t, admin)
+		checkAgentPodHardening(t, ds)
+		testAgentNamespacePolicy(t, admin, ds)
+	})
+
+	t.Run("metrics: TLS, and only for callers allowed to get /metrics", func(t *testing.T) {
+		testMetricsAuth(t, c, metricsAddr)
+	})
+
 	t.Run("a LoadBalancer Service gets an address with the bundle's permissions", func(t *testing.T) {
 		c.mustKubectl(t, "create", "-f", "config/samples/ipgroup.yaml")
 		c.mustKubectl(t, "create", "service", "loadbalancer", "web", "--tcp=80:8080")
@@ -294,9 +317,15 @@ func TestBundleLifecycle(t *testing.T) {
 
 	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount))
 	agentDS := types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}
+	// The agent watches its DaemonSet while it runs, as a real one does
+	// (nodeagent.Server): what it sees decides whether a refused token on
+	// the way out is an uninstall.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := nodeagent.WatchDeletion(watchCtx, c.tokenClient(t, agentToken), agentDS)
 
 	t.Run("an agent that stops while installed keeps its rules", func(t *testing.T) {
-		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", func() error {
+		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", watched, func() error {
 			t.Fatal("cleanup ran on a restart")
 			return nil
 		})
@@ -361,19 +390,78 @@ func TestBundleLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("an agent that stops after the uninstall removes its rules", func(t *testing.T) {
+	t.Run("a refused token alone keeps the rules: the ServiceAccount is gone, the DaemonSet not yet", func(t *testing.T) {
+		saved := nodeagent.StopPatience
+		defer func() { nodeagent.StopPatience = saved }()
+		nodeagent.StopPatience = 2 * time.Second
+		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", watched, func() error {
+			t.Error("cleanup ran on a 401 alone")
+			return nil
+		})
+		if err != nil || verdict.Uninstall || !verdict.Unsure || !strings.Contains(verdict.Why, "rules kept") {
+			t.Fatalf("want the rules kept on a 401 with no deletion seen, got %+v %v", verdict, err)
+		}
+	})
+
+	t.Run("the agent's open watch sees the garbage collector delete the DaemonSet, and the agent then removes its rules", func(t *testing.T) {
+		// What the garbage collector does once the owner is gone (this
+		// control plane runs none): the watch opened before the uninstall
+		// still delivers the deletion although the token is refused now.
+		ds := &appsv1.DaemonSet{}
+		if err := admin.Get(ctx, agentDS, ds); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the agent's watch saw the deletion", func() error {
+			if !watched.Seen() {
+				return fmt.Errorf("not seen")
+			}
+			return nil
+		})
 		cleaned := false
-		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", func() error {
+		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", watched, func() error {
 			cleaned = true
 			return nil
 		})
 		if err != nil || !verdict.Uninstall || !cleaned {
 			t.Fatalf("verdict %+v, cleaned %v, %v", verdict, cleaned, err)
 		}
-		if !strings.Contains(verdict.Why, "ServiceAccount deleted") {
-			t.Fatalf("want the token refusal as the reason, got %q", verdict.Why)
+		if !strings.Contains(verdict.Why, "seen deleted") || !strings.Contains(verdict.Why, "401") {
+			t.Fatalf("want the token refusal and the deletion seen as the reason, got %q", verdict.Why)
 		}
 	})
+}
+
+// privileged says why namespace ns does not admit the agent yet (the labels
+// the operator sets), or nil.
+func privileged(ctx context.Context, c client.Reader, ns string) error {
+	n := &corev1.Namespace{}
+	if err := c.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
+		return err
+	}
+	if n.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		return fmt.Errorf("labels %v", n.Labels)
+	}
+	return nil
+}
+
+// onlyOperatorWritesLedger checks that jane (whom RBAC lets create IPs) is
+// refused by the ledger policy and operator is not: it creates IP 192.0.2.9.
+func (c *cluster) onlyOperatorWritesLedger(t *testing.T, operator string) {
+	t.Helper()
+	ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
+	eventually(t, "only the operator writes the IP ledger", func() error {
+		out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
+		if err == nil || !strings.Contains(out, "only the operator writes them") {
+			return fmt.Errorf("jane: %v %s", err, out)
+		}
+		return nil
+	})
+	if out, err := c.kubectl(ip, "create", "-f", "-", "--as="+operator); err != nil {
+		t.Fatalf("the operator %s must write the ledger: %s", operator, out)
+	}
 }
 
 func lastLine(s string) string {
@@ -382,9 +470,9 @@ func lastLine(s string) string {
 }
 
 // tokenClient authenticates with a ServiceAccount token, as a pod does.
-func (c *cluster) tokenClient(t *testing.T, token string) client.Client {
+func (c *cluster) tokenClient(t *testing.T, token string) client.WithWatch {
 	cfg := &rest.Config{Host: c.base.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: c.base.CAData}}
-	cl, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +483,13 @@ func (c *cluster) tokenClient(t *testing.T, token string) client.Client {
 // the RBAC is the bundle's), with leader election, deploying the agent.
 func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
 	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+}
+
+// runOperatorServingMetrics is runOperator with the metrics served as the bundle serves
+// them (TLS, authenticated and authorized) on metricsAddr.
+func (c *cluster) runOperatorServingMetrics(t *testing.T, image, metricsAddr string) (stop func()) {
+	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: metricsAddr, MetricsSecure: true, ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
 		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
 }
 

@@ -41,7 +41,7 @@ func TestBinaryIsStatic(t *testing.T) {
 }
 
 // TestImageRootFS builds the image's root filesystem with the script the
-// Dockerfile runs, and runs it in a chroot inside a fresh network namespace:
+// Dockerfile runs, and runs it read-only in a chroot inside a fresh network namespace:
 // both iptables backends with the matches and targets the agent writes, the
 // agent's cleanup, and the operator as the non-root user.
 func TestImageRootFS(t *testing.T) {
@@ -59,10 +59,17 @@ func TestImageRootFS(t *testing.T) {
 			t.Errorf("%s must not be in the image", absent)
 		}
 	}
-	// One shell on the host side: a private mount namespace gets the host's
-	// /dev (as a container runtime would), a fresh network namespace the rules.
+	// One shell on the host side: a private mount namespace gets the root
+	// read-only with the host's /dev and the xtables lock file mounted on it, as
+	// the agent's DaemonSet runs it (readOnlyRootFilesystem, the lock a hostPath),
+	// and a fresh network namespace the rules.
 	steps := []string{
+		"mkdir -p " + root + "/run && touch " + root + "/run/xtables.lock",
+		"mount --bind " + root + " " + root,
+		"mount -o remount,bind,ro " + root,
+		"if touch " + root + "/written 2>/dev/null; then echo 'the root is writable'; exit 1; fi",
 		"mount --bind /dev " + root + "/dev",
+		"lock=$(mktemp) && mount --bind $lock " + root + "/run/xtables.lock",
 		"chroot " + root + " /usr/sbin/iptables-nft -t nat -N VIPA-SERVICES",
 		"chroot " + root + " /usr/sbin/iptables-nft -t nat -A VIPA-SERVICES -d 192.0.2.1/32 -p tcp --dport 80 -m comment --comment default/web:http -j DNAT --to-destination 198.51.100.2:8080",
 		"chroot " + root + " /usr/sbin/iptables-nft -t nat -A POSTROUTING -m mark --mark 0x200000/0x200000 -j MASQUERADE",

@@ -134,6 +134,15 @@ func impersonating(t *testing.T, base *rest.Config, user string) client.Client {
 	return c
 }
 
+// impersonatingAgent is the agent of node, as its Pod-bound token names it
+// (identity_test.go tests with the real tokens).
+func impersonatingAgent(t *testing.T, base *rest.Config, node string) client.Client {
+	t.Helper()
+	c, err := client.New(testenv.AsAgent(base, node), client.Options{Scheme: paasv1.NewScheme()})
+	must(t, err)
+	return c
+}
+
 func TestUpgradeFromOriginal10(t *testing.T) { testUpgradeFromOriginal(t, "1.0") }
 func TestUpgradeFromOriginal03(t *testing.T) { testUpgradeFromOriginal(t, "0.3") }
 
@@ -224,7 +233,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		if got := c.mustKubectl(t, "get", "crd", "ipgroups.paas.org", "-o", "jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.required}"); got != `["segment"]` {
 			t.Errorf("IPGroup spec.required %s, want only segment (the original required excludedIPs)", got)
 		}
-		if got := c.mustKubectl(t, "get", "crd", "ips.paas.org", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"); got != "Address IPGroup Owner Announced By Age" {
+		if got := c.mustKubectl(t, "get", "crd", "ips.paas.org", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"); got != "Address IPGroup Owner Reserved By Announced By Age" {
 			t.Errorf("IP print columns %q", got)
 		}
 	})
@@ -461,7 +470,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	if legacy != nil {
 		t.Run("0.3: the VirtualIP migrates as before", func(t *testing.T) {
 			c.mustKubectl(t, "annotate", "virtualip", "-n", shop, legacy.Name, paasv1.MigrateAnnotation+"=")
-			agent := impersonating(t, c.admin, agentUser)
+			agent := impersonatingAgent(t, c.admin, "node-a")
 			gomega.NewWithT(t).Eventually(func() error {
 				// No node agents run here: stand in for the one that would
 				// announce the address once the Service owns it.

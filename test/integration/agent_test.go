@@ -42,7 +42,10 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 	It("gets a gossip key: a Secret of 32 random bytes the operator creates once and never rewrites", func() {
 		secret := &corev1.Secret{}
 		name := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: paasv1.MemberlistSecret}
-		Eventually(func() error { return k8s.Get(context.Background(), name, secret) }).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(context.Background(), name, secret)).To(Succeed())
+			g.Expect(secret.Data[paasv1.MemberlistKey]).NotTo(BeEmpty())
+		}).Should(Succeed())
 		gossipKey := secret.Data[paasv1.MemberlistKey]
 		Expect(gossipKey).To(HaveLen(32))
 		Expect(gossipKey).NotTo(Equal(make([]byte, 32)))

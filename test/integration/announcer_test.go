@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
@@ -18,12 +17,7 @@ import (
 // the migration, which hands over only once the new path announces the IP,
 // would never finish. The real announcement is tested in test/e2e.
 func standInAnnouncer(ctx context.Context) {
-	agentUser, err := env.AddUser(envtest.User{Name: "system:serviceaccount:vip-allocator-operator:vip-allocator-agent",
-		Groups: []string{"system:serviceaccounts"}}, env.AdminConfig)
-	if err != nil {
-		panic(err)
-	}
-	agent, err := client.New(agentUser.Config(), client.Options{Scheme: paasv1.NewScheme()})
+	agent, err := client.New(env.AgentConfig("node-a"), client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		panic(err)
 	}

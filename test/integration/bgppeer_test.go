@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
@@ -61,10 +60,7 @@ func peerCondition(name, typ string, status metav1.ConditionStatus, reason strin
 // agentSessions writes session entries as the agent of a node does, with the
 // agents' ServiceAccount (so their RBAC is what is tested).
 func agentSessions(node string) *nodeagent.BGPAnnouncer {
-	user, err := env.AddUser(envtest.User{Name: "system:serviceaccount:vip-allocator-operator:vip-allocator-agent",
-		Groups: []string{"system:serviceaccounts"}}, env.AdminConfig)
-	Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(user.Config(), client.Options{Scheme: paasv1.NewScheme()})
+	c, err := client.New(env.AgentConfig(node), client.Options{Scheme: paasv1.NewScheme()})
 	Expect(err).NotTo(HaveOccurred())
 	return &nodeagent.BGPAnnouncer{Client: c, NodeName: node}
 }

@@ -348,7 +348,7 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		crash := func(name, status string, ledgerAddrs ...string) *corev1.Service {
 			svc := createService(lbService(ns, name))
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: status}}
-			Expect(k8s.Status().Update(ctx, svc)).To(Succeed())
+			Expect(env.Operator.Status().Update(ctx, svc)).To(Succeed()) // as the crashed operator wrote it
 			for _, a := range ledgerAddrs {
 				ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: a, Annotations: map[string]string{paasv1.OwnerAnnotation: ns + "/" + name}},
 					Spec: paasv1.IPSpec{Address: a, Owner: &paasv1.IPOwner{Namespace: ns, Name: name, UID: svc.UID}}}

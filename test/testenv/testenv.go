@@ -25,10 +25,16 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// OperatorNamespace and OperatorUser are the operator's ServiceAccount, as config/ names it.
+// OperatorNamespace and OperatorUser are the operator's ServiceAccount, and
+// AgentUser the agents', as config/ names them.
 const (
 	OperatorNamespace = "vip-allocator-operator"
 	OperatorUser      = "system:serviceaccount:vip-allocator-operator:vip-allocator-operator"
+	AgentUser         = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
+	// NodeNameExtra is the user extra in which kube-apiserver names the node
+	// a Pod-bound ServiceAccount token's Pod runs on; the agents' admission
+	// policies hold each agent to that node's objects.
+	NodeNameExtra = "authentication.kubernetes.io/node-name"
 )
 
 // Env is a running control plane.
@@ -55,7 +61,9 @@ func RepoRoot() string {
 // Start starts etcd and kube-apiserver and installs config/crd, config/rbac and
 // config/admission. The Service ClusterIP range is large and dual-stack, so
 // thousands of Services fit and dual-stack Services can be created.
-func Start() (*Env, error) {
+// apiServerFlags ("name=value") are added to kube-apiserver's: e.g.
+// "feature-gates=StrictIPCIDRValidation=false" stores what older clusters did.
+func Start(apiServerFlags ...string) (*Env, error) {
 	root := RepoRoot()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -76,6 +84,10 @@ func Start() (*Env, error) {
 		// Priority and fairness would throttle the benchmarks' deliberate bursts.
 		Set("max-requests-inflight", "1000").
 		Set("max-mutating-requests-inflight", "500")
+	for _, f := range apiServerFlags {
+		name, value, _ := strings.Cut(f, "=")
+		api.Configure().Set(name, value)
+	}
 	cfg, err := e.env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
@@ -112,6 +124,22 @@ func Start() (*Env, error) {
 		}
 	}
 	return e, nil
+}
+
+// AgentConfig authenticates as the agent of node: the agents' ServiceAccount
+// with the node bound into its identity, as a DaemonSet pod's token binds it
+// (impersonated here; test/install uses real Pod-bound tokens).
+func (e *Env) AgentConfig(node string) *rest.Config {
+	return AsAgent(e.AdminConfig, node)
+}
+
+// AsAgent is admin (a config that may impersonate) acting as the agent of node.
+func AsAgent(admin *rest.Config, node string) *rest.Config {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: AgentUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated"},
+		Extra:  map[string][]string{NodeNameExtra: {node}}}
+	return cfg
 }
 
 func (e *Env) fail(err error) error {

@@ -47,6 +47,7 @@ func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 		Excluded:   excluded,
 		AutoAssign: g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
 		Priority:   g.Spec.Priority,
+		L2:         g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
 		Admits: func(nsLabels, svcLabels map[string]string) bool {
 			return nsSel.Matches(labels.Set(nsLabels)) && svcSel.Matches(labels.Set(svcLabels))
 		},
@@ -83,31 +84,83 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 	}
 
 	annotated := SplitList(svc.Annotations[paasv1.IPsAnnotation])
+	if len(annotated) > 2 {
+		return req, fmt.Errorf("annotation %s lists %d addresses; a Service gets one address per family, so two at most", paasv1.IPsAnnotation, len(annotated))
+	}
 	for _, s := range annotated {
-		addr, err := netip.ParseAddr(s)
+		addr, err := ParseRequestedIP(s)
 		if err != nil {
-			return req, fmt.Errorf("annotation %s: %q is not an IP address; write addresses separated by commas, one per family", paasv1.IPsAnnotation, s)
+			return req, fmt.Errorf("annotation %s: %w; write addresses separated by commas, one per family", paasv1.IPsAnnotation, err)
 		}
-		if _, dup := requestedOf(req.IPs, allocator.FamilyOf(addr)); dup {
+		if have, dup := requestedOf(req.IPs, allocator.FamilyOf(addr)); dup {
+			if have == addr {
+				return req, fmt.Errorf("annotation %s names %s twice; write it once", paasv1.IPsAnnotation, addr)
+			}
 			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", paasv1.IPsAnnotation, allocator.FamilyOf(addr))
 		}
-		req.IPs = append(req.IPs, addr.Unmap())
+		req.IPs = append(req.IPs, addr)
 	}
 	if s := svc.Spec.LoadBalancerIP; s != "" {
-		addr, err := netip.ParseAddr(s)
+		addr, err := ParseRequestedIP(s)
 		if err != nil {
-			return req, fmt.Errorf("spec.loadBalancerIP %q is not an IP address", s)
+			return req, fmt.Errorf("spec.loadBalancerIP %w", err)
 		}
 		if len(annotated) > 0 {
 			if have, ok := requestedOf(req.IPs, allocator.FamilyOf(addr)); !ok || have != addr {
-				return req, fmt.Errorf("spec.loadBalancerIP %s and annotation %s=%q disagree; set only one of them", s, paasv1.IPsAnnotation, svc.Annotations[paasv1.IPsAnnotation])
+				return req, fmt.Errorf("spec.loadBalancerIP %s and annotation %s=%q disagree; set only one of them", addr, paasv1.IPsAnnotation, clip(svc.Annotations[paasv1.IPsAnnotation]))
 			}
 		} else {
-			req.IPs = append(req.IPs, addr.Unmap())
+			req.IPs = append(req.IPs, addr)
 		}
 	}
 	req.Groups = NamedGroups(svc)
 	return req, nil
+}
+
+// ParseRequestedIP reads one address a Service asks for (an entry of the
+// vip.paas.org/ips annotation, or spec.loadBalancerIP) as Kubernetes validates
+// new IP fields: no leading zeros (192.0.2.010 is octal to some tools, decimal
+// to others), no zone (fe80::1%eth0 names an interface, no VIP has one), no
+// IPv4-mapped IPv6 (::ffff:192.0.2.11 is an IPv4 address spelled as IPv6:
+// which family would it get?). Each refusal says what to write instead; what
+// the user wrote is quoted clipped, so a huge value cannot swell the condition.
+func ParseRequestedIP(s string) (netip.Addr, error) {
+	addr, err := netip.ParseAddr(s)
+	switch {
+	case err != nil && leadingZeros(s):
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address: leading zeros are ambiguous (octal or decimal?); write it without them", clip(s))
+	case err != nil:
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", clip(s))
+	case addr.Zone() != "":
+		return netip.Addr{}, fmt.Errorf("%q has a zone (%%%s): a VIP is a global address on no particular interface; write it without the zone", clip(s), clip(addr.Zone()))
+	case addr.Is4In6():
+		return netip.Addr{}, fmt.Errorf("%q is an IPv4 address written as IPv4-mapped IPv6; write it as %s", clip(s), addr.Unmap())
+	}
+	return addr, nil
+}
+
+// leadingZeros reports whether s looks like an IPv4 address with a
+// zero-padded part (192.0.2.010), which netip refuses.
+func leadingZeros(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) > 1 && p[0] == '0' {
+			return true
+		}
+	}
+	return false
+}
+
+// clip shortens what a user wrote to what a message can carry.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
 }
 
 func requestedOf(ips []netip.Addr, fam allocator.Family) (netip.Addr, bool) {

@@ -36,7 +36,18 @@ func TestRequestFor(t *testing.T) {
 		{desc: "two of one family", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5,192.0.2.6"}, families: v4, wantErr: "two IPv4 addresses"},
 		{desc: "garbage", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.x"}, families: v4, wantErr: `"192.0.2.x" is not an IP address`},
 		{desc: "garbage in spec", lbIP: "nope", families: v4, wantErr: `spec.loadBalancerIP "nope" is not an IP address`},
-		{desc: "IPv4-mapped IPv6 is read as IPv4", annotations: map[string]string{paasv1.IPsAnnotation: "::ffff:192.0.2.9"}, families: v4, wantIPs: []string{"192.0.2.9"}, wantFams: []allocator.Family{allocator.IPv4}},
+		// Hostile annotations (issue 18): each a clear message, never a crash, never a guess.
+		{desc: "IPv4-mapped IPv6 is refused, with the IPv4 spelling", annotations: map[string]string{paasv1.IPsAnnotation: "::ffff:192.0.2.11"}, families: v4, wantErr: `"::ffff:192.0.2.11" is an IPv4 address written as IPv4-mapped IPv6; write it as 192.0.2.11`},
+		{desc: "IPv4-mapped next to the same IPv4: not two families", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.11,::ffff:192.0.2.12"}, families: dual, wantErr: "IPv4-mapped IPv6"},
+		{desc: "leading zeros", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.010"}, families: v4, wantErr: `"192.0.2.010" is not an IP address: leading zeros are ambiguous`},
+		{desc: "a zone", annotations: map[string]string{paasv1.IPsAnnotation: "fe80::1%eth0"}, families: v4, wantErr: `"fe80::1%eth0" has a zone (%eth0)`},
+		{desc: "spaces inside an entry", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5 192.0.2.6"}, families: v4, wantErr: `"192.0.2.5 192.0.2.6" is not an IP address`},
+		{desc: "spaces, tabs and newlines around entries", annotations: map[string]string{paasv1.IPsAnnotation: " \t192.0.2.5 ,\n"}, families: v4, wantIPs: []string{"192.0.2.5"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "the same address twice", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5, 192.0.2.5"}, families: v4, wantErr: "names 192.0.2.5 twice"},
+		{desc: "500 entries", annotations: map[string]string{paasv1.IPsAnnotation: many(500)}, families: v4, wantErr: "lists 500 addresses; a Service gets one address per family, so two at most"},
+		{desc: "one huge entry is quoted clipped", annotations: map[string]string{paasv1.IPsAnnotation: strings.Repeat("9", 100000)}, families: v4, wantErr: `"` + strings.Repeat("9", 64) + `..." is not an IP address`},
+		{desc: "only commas: nothing asked", annotations: map[string]string{paasv1.IPsAnnotation: " , ,"}, families: v4, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "a zone in spec.loadBalancerIP", lbIP: "fe80::1%eth0", families: v4, wantErr: "spec.loadBalancerIP \"fe80::1%eth0\" has a zone"},
 		{desc: "named groups", annotations: map[string]string{paasv1.IPGroupAnnotation: "a, b"}, families: v4, wantGroups: []string{"a", "b"}, wantFams: []allocator.Family{allocator.IPv4}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -61,6 +72,15 @@ func TestRequestFor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// many is an annotation value of n distinct addresses.
+func many(n int) string {
+	var out []string
+	for i := range n {
+		out = append(out, netip.AddrFrom4([4]byte{192, 0, byte(2 + i/256), byte(i)}).String())
+	}
+	return strings.Join(out, ",")
 }
 
 func TestParseIPGroup(t *testing.T) {

@@ -1,0 +1,73 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+)
+
+// readTrust reads, from the cache, the trustView of the addresses in the
+// status of the Services ours: each address's ledger object by its name (the
+// name is the address: a lookup, no list), the Nodes, this node's own
+// addresses, and the migrating VirtualIPs only when one of those addresses is
+// local.
+func readTrust(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
+	v := trustView{holders: map[netip.Addr]types.UID{}, reserved: map[netip.Addr]string{}}
+	local, err := localAddrs()
+	if err != nil {
+		return v, fmt.Errorf("read this node's addresses: %w", err)
+	}
+	v.local = local
+	anyLocal := false
+	for i := range services {
+		if !lbclass.Handles(&services[i], ownClassOnly) {
+			continue
+		}
+		for _, in := range services[i].Status.LoadBalancer.Ingress {
+			vip, err := netip.ParseAddr(in.IP)
+			if err != nil || vip.Zone() != "" {
+				continue
+			}
+			vip = vip.Unmap()
+			if _, seen := v.holders[vip]; seen {
+				continue
+			}
+			_, isLocal := local[vip]
+			anyLocal = anyLocal || isLocal
+			var ip paasv1.IP
+			if err := c.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return v, fmt.Errorf("get ledger IP %s: %w", paasv1.IPObjectName(vip), err)
+			}
+			if uid, ok := ledgerHolder(&ip); ok {
+				v.holders[vip] = uid
+			}
+			if ip.Reserved() {
+				v.reserved[vip] = ip.Spec.ReservedBy
+			}
+		}
+	}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return v, fmt.Errorf("list Nodes: %w", err)
+	}
+	v.nodeAddrs = nodeAddresses(nodes.Items)
+	if anyLocal {
+		var legacy paasv1.VirtualIPList
+		if err := c.List(ctx, &legacy); err != nil {
+			return v, fmt.Errorf("list VirtualIPs: %w", err)
+		}
+		v.keepalived = migratingAddresses(legacy.Items)
+	}
+	return v, nil
+}

@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// TestAddressTrust: the agents carry an address only where it is safe (issue
+// 18), on each data plane. Each case is what must happen on the real agents:
+// the rules on the nodes (nft list ruleset / iptables-save), curl from the
+// client, and what the Service says.
+func TestAddressTrust(t *testing.T) {
+	for _, plane := range []string{"nftables", "iptables"} {
+		t.Run(plane, func(t *testing.T) { testAddressTrust(t, plane) })
+	}
+}
+
+// mentions reports whether a rule dump names addr (as itself, not as the
+// beginning of a longer address).
+func mentions(dump, addr string) bool {
+	return regexp.MustCompile(`(^|[^0-9.:])` + regexp.QuoteMeta(addr) + `([^0-9]|$)`).MatchString(dump)
+}
+
+func testAddressTrust(t *testing.T, plane string) {
+	// Kubernetes 1.36 refuses a new 010.0.0.0/8 in loadBalancerSourceRanges,
+	// but keeps one stored by an older release; this API server stores it as
+	// an older one did.
+	d := setup(t, "feature-gates=StrictIPCIDRValidation=false")
+	ctx := context.Background()
+	k8s := d.env.Admin
+	d.startAgent(t, "node1", "--dataplane", plane)
+	d.startAgent(t, "node2", "--dataplane", plane)
+	d.via("node1")
+	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/25",
+		ExcludedIPs: []string{"192.0.2.0"}, Announce: &paasv1.Announce{Mode: paasv1.AnnounceNone}}}); err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]string{"198.51.100.11": "node1", "198.51.100.12": "node2"}
+	service := func(name string) *corev1.Service { return d.lbService(t, name, false, backends) }
+	allocated := func(svc *corev1.Service) string { return d.vipOf(t, svc) }
+	// reported waits until the agents say on svc, with reason, that they
+	// refuse something, and an Event of theirs tells it too.
+	reported := func(svc *corev1.Service, reason, inMessage string) {
+		t.Helper()
+		eventually(t, svc.Name+" reports "+reason, func() error {
+			got := &corev1.Service{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || !strings.Contains(c.Message, inMessage) {
+				return fmt.Errorf("condition %s: %+v", paasv1.ConditionProgrammed, c)
+			}
+			return eventFor(ctx, k8s, got, reason, inMessage)
+		})
+	}
+	cleared := func(svc *corev1.Service) {
+		t.Helper()
+		eventually(t, svc.Name+" reports nothing refused", func() error {
+			got := &corev1.Service{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c != nil {
+				return fmt.Errorf("still %+v", c)
+			}
+			return nil
+		})
+	}
+	notProgrammed := func(what string, addrs ...string) {
+		t.Helper()
+		for _, node := range []string{"node1", "node2"} {
+			dump := d.ruleset(node)
+			for _, a := range addrs {
+				if mentions(dump, a) {
+					t.Fatalf("%s: %s has rules for %s:\n%s", what, node, a, dump)
+				}
+			}
+		}
+	}
+
+	web := service("web")
+	vip := allocated(web)
+	eventually(t, "web is served (the lab works)", func() error { _, err := d.curl("http://" + vip); return err })
+
+	t.Run("a Node's address in the status: not programmed, reported, and carried again once no Node has it", func(t *testing.T) {
+		web2 := service("web2")
+		vip2 := allocated(web2)
+		eventually(t, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
+		// A Node that comes later with the address a Service holds (the
+		// operator never hands one out: this is the agents' defence in depth).
+		d.addNode(t, "node3", vip2, nil)
+		reported(web2, paasv1.ReasonNodeAddress, vip2+" is an address of Node node3")
+		eventually(t, "no rule for "+vip2, func() error {
+			for _, node := range []string{"node1", "node2"} {
+				if mentions(d.ruleset(node), vip2) {
+					return fmt.Errorf("%s still programs it", node)
+				}
+			}
+			return nil
+		})
+		if _, err := d.curl("http://" + vip2); err == nil {
+			t.Fatal("a Node's address is still served")
+		}
+		if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3"}}); err != nil {
+			t.Fatal(err)
+		}
+		cleared(web2)
+		eventually(t, "web2 served again", func() error { _, err := d.curl("http://" + vip2); return err })
+	})
+
+	t.Run("an address on a node's own interface: that node refuses it, the other carries it", func(t *testing.T) {
+		d.in("node1", "ip", "addr", "add", vip+"/32", "dev", "lo")
+		eventually(t, "node1 lets go of "+vip, func() error {
+			if mentions(d.ruleset("node1"), vip) {
+				return fmt.Errorf("node1 still programs it")
+			}
+			if !mentions(d.ruleset("node2"), vip) {
+				return fmt.Errorf("node2 does not program it")
+			}
+			return eventFor(ctx, k8s, web, paasv1.ReasonLocalAddress, "node node1: "+vip+" is on interface lo")
+		})
+		d.via("node2")
+		if _, err := d.curl("http://" + vip); err != nil {
+			t.Fatalf("node2 must still serve it: %v", err)
+		}
+		d.in("node1", "ip", "addr", "del", vip+"/32", "dev", "lo")
+		d.via("node1")
+		eventually(t, "node1 serves it again", func() error { _, err := d.curl("http://" + vip); return err })
+		got := &corev1.Service{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c != nil {
+			t.Fatalf("one node's refusal is its Event, not the shared condition: %+v", c)
+		}
+	})
+
+	// A patch, not an update: the agents and the operator write the status
+	// meanwhile, which an update would conflict with.
+	setRanges := func(t *testing.T, ranges []string) {
+		t.Helper()
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"loadBalancerSourceRanges": ranges}})
+		if err := k8s.Patch(ctx, web, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		desc   string
+		ranges []string
+	}{
+		{desc: "010.0.0.0/8 next to a range that admits the client: the client is denied all the same", ranges: []string{"010.0.0.0/8", "203.0.113.0/24"}},
+		{desc: "010.0.0.0/8 alone: denied, not open to everyone", ranges: []string{"010.0.0.0/8"}},
+	} {
+		t.Run("loadBalancerSourceRanges "+tc.desc, func(t *testing.T) {
+			setRanges(t, tc.ranges)
+			reported(web, paasv1.ReasonInvalidSourceRanges, `"010.0.0.0/8"`)
+			eventually(t, "the client is refused", func() error { return d.refused("http://" + vip) })
+			setRanges(t, []string{"203.0.113.0/24"})
+			cleared(web)
+			eventually(t, "the client is admitted once the ranges parse", func() error { _, err := d.curl("http://" + vip); return err })
+		})
+	}
+
+	t.Run("a forged status (no ledger object; a ledger naming another Service): refused by the API server, and never programmed", func(t *testing.T) {
+		// The operator is down: nothing repairs the forged statuses.
+		d.stopOperator()
+		forged := service("forged")
+		thief := service("thief")
+		if err := k8s.Patch(ctx, thief, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"ports":[{"name":"http","port":9090,"targetPort":"http"}]}}`))); err != nil {
+			t.Fatal(err)
+		}
+		forge := func(svc *corev1.Service, ip string) error {
+			patch := fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"ip":%q,"ipMode":"Proxy"}]}}}`, ip)
+			return k8s.Status().Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch)))
+		}
+		if err := forge(forged, "192.0.2.200"); !apierrors.IsForbidden(err) {
+			t.Fatalf("an admin writing an address into the status: want the admission policy's refusal, got %v", err)
+		}
+		// Without the policy (an install that left it out), the agents are the
+		// last line: they trust the ledger, not the status.
+		if err := k8s.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "vip-allocator-service-status-writers"}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the forged statuses are written", func() error {
+			if err := forge(forged, "192.0.2.200"); err != nil {
+				return err
+			}
+			return forge(thief, vip)
+		})
+		reported(forged, paasv1.ReasonNotInLedger, "192.0.2.200 is in the status of Service default/forged but the ledger")
+		reported(thief, paasv1.ReasonNotInLedger, vip+" is in the status of Service default/thief")
+		notProgrammed("forged status", "192.0.2.200")
+		if _, err := d.curl("http://192.0.2.200"); err == nil {
+			t.Fatal("a forged address is served")
+		}
+		if err := d.refused("http://" + vip + ":9090"); err != nil {
+			t.Fatalf("the thief's port on web's address: %v", err)
+		}
+		if _, err := d.curl("http://" + vip); err != nil {
+			t.Fatalf("web, which the ledger names, must still be served: %v", err)
+		}
+	})
+}
+
+// eventFor checks that an agent raised a Warning Event with reason on svc
+// whose message holds inMessage.
+func eventFor(ctx context.Context, c client.Client, svc *corev1.Service, reason, inMessage string) error {
+	var events corev1.EventList
+	if err := c.List(ctx, &events, client.InNamespace(svc.Namespace)); err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name != svc.Name || e.Reason != reason {
+			continue
+		}
+		if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, inMessage) {
+			return nil
+		}
+		seen = append(seen, e.Message)
+	}
+	return fmt.Errorf("no Warning Event %s on %s saying %q (saw %q)", reason, svc.Name, inMessage, seen)
+}
+
+// TestAddressTrustL2: on the wire, a Node's address is never answered for by
+// ARP, even when the ledger gives it to a Service that was announced a moment
+// before; once no Node has it, an owner answers again.
+func TestAddressTrustL2(t *testing.T) {
+	d := setupL2(t)
+	ctx := context.Background()
+	k8s := d.env.Admin
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
+		t.Fatal(err)
+	}
+	web := d.lanService(t, "web", false)
+	vip := d.vipOf(t, web)
+	owner := d.owner(t, vip, "")
+	t.Logf("%s is announced by %s", vip, owner)
+
+	// A Node joins with the address (a host that was given it by hand, say).
+	d.addNode(t, "node4", vip, nil)
+	eventually(t, "no node answers ARP for a Node's address", func() error {
+		if macs := d.arpAnswers(vip); len(macs) > 0 {
+			return fmt.Errorf("answered by %v", macs)
+		}
+		return nil
+	})
+	got := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c == nil || c.Reason != paasv1.ReasonNodeAddress {
+		t.Fatalf("condition %s: %+v", paasv1.ConditionProgrammed, c)
+	}
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
+		t.Fatal(err)
+	}
+	d.owner(t, vip, "")
+}
