@@ -39,7 +39,11 @@ func BenchmarkARPFlood(b *testing.B) {
 			if a.bin != "" {
 				b.Setenv("VIP_ALLOCATOR_BIN", a.bin)
 			}
-			d, vip, owner := floodLab(b, "--metrics-bind-address", "127.0.0.1:19478", "--metrics-secure=false")
+			args := []string{"--metrics-bind-address", "127.0.0.1:19478"}
+			if a.bin == "" { // the baseline predates the flag (and served plain HTTP)
+				args = append(args, "--metrics-secure=false")
+			}
+			d, vip, owner := floodLab(b, args...)
 			pid := d.agents[owner].Process.Pid
 			idle := watchProc(pid)
 			time.Sleep(10 * time.Second)
