@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-membership controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-arpflood bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -137,6 +137,16 @@ bench-failover: build controlplane packages
 ## a hung node (SIGSTOP) until its routes leave both routers, BFD (300 ms x 3) against the hold timer (3 s)
 bench-bgp: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
+
+## bench-arpflood: 10,000 forged ARP claims a second for 30 s at an owned VIP, in the L2 lab (root):
+## the owner agent's RSS and CPU idle, during and after, and whether the VIP kept answering; the
+## same flood against the agent of ARPFLOOD_BASELINE (the commit before the claim gate), built first
+ARPFLOOD_BASELINE ?= aa025aa
+bench-arpflood: build controlplane packages
+	rm -rf $(BIN)/baseline-src && mkdir -p $(BIN)/baseline-src
+	git archive $(ARPFLOOD_BASELINE) | tar -x -C $(BIN)/baseline-src
+	cd $(BIN)/baseline-src && go build -o ../vip-allocator-baseline .
+	VIPA_BASELINE_BIN=$(abspath $(BIN))/vip-allocator-baseline go test ./test/e2e -run '^$$' -bench BenchmarkARPFlood -benchtime 1x -timeout 20m -count 1
 
 ## bench-membership: how fast the agents' liveness layer declares a dead member dead, with our
 ## tuned memberlist timers against memberlist's LAN defaults, members simulated on loopback

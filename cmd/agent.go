@@ -40,6 +40,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&c.OnStop, "on-stop", nodeagent.OnStopAuto, "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
 	fs.StringVar(&c.LivenessTimers, "liveness-timers", nodeagent.TimersTuned, "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
 	fs.DurationVar(&c.ARPProbePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
+	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
 	qps := fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
 	burst := fs.Int("kube-api-burst", 40, "burst of requests to the API server")

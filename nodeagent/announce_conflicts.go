@@ -83,20 +83,8 @@ func (a *Announcer) legacyAnnouncer(ctx context.Context, vip netip.Addr) (bool, 
 }
 
 // OurMACs reports whether mac belongs to an interface of one of the cluster's
-// nodes, from the Nodes' interface annotations in the cache.
-func (a *Announcer) OurMACs(ctx context.Context) func(net.HardwareAddr) bool {
-	return func(mac net.HardwareAddr) bool {
-		var list corev1.NodeList
-		if err := a.Client.List(ctx, &list); err != nil {
-			return false
-		}
-		for _, n := range list.Items {
-			for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
-				if ifc.MAC == mac.String() {
-					return true
-				}
-			}
-		}
-		return false
-	}
+// nodes (their claims of a VIP are hand-overs), from the index the announce
+// passes keep.
+func (a *Announcer) OurMACs() func(net.HardwareAddr) bool {
+	return a.nodes.hasMAC
 }

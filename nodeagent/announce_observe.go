@@ -35,6 +35,9 @@ func (a *Announcer) observe(ctx context.Context) (o observation, self *corev1.No
 		return o, nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	o.alive, o.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining())
+	if a.nodes != nil {
+		a.nodes.update(nodes.Items)
+	}
 	for i := range nodes.Items {
 		if nodes.Items[i].Name == a.NodeName {
 			self = &nodes.Items[i]

@@ -67,6 +67,9 @@ type Announcer struct {
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
 	last memory
+	// nodes is the index of the Nodes' MACs and addresses each pass
+	// refreshes, for the L2 speaker and the gossip (nil: none kept).
+	nodes *nodeIndex
 }
 
 // announceRequest is the Announcer's only work item, like the data plane's.

@@ -1,9 +1,13 @@
 package nodeagent
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -26,6 +30,11 @@ import (
 // settleAlone is how long an agent that sees no other agent waits before it
 // announces anything: long enough for agents started together to find each other.
 const settleAlone = 5 * time.Second
+
+// gossipKeyPoll is how often the agent reads the gossip Secret for a
+// rotation step (--gossip-key-poll): wait at least this between the steps,
+// and until every agent shows the step.
+const gossipKeyPoll = 30 * time.Second
 
 // Liveness timer presets (the agent's --liveness-timers flag).
 const (
@@ -57,9 +66,9 @@ func (l liveness) AliveDraining() map[string]bool {
 
 func (l liveness) Changed() <-chan struct{} { return l.c.Changed() }
 
-// gossipKey reads the agents' shared key from the Secret the operator
-// creates, waiting a minute for it on a fresh install.
-func gossipKey(ctx context.Context, c client.Reader, namespace string) ([]byte, error) {
+// gossipKeys reads the agents' keys, primary first, from the Secret the
+// operator creates, waiting a minute for it on a fresh install.
+func gossipKeys(ctx context.Context, c client.Reader, namespace string) ([][]byte, error) {
 	var secret corev1.Secret
 	name := client.ObjectKey{Namespace: namespace, Name: paasv1.MemberlistSecret}
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -72,11 +81,67 @@ func gossipKey(ctx context.Context, c client.Reader, namespace string) ([]byte, 
 	if err != nil {
 		return nil, fmt.Errorf("read Secret %s (created by the operator; is it running?): %w", name, err)
 	}
-	key := secret.Data[paasv1.MemberlistKey]
-	if n := len(key); n != 16 && n != 24 && n != 32 {
-		return nil, fmt.Errorf("Secret %s: key %q holds %d bytes, want 16, 24 or 32", name, paasv1.MemberlistKey, n)
+	keys, err := parseGossipKeys(secret.Data)
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s: %w", name, err)
 	}
-	return key, nil
+	return keys, nil
+}
+
+// parseGossipKeys reads the gossip Secret's data: the list under
+// MemberlistKeys (base64, one a line, primary first) when there is one, else
+// the single raw key under MemberlistKey.
+func parseGossipKeys(data map[string][]byte) ([][]byte, error) {
+	list, isList := data[paasv1.MemberlistKeys]
+	if !isList {
+		key := data[paasv1.MemberlistKey]
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			return nil, fmt.Errorf("key %q holds %d bytes, want 16, 24 or 32", paasv1.MemberlistKey, n)
+		}
+		return [][]byte{key}, nil
+	}
+	var keys [][]byte
+	for i, line := range strings.Fields(string(list)) {
+		key, err := base64.StdEncoding.DecodeString(line)
+		if err != nil {
+			return nil, fmt.Errorf("%q line %d: not base64: %w", paasv1.MemberlistKeys, i+1, err)
+		}
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			return nil, fmt.Errorf("%q line %d: %d bytes, want 16, 24 or 32", paasv1.MemberlistKeys, i+1, n)
+		}
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, key) }) {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%q holds no key", paasv1.MemberlistKeys)
+	}
+	return keys, nil
+}
+
+// followGossipKeys reads the gossip Secret every period and installs what it
+// holds (a rotation step), until ctx ends. A Secret that cannot be read or
+// parsed changes nothing: the keys in use stay.
+func followGossipKeys(ctx context.Context, c client.Reader, namespace string, cluster *membership.Cluster, period time.Duration) {
+	name := client.ObjectKey{Namespace: namespace, Name: paasv1.MemberlistSecret}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		var secret corev1.Secret
+		if err := c.Get(ctx, name, &secret); err != nil {
+			ctrl.Log.Error(err, "read the gossip keys; keeping the ones in use", "secret", name)
+			return
+		}
+		keys, err := parseGossipKeys(secret.Data)
+		if err == nil {
+			before := cluster.Keys()
+			if err = cluster.SetKeys(keys); err == nil && !slices.Equal(before, cluster.Keys()) {
+				ctrl.Log.Info("gossip keys changed", "primary", cluster.Keys()[0], "installed", cluster.Keys(), "before", before)
+			}
+		}
+		if err != nil {
+			ctrl.Log.Error(err, "gossip keys refused; keeping the ones in use", "secret", name)
+		}
+		setGossipKeyMetric(cluster.Keys())
+	}, period)
 }
 
 // bindAddress is the flag's address or else the Node's first InternalIP.
@@ -94,13 +159,15 @@ func bindAddress(ctx context.Context, c client.Reader, node, flag string) (netip
 	return netip.Addr{}, fmt.Errorf("Node %s has no InternalIP: set --bind-address", node)
 }
 
-// joinOthers joins the agents of the Nodes not in the membership yet.
-func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluster, self string) {
+// joinOthers joins the agents of the Nodes not in the membership yet,
+// after refreshing index (the addresses members are admitted from).
+func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluster, self string, index *nodeIndex) {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes); err != nil {
 		ctrl.Log.Error(err, "list Nodes to join their agents")
 		return
 	}
+	index.update(nodes.Items)
 	members := cluster.Members()
 	var addrs []string
 	for i := range nodes.Items {

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Config struct {
 	BindAddress    string
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
+	// GossipKeyPoll is how often the gossip Secret is read for rotation
+	// steps (0: gossipKeyPoll).
+	GossipKeyPoll  time.Duration
 	OnStop         string // OnStopAuto, OnStopHandover or OnStopRestart
 	LivenessTimers string // TimersTuned or TimersLAN
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
@@ -188,7 +192,7 @@ func (s *Server) Stop() error {
 func (s *Server) startAnnouncing(ctx context.Context) error {
 	log := ctrl.Log.WithName("announce")
 	node := s.cfg.NodeName
-	key, err := gossipKey(ctx, s.direct, s.cfg.Namespace)
+	keys, err := gossipKeys(ctx, s.direct, s.cfg.Namespace)
 	if err != nil {
 		return err
 	}
@@ -200,17 +204,24 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Key: key, Timers: timers, Log: log.WithName("memberlist")})
+	nodes := &nodeIndex{}
+	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
+		Admit: nodes.admitMember, Log: log.WithName("memberlist")})
 	if err != nil {
 		return fmt.Errorf("start liveness gossip on %s: %w", bind, err)
 	}
 	started := time.Now()
-	joinOthers(ctx, s.direct, cluster, node)
+	setGossipKeyMetric(cluster.Keys())
+	registerCounterFunc("vip_allocator_agent_gossip_members_rejected_total",
+		"Gossip alive messages of members not counted: the member names a Node whose InternalIPs do not hold the address it speaks from (or no Node yet).",
+		cluster.Rejected)
+	joinOthers(ctx, s.direct, cluster, node, nodes)
 
 	a := &Announcer{
 		Client:         s.mgr.GetClient(),
 		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName:       node,
+		nodes:          nodes,
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       liveness{cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
@@ -222,7 +233,10 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	if s.cfg.ConnectionHandoff {
 		a.Handoff = s.agent.Handoff
 	}
-	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(ctx), s.cfg.ARPProbePeriod)
+	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(), s.cfg.ARPProbePeriod)
+	registerCounterFunc("vip_allocator_agent_arp_claims_ignored_total",
+		"ARP packets or IPv6 Neighbor Advertisements claiming a VIP this node announces that were not looked at: the same MAC looked at within a minute, or over the rate limits (per VIP and for the node). A steady rise is a flood on the LAN.",
+		a.Speaker.ClaimsIgnored)
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
@@ -241,7 +255,13 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, s.mgr.GetClient(), cluster, node) }, 5*time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, s.mgr.GetClient(), cluster, node, nodes) }, 5*time.Second)
+			return nil
+		},
+		// Key rotation: the Secret is read directly (the agent may get
+		// only this one Secret, so there is no watch to follow).
+		func(ctx context.Context) error {
+			followGossipKeys(ctx, s.direct, s.cfg.Namespace, cluster, cmp.Or(s.cfg.GossipKeyPoll, gossipKeyPoll))
 			return nil
 		},
 	}

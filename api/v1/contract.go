@@ -127,6 +127,10 @@ const (
 	MemberlistSecret = "vip-allocator-memberlist"
 	// MemberlistKey is MemberlistSecret's data key: 32 random bytes (AES-256).
 	MemberlistKey = "key"
+	// MemberlistKeys, when present, replaces MemberlistKey: the keys for a
+	// rotation, base64, one per line, the primary (the one agents encrypt
+	// with) first; agents decrypt with any of them (docs/operations.md).
+	MemberlistKeys = "keys"
 	// BGPPasswordsSecret is the Secret into which the operator copies each
 	// BGPPeer's TCP MD5 password (key: the peer's name). Agents may read this
 	// one Secret and no other: they never need access to the Secrets users

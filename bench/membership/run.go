@@ -181,7 +181,7 @@ func runOne(size int, set string, kills int, frozen bool, idle time.Duration) (r
 	for i := range members {
 		c, err := membership.Start(membership.Config{
 			NodeName: memberName(i), BindAddr: at.addr(i), Port: at.port,
-			Key: benchKey, Timers: timers, Log: counter.logger(),
+			Keys: [][]byte{benchKey}, Timers: timers, Log: counter.logger(),
 		})
 		if err != nil {
 			return res, fmt.Errorf("start member %d: %w", i, err)
@@ -233,7 +233,7 @@ func runOne(size int, set string, kills int, frozen bool, idle time.Duration) (r
 			case "shutdown":
 				c, err := membership.Start(membership.Config{
 					NodeName: name, BindAddr: where.Addr(), Port: at.port,
-					Key: benchKey, Timers: timers, Log: counter.logger(),
+					Keys: [][]byte{benchKey}, Timers: timers, Log: counter.logger(),
 				})
 				if err != nil {
 					return res, fmt.Errorf("start %s: %w", name, err)
@@ -424,7 +424,7 @@ func runVictim(spec, join, set string) {
 	if err != nil {
 		fatal(fmt.Errorf("-victim %q: %w", spec, err))
 	}
-	c, err := membership.Start(membership.Config{NodeName: name, BindAddr: ap.Addr(), Port: int(ap.Port()), Key: benchKey, Timers: timers})
+	c, err := membership.Start(membership.Config{NodeName: name, BindAddr: ap.Addr(), Port: int(ap.Port()), Keys: [][]byte{benchKey}, Timers: timers})
 	if err != nil {
 		fatal(err)
 	}

@@ -1,11 +1,15 @@
 package l2
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+	"golang.org/x/sys/unix"
 )
 
 // arpWire is IPv4's wire: one raw ARP socket on the interface.
@@ -15,11 +19,50 @@ type arpWire struct {
 }
 
 func listenARP(ifi *net.Interface) (*arpWire, error) {
-	client, err := arp.Dial(ifi)
+	conn, err := packet.Listen(ifi, packet.Raw, unix.ETH_P_ARP, nil)
 	if err != nil {
 		return nil, &net.OpError{Op: "listen arp", Net: ifi.Name, Err: err}
 	}
+	if err := growReadBuffer(conn); err != nil {
+		_ = conn.Close()
+		return nil, &net.OpError{Op: "listen arp", Net: ifi.Name, Err: err}
+	}
+	client, err := arp.New(ifi, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, &net.OpError{Op: "listen arp", Net: ifi.Name, Err: err}
+	}
 	return &arpWire{ifi: ifi, client: client}, nil
+}
+
+// readBuffer is the receive buffer of the sockets clients' questions arrive
+// on. Every ARP packet of the segment arrives there, a flood included: the
+// default (about 200 KiB, a few hundred packets) overflows when the agent is
+// not scheduled for a few tens of milliseconds, and a client's request lost
+// there goes unanswered. 4 MiB rides out a stall of several hundred
+// milliseconds at 10,000 packets a second; it is kernel memory used only
+// while packets wait.
+const readBuffer = 4 << 20
+
+// growReadBuffer sets readBuffer on conn, beyond net.core.rmem_max when the
+// agent may (CAP_NET_ADMIN, which it has to write rules), else up to it.
+func growReadBuffer(conn syscall.Conn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sockErr error
+	if err := raw.Control(func(fd uintptr) {
+		if sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, readBuffer); sockErr != nil {
+			sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, readBuffer)
+		}
+	}); err != nil {
+		return err
+	}
+	if sockErr != nil {
+		return fmt.Errorf("receive buffer: %w", sockErr)
+	}
+	return nil
 }
 
 func (w *arpWire) protocol() string { return "ARP" }

@@ -66,6 +66,11 @@ func listenNDP(ifi *net.Interface) (*ndpWire, error) {
 		_ = conn.Close()
 		return nil, &net.OpError{Op: "listen ndp unicast", Net: ifi.Name, Err: err}
 	}
+	if err := growReadBuffer(unicast); err != nil {
+		_ = conn.Close()
+		_ = unicast.Close()
+		return nil, &net.OpError{Op: "listen ndp unicast", Net: ifi.Name, Err: err}
+	}
 	w := &ndpWire{ifi: ifi, conn: conn, unicast: unicast, groups: groups{}, heard: make(chan readResult), done: make(chan struct{})}
 	go w.pump(w.readMulticast)
 	go w.pump(w.readUnicast)

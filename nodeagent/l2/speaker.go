@@ -16,9 +16,11 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 )
 
 // Takeover announcement cadence, for both families: at once, then every
@@ -47,6 +49,11 @@ type Speaker struct {
 	conflicts chan Conflict
 	// probeEvery is how often each owned VIP is probed for another claimant.
 	probeEvery time.Duration
+	// claimLimit is the speaker-wide part of the claim gate (claims.go).
+	claimLimit *rate.Limiter
+	// claimsIgnored counts claims of owned VIPs the gate let through
+	// without a look.
+	claimsIgnored atomic.Uint64
 
 	mu         sync.Mutex
 	responders map[link]*responder
@@ -63,8 +70,13 @@ func NewSpeaker(log logr.Logger, ours func(net.HardwareAddr) bool, probeEvery ti
 	if ours == nil {
 		ours = func(net.HardwareAddr) bool { return false }
 	}
-	return &Speaker{log: log, ours: ours, probeEvery: probeEvery, conflicts: make(chan Conflict, 64), responders: map[link]*responder{}}
+	return &Speaker{log: log, ours: ours, probeEvery: probeEvery, conflicts: make(chan Conflict, 64), responders: map[link]*responder{},
+		claimLimit: rate.NewLimiter(claimsPerSecond, claimsBurst)}
 }
+
+// ClaimsIgnored counts the claims of owned VIPs by other MACs that were not
+// looked at: a MAC already looked at lately, or over the rate limits (a flood).
+func (s *Speaker) ClaimsIgnored() uint64 { return s.claimsIgnored.Load() }
 
 // Conflicts delivers the conflicts heard; a slow reader loses some, never
 // blocks the responders.
@@ -176,8 +188,6 @@ type responder struct {
 
 	mu    sync.Mutex
 	owned map[netip.Addr]*answering
-	// reported rate-limits conflict reports per VIP and MAC.
-	reported map[string]time.Time
 }
 
 func (s *Speaker) listen(l link) (*responder, error) {
@@ -194,7 +204,7 @@ func (s *Speaker) listen(l link) (*responder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &responder{s: s, ifi: ifi, w: w, done: make(chan struct{}), owned: map[netip.Addr]*answering{}, reported: map[string]time.Time{}}
+	r := &responder{s: s, ifi: ifi, w: w, done: make(chan struct{}), owned: map[netip.Addr]*answering{}}
 	go r.serve()
 	if s.probeEvery > 0 {
 		go r.probe()
@@ -209,6 +219,8 @@ type answering struct {
 	hush chan struct{}
 	// wasQuiet: hushed because handed over, so owning it again announces it.
 	wasQuiet bool
+	// claims gates the claims of the VIP by other MACs.
+	claims *claimants
 }
 
 func (a *answering) quiet() {
@@ -250,7 +262,7 @@ func (r *responder) set(vips []netip.Addr, quiet map[netip.Addr]bool) {
 				r.s.log.Error(err, "start answering", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
 				continue
 			}
-			a = &answering{}
+			a = &answering{claims: newClaimants()}
 			r.owned[vip] = a
 			if quiet[vip] {
 				a.wasQuiet = true
@@ -320,7 +332,9 @@ func (r *responder) serve() {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		if h.claimed.IsValid() && r.owns(h.claimed) && !bytes.Equal(h.claimer, r.ifi.HardwareAddr) && !r.s.ours(h.claimer) {
+		// The gate comes before the look (ours may be costly), and both
+		// before nothing else: the answer below never waits for them.
+		if h.claimed.IsValid() && !bytes.Equal(h.claimer, r.ifi.HardwareAddr) && r.admitClaim(h.claimed, h.claimer) && !r.s.ours(h.claimer) {
 			r.conflict(h.claimed, h.claimer)
 		}
 		if h.asked.IsValid() && r.owns(h.asked) {
@@ -358,16 +372,23 @@ func (r *responder) probe() {
 	}
 }
 
-func (r *responder) conflict(vip netip.Addr, mac net.HardwareAddr) {
-	key := vip.String() + "/" + mac.String()
+// admitClaim reports whether a claim of vip by mac is worth a look: vip is
+// owned and the claim passes the gate (claims.go).
+func (r *responder) admitClaim(vip netip.Addr, mac net.HardwareAddr) bool {
 	r.mu.Lock()
-	last, seen := r.reported[key]
-	if seen && time.Since(last) < time.Minute {
-		r.mu.Unlock()
-		return
+	defer r.mu.Unlock()
+	a, ok := r.owned[vip]
+	if !ok {
+		return false
 	}
-	r.reported[key] = time.Now()
-	r.mu.Unlock()
+	if !a.claims.admit(mac, time.Now(), r.s.claimLimit) {
+		r.s.claimsIgnored.Add(1)
+		return false
+	}
+	return true
+}
+
+func (r *responder) conflict(vip netip.Addr, mac net.HardwareAddr) {
 	select {
 	case r.s.conflicts <- Conflict{VIP: vip, MAC: append(net.HardwareAddr(nil), mac...), Interface: r.ifi.Name}:
 	default:

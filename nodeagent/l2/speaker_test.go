@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/paas-org/vip-allocator-operator/internal/arpflood"
 	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
@@ -239,4 +241,57 @@ func TestSpeakerReportsForeignClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(probing, "02:00:00:00:00:cc", "a host holding the VIP, found by probing")
+}
+
+// A neighbour floods forged claims of an owned VIP from random MACs: the
+// speaker keeps answering the client, and looks at (asks ours about, reports)
+// no more claims than the gate's limits allow.
+func TestSpeakerUnderClaimFlood(t *testing.T) {
+	s := newSegment(t)
+	vip := netip.MustParseAddr("192.0.2.100")
+	var looked atomic.Int64
+	sp := NewSpeaker(testr.New(t), func(net.HardwareAddr) bool { looked.Add(1); return false }, 0)
+	defer sp.Close()
+	if err := sp.SetOwned(map[netip.Addr]string{vip: "spk0"}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // a slow reader of the conflicts: the speaker must not care
+		for range sp.Conflicts() {
+		}
+	}()
+	sender, err := arpflood.Dial(s.client, "cli0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	mac, _ := net.ParseMAC(s.mac)
+	const flood = 3 * time.Second
+	start := time.Now()
+	sent := make(chan int, 1)
+	go func() {
+		n, err := sender.Flood(vip, netip.MustParseAddr("192.0.2.11"), mac, 5000, flood)
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- n
+	}()
+	answered, asked := 0, 0
+	for time.Since(start) < flood {
+		asked++
+		if strings.Contains(s.arping(vip.String()), s.mac) {
+			answered++
+		}
+	}
+	n := <-sent
+	elapsed := time.Since(start)
+	t.Logf("%d claims in %s; %d looked at, %d ignored; the client's ARP answered %d of %d times", n, elapsed.Round(time.Millisecond), looked.Load(), sp.ClaimsIgnored(), answered, asked)
+	if answered != asked {
+		t.Errorf("the VIP answered %d of %d ARP requests under the flood", answered, asked)
+	}
+	if max := int64(claimsPerVIPBurst + claimsPerVIPPerSecond*(int(elapsed.Seconds())+1)); looked.Load() > max {
+		t.Errorf("%d claims looked at, want at most %d", looked.Load(), max)
+	}
+	if ignored := sp.ClaimsIgnored(); ignored < uint64(n)/2 {
+		t.Errorf("%d of %d claims ignored: the flood did not reach the speaker", ignored, n)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,9 +43,15 @@ type Config struct {
 	BindAddr netip.Addr
 	// Port defaults to DefaultPort (7946).
 	Port int
-	// Key (16, 24 or 32 bytes, AES-128/192/256-GCM) authenticates and
-	// encrypts every message; packets that do not decrypt with it are dropped.
-	Key []byte
+	// Keys (16, 24 or 32 bytes each, AES-128/192/256-GCM) authenticate and
+	// encrypt every message: the first (the primary) encrypts what this
+	// member sends, any of them decrypts what it receives; packets that
+	// decrypt with none are dropped. SetKeys changes them (rotation).
+	Keys [][]byte
+	// Admit decides whether another member counts: node is the node name it
+	// declares, addr the address it speaks from. A member refused is not
+	// counted alive (nil admits every member holding a key).
+	Admit func(node string, addr netip.Addr) error
 	// Timers default field by field to TunedTimers.
 	Timers Timers
 	// RestartGrace defaults to DefaultRestartGrace.
@@ -74,6 +81,10 @@ type Cluster struct {
 	// grace ends.
 	restarting map[string]time.Time
 	grace      time.Duration
+
+	keyring  *memberlist.Keyring
+	admit    func(node string, addr netip.Addr) error
+	rejected atomic.Uint64
 }
 
 // maxJoinsInFlight bounds concurrent joins: a join to a powered-off node
@@ -90,7 +101,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if port == 0 {
 		port = DefaultPort
 	}
-	keyring, err := memberlist.NewKeyring(nil, cfg.Key)
+	keyring, err := memberlist.NewKeyring(cfg.Keys[1:], cfg.Keys[0])
 	if err != nil {
 		return nil, fmt.Errorf("start membership: keyring: %w", err)
 	}
@@ -108,6 +119,8 @@ func Start(cfg Config) (*Cluster, error) {
 		members:    map[string]State{},
 		restarting: map[string]time.Time{},
 		grace:      cfg.RestartGrace,
+		keyring:    keyring,
+		admit:      cfg.Admit,
 	}
 	if c.grace <= 0 {
 		c.grace = DefaultRestartGrace
@@ -130,6 +143,7 @@ func Start(cfg Config) (*Cluster, error) {
 	c.timers.applyTo(mc)
 	mc.Delegate = delegate{c}
 	mc.Events = delegate{c}
+	mc.Alive = delegate{c}
 	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
 	list, err := memberlist.Create(mc)
 	if err != nil {
@@ -148,12 +162,19 @@ func (cfg Config) validate() error {
 	case cfg.Port < 0 || cfg.Port > 65535:
 		return fmt.Errorf("Port %d is outside 1-65535", cfg.Port)
 	}
-	switch len(cfg.Key) {
-	case 16, 24, 32:
-		return nil
-	default:
-		return fmt.Errorf("Key has %d bytes: it must have 16, 24 or 32", len(cfg.Key))
+	return validKeys(cfg.Keys)
+}
+
+func validKeys(keys [][]byte) error {
+	if len(keys) == 0 {
+		return errors.New("no key: give at least one")
 	}
+	for i, k := range keys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return fmt.Errorf("key %d has %d bytes: it must have 16, 24 or 32", i+1, n)
+		}
+	}
+	return nil
 }
 
 // Join contacts the given members ("host:port", or "host" for the default

@@ -41,7 +41,7 @@ func loopbackAddr() netip.Addr {
 // another) and stops it when the test ends.
 func startMember(t *testing.T, name string, mutate ...func(*Config)) (*Cluster, string) {
 	t.Helper()
-	cfg := Config{NodeName: name, BindAddr: loopbackAddr(), Port: testPort, Key: testKey, Log: logr.Discard()}
+	cfg := Config{NodeName: name, BindAddr: loopbackAddr(), Port: testPort, Keys: [][]byte{testKey}, Log: logr.Discard()}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -211,7 +211,7 @@ func TestMemberWithoutTheKeyCannotJoin(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	otherKey := bytes.Repeat([]byte{8}, 32)
-	intruder, addrIntruder := startMember(t, "intruder", func(cfg *Config) { cfg.Key = otherKey })
+	intruder, addrIntruder := startMember(t, "intruder", func(cfg *Config) { cfg.Keys = [][]byte{otherKey} })
 	_, err = intruder.Join([]string{addrA})
 	g.Expect(err).To(HaveOccurred(), "a push/pull with the wrong key must fail")
 	_, err = a.Join([]string{addrIntruder})
@@ -243,7 +243,7 @@ func TestMemberWithoutTheKeyCannotJoin(t *testing.T) {
 }
 
 func TestStartRefusesBadConfig(t *testing.T) {
-	good := Config{NodeName: "n", BindAddr: netip.MustParseAddr("127.0.0.1"), Key: testKey}
+	good := Config{NodeName: "n", BindAddr: netip.MustParseAddr("127.0.0.1"), Keys: [][]byte{testKey}}
 	for _, tc := range []struct {
 		desc   string
 		mutate func(*Config)
@@ -253,8 +253,9 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		{"no address", func(c *Config) { c.BindAddr = netip.Addr{} }, "set it to the node's own address"},
 		{"wildcard address", func(c *Config) { c.BindAddr = netip.MustParseAddr("0.0.0.0") }, "set it to the node's own address"},
 		{"port out of range", func(c *Config) { c.Port = 70000 }, "outside 1-65535"},
-		{"no key", func(c *Config) { c.Key = nil }, "Key has 0 bytes"},
-		{"short key", func(c *Config) { c.Key = make([]byte, 15) }, "Key has 15 bytes: it must have 16, 24 or 32"},
+		{"no key", func(c *Config) { c.Keys = nil }, "no key: give at least one"},
+		{"short key", func(c *Config) { c.Keys = [][]byte{make([]byte, 15)} }, "key 1 has 15 bytes: it must have 16, 24 or 32"},
+		{"short second key", func(c *Config) { c.Keys = [][]byte{testKey, make([]byte, 20)} }, "key 2 has 20 bytes"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			cfg := good

@@ -118,8 +118,13 @@ func (d *l2Lab) announcer(vip string) string {
 var arpReply = regexp.MustCompile(`(?i)reply from \S+ \[([0-9a-f:]+)\]`)
 
 // arpAnswers asks for vip from the client and returns the distinct MACs that answered.
-func (d *l2Lab) arpAnswers(vip string) []string {
-	out, _ := exec.Command("ip", "netns", "exec", d.ns("client"), "arping", "-c", "3", "-w", "2", "-I", "eth0", vip).CombinedOutput()
+func (d *l2Lab) arpAnswers(vip string) []string { return d.arping(vip, "-c", "3", "-w", "2") }
+
+// arping runs arping for vip from the client with args and returns the
+// distinct MACs that answered.
+func (d *l2Lab) arping(vip string, args ...string) []string {
+	cmd := append(append([]string{"netns", "exec", d.ns("client"), "arping"}, args...), "-I", "eth0", vip)
+	out, _ := exec.Command("ip", cmd...).CombinedOutput()
 	var macs []string
 	for _, m := range arpReply.FindAllStringSubmatch(string(out), -1) {
 		if mac := strings.ToLower(m[1]); !slices.Contains(macs, mac) {
@@ -431,6 +436,20 @@ func TestL2Announcement(t *testing.T) {
 			return nil
 		})
 		eventuallyEvent(t, k8s, web, nodeagent.EventARPConflict)
+	})
+
+	// The smoke size of make bench-arpflood: forged claims from random MACs
+	// cost the owner bounded work and never its answers.
+	t.Run("a flood of forged ARP claims: the VIP keeps answering", func(t *testing.T) {
+		owner := d.owner(t, vip, "")
+		r := d.floodClaims(t, vip, owner, 500, time.Second)
+		t.Logf("%d claims sent; ARP answered %d/%d, curl %d/%d", r.sent, r.answered, r.asked, r.curlOK, r.curls)
+		if r.sent < 400 || r.answered != r.asked || r.curlOK != r.curls {
+			t.Errorf("under the flood: %+v, want every ARP request and curl answered", r)
+		}
+		if after := d.owner(t, vip, ""); after != owner {
+			t.Errorf("the flood moved %s from %s to %s", vip, owner, after)
+		}
 	})
 }
 

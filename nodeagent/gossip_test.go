@@ -1,0 +1,46 @@
+package nodeagent
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+func TestParseGossipKeys(t *testing.T) {
+	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 16)
+	b64 := base64.StdEncoding.EncodeToString
+	for _, tc := range []struct {
+		desc string
+		data map[string][]byte
+		want [][]byte
+		err  string
+	}{
+		{"the operator's single raw key", map[string][]byte{paasv1.MemberlistKey: k1}, [][]byte{k1}, ""},
+		{"a list wins over the single key, primary first", map[string][]byte{paasv1.MemberlistKey: k1, paasv1.MemberlistKeys: []byte(b64(k2) + "\n" + b64(k1) + "\n")}, [][]byte{k2, k1}, ""},
+		{"a key listed twice counts once", map[string][]byte{paasv1.MemberlistKeys: []byte(b64(k1) + " " + b64(k1))}, [][]byte{k1}, ""},
+		{"no key at all", map[string][]byte{}, nil, `key "key" holds 0 bytes`},
+		{"an empty list", map[string][]byte{paasv1.MemberlistKey: k1, paasv1.MemberlistKeys: []byte("\n")}, nil, "holds no key"},
+		{"not base64", map[string][]byte{paasv1.MemberlistKeys: []byte(b64(k1) + "\n%%%")}, nil, "line 2: not base64"},
+		{"a key of the wrong size", map[string][]byte{paasv1.MemberlistKeys: []byte(b64(k1) + "\n" + b64([]byte("short")))}, nil, "line 2: 5 bytes"},
+	} {
+		got, err := parseGossipKeys(tc.data)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.desc, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tc.want) {
+			t.Errorf("%s: %d keys, %v; want %d", tc.desc, len(got), err, len(tc.want))
+			continue
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], tc.want[i]) {
+				t.Errorf("%s: key %d differs", tc.desc, i)
+			}
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package nodeagent
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+)
+
+// nodeIndex is what the LAN-facing parts ask of the Nodes many times a
+// second, kept ready: the MACs of their interfaces (from the interface
+// annotations: a claim of a VIP by one of them is a hand-over, not a
+// conflict) and their InternalIPs (the only addresses a node's agent may
+// gossip from). Every announce pass rebuilds it from the Nodes it lists (a
+// change of any Node triggers a pass), and so does every round of joins, so
+// a packet costs one map lookup, never a list of the Nodes.
+type nodeIndex struct {
+	mu    sync.RWMutex
+	macs  map[string]bool
+	addrs map[string][]netip.Addr // node name → InternalIPs
+}
+
+func (x *nodeIndex) update(nodes []corev1.Node) {
+	macs, addrs := map[string]bool{}, map[string][]netip.Addr{}
+	for i := range nodes {
+		n := &nodes[i]
+		for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
+			if mac, err := net.ParseMAC(ifc.MAC); err == nil {
+				macs[string(mac)] = true
+			}
+		}
+		addrs[n.Name] = election.InternalIPs(n)
+	}
+	x.mu.Lock()
+	x.macs, x.addrs = macs, addrs
+	x.mu.Unlock()
+}
+
+// hasMAC reports whether mac belongs to an interface of one of the nodes.
+func (x *nodeIndex) hasMAC(mac net.HardwareAddr) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.macs[string(mac)]
+}
+
+// admitMember accepts a gossip member only from an InternalIP of the Node it
+// names: holding the key does not let one node speak for another, or count
+// twice.
+func (x *nodeIndex) admitMember(node string, addr netip.Addr) error {
+	x.mu.RLock()
+	ips, known := x.addrs[node]
+	x.mu.RUnlock()
+	switch {
+	case !known:
+		return fmt.Errorf("no Node %s (yet)", node)
+	case !slices.Contains(ips, addr):
+		return fmt.Errorf("Node %s has InternalIPs %v, not %s", node, ips, addr)
+	}
+	return nil
+}
