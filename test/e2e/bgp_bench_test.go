@@ -39,8 +39,13 @@ import (
 // speaker (nodeagent/bgp alone, no Kubernetes) in a fourth node namespace
 // advertising, then withdrawing, 1,000 routes of its own: what BGP and FRR
 // cost by themselves.
-func BenchmarkBGP(b *testing.B) {
-	const n = 1000
+func BenchmarkBGP(b *testing.B) { benchBGP(b, 1000) }
+
+// TestBenchBGPSmoke is BenchmarkBGP at a size the normal test run affords (5
+// Services, 5 bare routes), so the benchmark cannot rot.
+func TestBenchBGPSmoke(t *testing.T) { benchBGP(t, 5) }
+
+func benchBGP(b testing.TB, n int) {
 	d := setupBGP(b)
 	ctx := context.Background()
 	d.addNS("router2", "bare")
@@ -124,7 +129,7 @@ type serviceTimes struct {
 // benchServices creates n IPv6 LoadBalancer Services of the bench group at
 // once, times them into the routers, then deletes them and waits until the
 // routes are gone.
-func (d *bgpLab) benchServices(b *testing.B, routers []*frr, n int) serviceTimes {
+func (d *bgpLab) benchServices(b testing.TB, routers []*frr, n int) serviceTimes {
 	ctx := context.Background()
 	name := func(i int) string { return fmt.Sprintf("bench-%d-%d", n, i) }
 	start := time.Now()
@@ -227,7 +232,7 @@ type bareSpeaker struct {
 	out *bufio.Scanner
 }
 
-func startBareSpeaker(b *testing.B, l *lab, ns string) *bareSpeaker {
+func startBareSpeaker(b testing.TB, l *lab, ns string) *bareSpeaker {
 	c := exec.Command("ip", "netns", "exec", l.ns(ns), os.Args[0])
 	c.Env = append(os.Environ(), "VIPA_BARE_SPEAKER=1")
 	in, err := c.StdinPipe()
@@ -247,7 +252,7 @@ func startBareSpeaker(b *testing.B, l *lab, ns string) *bareSpeaker {
 }
 
 // do sends one command and returns the speaker's answer.
-func (s *bareSpeaker) do(b *testing.B, cmd string) string {
+func (s *bareSpeaker) do(b testing.TB, cmd string) string {
 	if _, err := fmt.Fprintln(s.in, cmd); err != nil {
 		b.Fatal(err)
 	}
