@@ -16,7 +16,7 @@ import (
 // The operator does little CPU work per Service, so its throughput is set by
 // what its Service workers wait for. waitSamples classes them by sampling the
 // operator's goroutines (pprof, debug=1: identical stacks counted together)
-// every 100 ms while Services are pending.
+// every 250 ms while Services are pending.
 type waitSamples struct {
 	mu      sync.Mutex
 	samples int
@@ -34,7 +34,7 @@ func operatorPprof() string {
 
 func sampleWaits(addr string, done <-chan struct{}) *waitSamples {
 	w := &waitSamples{counts: map[string]int{}}
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(250 * time.Millisecond)
 	go func() {
 		defer tick.Stop()
 		for {

@@ -25,3 +25,23 @@ func Read(pid string) (rss, hwm float64) {
 	}
 	return rss, hwm
 }
+
+// Split returns how much of process pid's resident memory is anonymous (heap,
+// stacks: what the program allocated) and how much file-backed (its mapped
+// binary's touched pages), in MiB; zeros when it cannot be read.
+func Split(pid string) (anon, file float64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%s/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var kb float64
+		if _, err := fmt.Sscanf(line, "RssAnon: %f kB", &kb); err == nil {
+			anon = kb / 1024
+		}
+		if _, err := fmt.Sscanf(line, "RssFile: %f kB", &kb); err == nil {
+			file = kb / 1024
+		}
+	}
+	return anon, file
+}
