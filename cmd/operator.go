@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,6 +76,14 @@ func runOperator(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// The operator's live heap is its informer caches (about 25 MiB at 3,000
+	// Services); Go's default GOGC=100 lets the heap grow to twice that between
+	// collections. 25 keeps the resident memory near the live heap (make
+	// bench-alloc: 32 instead of 48 MiB anonymous at 3,000 Services) for about
+	// 2 CPU-seconds more of collection per 3,000 allocations. $GOGC overrides it.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(25)
+	}
 	if o.IPMode != string(corev1.LoadBalancerIPModeProxy) && o.IPMode != string(corev1.LoadBalancerIPModeVIP) {
 		return fmt.Errorf("--ip-mode must be Proxy or VIP, not %q", o.IPMode)
 	}

@@ -26,9 +26,9 @@ func BenchmarkFailover(b *testing.B) {
 
 // TestBenchFailoverSmoke is BenchmarkFailover at a size the normal test run
 // affords, so the benchmark cannot rot: tuned timers only, one SIGKILL (IPv4
-// and IPv6) and one link down, one planned move (a cordon).
+// and IPv6), one planned move (a cordon).
 func TestBenchFailoverSmoke(t *testing.T) {
-	benchFailover(t, failoverBench{rounds: 2, planned: 1, timers: []string{"tuned"}})
+	benchFailover(t, failoverBench{rounds: 1, planned: 1, timers: []string{"tuned"}})
 }
 
 // failoverBench is what one run of the failover benchmark covers.
