@@ -221,6 +221,8 @@ func run(n, workers int, opArgs []string, waits bool) error {
 		workers, baseline.Seconds(), baseRate1, baseline2.Seconds(), baseRate2, baseRate)
 	fmt.Printf("  operator (process start -> all N hold an IP):          %8.2fs  %7.0f Services/s  (%.1f CPU-s)\n", allocation.Seconds(), opRate, opCPU)
 	fmt.Printf("  operator start -> first Service holds an IP:           %8.2fs\n", firstIP.Seconds())
+	steady := float64(n-1) / (allocation - firstIP).Seconds()
+	fmt.Printf("  operator from its first IP until all N (start-up cost excluded): %6.0f Services/s, ratio %.2f\n", steady, steady/baseRate)
 	fmt.Printf("  API writes per Service (baseline 2), Events included:  %8.2f\n", opWrites/float64(n))
 	fmt.Printf("  ratio operator/baseline (mean):                        %8.2f   (target >= 0.8; %.2f to %.2f against either)\n", opRate/baseRate, opRate/max(baseRate1, baseRate2), opRate/min(baseRate1, baseRate2))
 	if sampled != nil {
