@@ -12,5 +12,5 @@ func TestMain(m *testing.M) { benchtest.Main(m, main) }
 // TestSmoke is 'make bench-alloc' at a size 'make test' affords (20 Services): every phase runs
 // (baseline, allocation, restart, relocation), and it fails when an IP changed or is held twice.
 func TestSmoke(t *testing.T) {
-	benchtest.Run(t, 3*time.Minute, []string{"-n", "20"}, "ratio operator/baseline:", "IPs held by two Services after the relocation:")
+	benchtest.Run(t, 3*time.Minute, []string{"-n", "20"}, "ratio operator/baseline (mean):", "IPs held by two Services after the relocation:")
 }
