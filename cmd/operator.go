@@ -35,8 +35,8 @@ type OperatorOptions struct {
 	IPMode string
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent controllers.AgentOptions
-	// Migration configures the legacy VirtualIP migration (OwnClassOnly and
-	// Workers are taken from the flags above).
+	// Migration configures the legacy VirtualIP migration (OwnClassOnly is
+	// taken from the flag above).
 	Migration migration.Options
 }
 
@@ -54,7 +54,7 @@ func runOperator(args []string) error {
 	// other; the API server serves many at once, so Services go through at the
 	// API server's pace only with about as many in flight as a plain client
 	// needs to reach it (32: make bench-alloc's baseline). Workers cost a goroutine.
-	fs.IntVar(&o.Workers, "workers", 32, "Services (and migrations) reconciled concurrently")
+	fs.IntVar(&o.Workers, "workers", 32, "Services reconciled concurrently")
 	// client-go keeps one limiter per resource type: ledger creates and Service
 	// status patches each get QPS. 1000 is above what one allocation storm
 	// needs of a local API server (make bench-alloc: about 750 Services/s, so
@@ -65,6 +65,9 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
+	// Not --workers: a migration makes several dependent writes to the same
+	// Service and VirtualIP, and more at once only made 1,000 slower (make bench-migrate).
+	fs.IntVar(&o.Migration.Workers, "migration-workers", 8, "legacy VirtualIP migrations reconciled concurrently")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
 	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")

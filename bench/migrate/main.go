@@ -60,7 +60,7 @@ const (
 
 func main() {
 	sizes := flag.String("n", "300,1000", "numbers of VirtualIPs, comma-separated")
-	workers := flag.Int("workers", 32, "operator --workers (its default), and the baseline's concurrency")
+	workers := flag.Int("workers", 8, "operator --migration-workers (its default), and the baseline's concurrency")
 	delay := flag.Duration("cutover-delay", migration.DefaultCutoverDelay, "operator --migration-cutover-delay, and the baseline's wait")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard()) // the in-process "migrate all" client logs nothing worth reading here
@@ -208,7 +208,7 @@ func runSize(ctx context.Context, root, dir string, admin, operator client.Clien
 	// The operator: a real process; the clock starts when the annotations go on.
 	fmt.Printf("N=%d: operator...\n", n)
 	op, err := operatorproc.Start(root, dir, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
-		"--workers", fmt.Sprint(workers), "--migration-cutover-delay", delay.String())
+		"--migration-workers", fmt.Sprint(workers), "--migration-cutover-delay", delay.String())
 	if err != nil {
 		return r, err
 	}
