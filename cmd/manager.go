@@ -73,7 +73,7 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		}
 	}
 	migrationOptions := o.Migration
-	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(o.Workers, 1)
+	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(cmp.Or(migrationOptions.Workers, o.Workers), 1)
 	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up migration controller: %w", err)
 	}

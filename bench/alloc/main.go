@@ -1,10 +1,16 @@
 // Command alloc is 'make bench-alloc': on the local control plane
 // (hack/local-cluster.sh), it measures
 //
-//   - the baseline: a plain client doing exactly the operator's API writes per
-//     Service (ledger create + status patch) with the operator's concurrency;
-//   - the operator (bin/vip-allocator, a real process): time from its start until
-//     N pending Services all hold IPs, Services/s, and the ratio to the baseline;
+//   - the baseline, the API server's limit: a plain client with no client-side
+//     rate limit doing exactly the operator's API writes per Service (ledger
+//     create + status patch), 32 at once;
+//   - the operator (bin/vip-allocator, a real process, with its default flags
+//     unless -operator-args says otherwise): time from its start until N
+//     pending Services all hold IPs, Services/s, and the ratio to the baseline;
+//   - where the operator's reconciles wait (-waits): its goroutines sampled
+//     through pprof during the allocation, each worker classed by what it is
+//     blocked in (an API round trip, the client rate limiter, the allocator's
+//     lock, an empty work queue);
 //   - restart: SIGKILL, start again, time until ready (rebuild done), and how many
 //     Services changed IP (must be 0) or share one;
 //   - relocation: the IPGroup's segment moves, time until all N Services moved
@@ -13,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -42,22 +49,26 @@ import (
 )
 
 const (
-	benchNS    = "bench"
-	baselineNS = "baseline"
-	probeAddr  = "127.0.0.1:18181"
+	benchNS     = "bench"
+	baselineNS  = "baseline"
+	probeAddr   = "127.0.0.1:18181"
+	pprofAddr   = "127.0.0.1:18182"
+	metricsAddr = "127.0.0.1:18183"
 )
 
 func main() {
 	n := flag.Int("n", 3000, "pending LoadBalancer Services")
-	workers := flag.Int("workers", 8, "operator --workers, and the baseline's concurrency")
+	workers := flag.Int("baseline-workers", 32, "the baseline's concurrent writers")
+	opArgs := flag.String("operator-args", "", "flags added to the operator's, separated by spaces (e.g. \"--workers 8 --kube-api-qps 200\" for an older default)")
+	waits := flag.Bool("waits", true, "sample the operator's goroutines during the allocation and tell where its workers wait")
 	flag.Parse()
-	if err := run(*n, *workers); err != nil {
+	if err := run(*n, *workers, strings.Fields(*opArgs), *waits); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-alloc:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers int) error {
+func run(n, workers int, opArgs []string, waits bool) error {
 	root := testenv.RepoRoot()
 	dir, down, err := operatorproc.ClusterUp(root, 17443, 13379)
 	if err != nil {
@@ -69,6 +80,9 @@ func run(n, workers int) error {
 	if err != nil {
 		return err
 	}
+	// The baseline writes as the operator (its ServiceAccount: the same RBAC and
+	// API priority-and-fairness level) with no client-side limit: what the API
+	// server allows is the limit measured.
 	operator, _, err := clients(filepath.Join(dir, "operator.kubeconfig"))
 	if err != nil {
 		return err
@@ -110,13 +124,11 @@ func run(n, workers int) error {
 	if err := operator.List(ctx, &pending, client.InNamespace(baselineNS)); err != nil {
 		return err
 	}
-	start := time.Now()
-	if err := fanout.Run(workers, n, func(i int) error { return baselineWrites(ctx, operator, &pending.Items[i], i) }); err != nil {
-		return fmt.Errorf("baseline: %w", err)
+	baseline, err := timeBaseline(ctx, operator, pending.Items, baseWatch, workers)
+	if err != nil {
+		return err
 	}
-	<-baseWatch.allServed
-	baseline := time.Since(start)
-	start = time.Now()
+	start := time.Now()
 	if err := fanout.Run(workers, n, func(i int) error { return baselineMove(ctx, operator, &pending.Items[i], i) }); err != nil {
 		return fmt.Errorf("baseline moves: %w", err)
 	}
@@ -143,7 +155,7 @@ func run(n, workers int) error {
 	// The operator, from process start until every Service holds an IP.
 	start = time.Now()
 	opStart := start
-	op, err := startOperator(root, dir, workers)
+	op, err := startOperator(root, dir, opArgs)
 	if err != nil {
 		return err
 	}
@@ -153,16 +165,30 @@ func run(n, workers int) error {
 			_ = exec.Command("curl", "-so", "/tmp/vip-allocator-cpu.pprof", "http://"+addr+"/debug/pprof/profile?seconds=10").Run()
 		}()
 	}
+	var sampled *waitSamples
+	if waits {
+		sampled = sampleWaits(operatorPprof(), watch.allServed)
+	}
 	<-watch.allServed
 	allocation := time.Since(start)
+	opCPU := procCPU(op.Process.Pid)
+	opWrites, err := operatorproc.Writes(metricsAddr)
+	if err != nil {
+		return fmt.Errorf("operator metrics: %w", err)
+	}
 	firstIP := watch.firstServed.Sub(opStart)
 	before := watch.snapshot()
 
-	// Restart: SIGKILL, start again, wait for readiness (the allocator rebuilt).
+	// Restart: SIGKILL, (the second baseline while it is down), start again,
+	// wait for readiness (the allocator rebuilt).
 	_ = op.Process.Signal(syscall.SIGKILL)
 	_ = op.Wait()
+	baseline2, err := baselineAgain(ctx, admin, operator, adminCS, n, workers)
+	if err != nil {
+		return err
+	}
 	start = time.Now()
-	if op, err = startOperator(root, dir, workers); err != nil {
+	if op, err = startOperator(root, dir, opArgs); err != nil {
 		return err
 	}
 	if err := waitReady(60 * time.Second); err != nil {
@@ -173,6 +199,10 @@ func run(n, workers int) error {
 	after := watch.snapshot()
 	changed, doubled := compare(before, after)
 	rss, hwm := procmem.Read(fmt.Sprint(op.Process.Pid))
+	anon, file := procmem.Split(fmt.Sprint(op.Process.Pid))
+	if addr := os.Getenv("PPROF"); addr != "" {
+		_ = exec.Command("curl", "-so", "/tmp/vip-allocator-heap.pprof", "http://"+addr+"/debug/pprof/heap").Run()
+	}
 	relocation, err := relocate(ctx, admin, watch, n)
 	if err != nil {
 		return err
@@ -180,28 +210,33 @@ func run(n, workers int) error {
 	time.Sleep(2 * time.Second) // a late second move or a doubled IP would show by now
 	_, relocDoubled := compare(after, watch.snapshot())
 	relocRSS, relocHWM := procmem.Read(fmt.Sprint(op.Process.Pid))
-	if addr := os.Getenv("PPROF"); addr != "" {
-		_ = exec.Command("curl", "-so", "/tmp/vip-allocator-heap.pprof", "http://"+addr+"/debug/pprof/heap").Run()
-	}
 	_ = op.Process.Signal(syscall.SIGTERM)
 	_ = op.Wait()
 
-	baseRate := float64(n) / baseline.Seconds()
+	baseRate1, baseRate2 := float64(n)/baseline.Seconds(), float64(n)/baseline2.Seconds()
+	baseRate := (baseRate1 + baseRate2) / 2
 	opRate := float64(n) / allocation.Seconds()
-	fmt.Printf("\nbench-alloc: N=%d Services, /16 IPGroup, %d workers, local kube-apiserver %s\n", n, workers, "v1.36.3")
-	fmt.Printf("  baseline (ledger create + status patch, plain client): %8.2fs  %7.0f Services/s\n", baseline.Seconds(), baseRate)
-	fmt.Printf("  operator (process start -> all N hold an IP):          %8.2fs  %7.0f Services/s\n", allocation.Seconds(), opRate)
+	fmt.Printf("\nbench-alloc: N=%d Services, /16 IPGroup, local kube-apiserver %s, operator flags: %s\n", n, "v1.36.3", cmp.Or(strings.Join(opArgs, " "), "(defaults)"))
+	fmt.Printf("  baseline: API server limit, 2 writes/Service, %2d workers, no client limit: %.2fs, %.0f Services/s before the operator; %.2fs, %.0f Services/s after it; mean %.0f Services/s\n",
+		workers, baseline.Seconds(), baseRate1, baseline2.Seconds(), baseRate2, baseRate)
+	fmt.Printf("  operator (process start -> all N hold an IP):          %8.2fs  %7.0f Services/s  (%.1f CPU-s)\n", allocation.Seconds(), opRate, opCPU)
 	fmt.Printf("  operator start -> first Service holds an IP:           %8.2fs\n", firstIP.Seconds())
-	fmt.Printf("  ratio operator/baseline:                               %8.2f   (target >= 0.8)\n", opRate/baseRate)
+	steady := float64(n-1) / (allocation - firstIP).Seconds()
+	fmt.Printf("  operator from its first IP until all N (start-up cost excluded): %6.0f Services/s, ratio %.2f\n", steady, steady/baseRate)
+	fmt.Printf("  API writes per Service (baseline 2), Events included:  %8.2f\n", opWrites/float64(n))
+	fmt.Printf("  ratio operator/baseline (mean):                        %8.2f   (target >= 0.8; %.2f to %.2f against either)\n", opRate/baseRate, opRate/max(baseRate1, baseRate2), opRate/min(baseRate1, baseRate2))
+	if sampled != nil {
+		fmt.Printf("  the operator's Service workers during the allocation: %s\n", sampled)
+	}
 	fmt.Printf("  restart after SIGKILL -> ready (rebuilt):              %8.2fs\n", restart.Seconds())
 	fmt.Printf("  IPs changed across the restart:                        %8d   (target 0)\n", changed)
 	fmt.Printf("  IPs held by two Services:                              %8d   (target 0)\n", doubled)
 	baseMoveRate, moveRate := float64(n)/baselineRelocation.Seconds(), float64(n)/relocation.Seconds()
-	fmt.Printf("  relocation baseline (3 writes per move, plain client): %8.2fs  %7.0f moves/s\n", baselineRelocation.Seconds(), baseMoveRate)
+	fmt.Printf("  relocation baseline (3 writes per move, no client limit):%8.2fs  %7.0f moves/s\n", baselineRelocation.Seconds(), baseMoveRate)
 	fmt.Printf("  relocation (segment edit -> all N moved):              %8.2fs  %7.0f moves/s\n", relocation.Seconds(), moveRate)
 	fmt.Printf("  ratio relocation/baseline:                             %8.2f\n", moveRate/baseMoveRate)
 	fmt.Printf("  IPs held by two Services after the relocation:         %8d   (target 0)\n", relocDoubled)
-	fmt.Printf("  operator RSS at the end / peak:                        %5.1f MiB / %.1f MiB (target < 100 MiB)\n", rss, hwm)
+	fmt.Printf("  operator RSS at the end / peak:                        %5.1f MiB / %.1f MiB (target < 100 MiB; at the end %.0f MiB anonymous, %.0f MiB of the binary)\n", rss, hwm, anon, file)
 	fmt.Printf("  operator RSS after the relocation / peak:              %5.1f MiB / %.1f MiB\n", relocRSS, relocHWM)
 	if changed > 0 || doubled > 0 || relocDoubled > 0 {
 		return fmt.Errorf("%d IPs changed, %d doubled, %d doubled after the relocation", changed, doubled, relocDoubled)
@@ -214,8 +249,7 @@ func clients(kubeconfig string) (client.Client, *kubernetes.Clientset, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// The operator's defaults (--kube-api-qps, --kube-api-burst).
-	cfg.QPS, cfg.Burst = 200, 400
+	cfg.QPS = -1 // no client-side rate limit
 	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
 		return nil, nil, err
@@ -247,9 +281,9 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 	ip := &paasv1.IP{
 		ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(addr),
 			Labels:      map[string]string{paasv1.IPGroupLabel: "bench"},
-			Annotations: map[string]string{paasv1.OwnerAnnotation: baselineNS + "/" + svc.Name}},
+			Annotations: map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}},
 		Spec: paasv1.IPSpec{Address: addr.String(), IPGroup: "bench",
-			Owner: &paasv1.IPOwner{Namespace: baselineNS, Name: svc.Name, UID: svc.UID}},
+			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}},
 	}
 	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
@@ -262,9 +296,9 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 	return c.Status().Patch(ctx, patched, client.MergeFrom(svc), paasv1.FieldOwner)
 }
 
-func startOperator(root, dir string, workers int) (*exec.Cmd, error) {
-	return operatorproc.Start(root, dir, "--metrics-bind-address", "0", "--health-probe-bind-address", probeAddr,
-		"--workers", fmt.Sprint(workers), "--pprof-bind-address", os.Getenv("PPROF"))
+func startOperator(root, dir string, extra []string) (*exec.Cmd, error) {
+	return operatorproc.Start(root, dir, append([]string{"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+		"--pprof-bind-address", operatorPprof()}, extra...)...)
 }
 
 func waitReady(timeout time.Duration) error { return operatorproc.WaitReady(probeAddr, timeout) }

@@ -152,7 +152,7 @@ func record(plane, what string, d time.Duration) {
 	measured[plane][what] = d
 }
 
-// measured holds the IPv4 figures at the largest size, per plane, for printRatios.
+// measured holds the IPv4 figures at the last (largest) size, per plane, for printRatios.
 var measured = map[string]map[string]time.Duration{}
 
 func printRatios(planes []string) {
@@ -225,7 +225,7 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 		}
 		fmt.Printf("%-8s %-4s n=%-6d %-22s %9.1f ms  %7d rules %6d chains %7d elements%s\n",
 			backend, fam, n, what, ms(st.Duration), st.Rules, st.Chains, st.Elements, verdict)
-		if fam == dataplane.IPv4 && n >= 10000 {
+		if fam == dataplane.IPv4 { // the parent keeps the last size's: the largest, as -sizes lists them
 			record(backend, what, st.Duration)
 		}
 		return nil

@@ -44,8 +44,13 @@ import (
 // speaker (nodeagent/bgp alone, no Kubernetes) in a fourth node namespace
 // advertising, then withdrawing, 1,000 routes of its own: what BGP and FRR
 // cost by themselves.
-func BenchmarkBGP(b *testing.B) {
-	const n = 1000
+func BenchmarkBGP(b *testing.B) { benchBGP(b, 1000, 5) }
+
+// TestBenchBGPSmoke is BenchmarkBGP at a size the normal test run affords (5
+// Services, 5 bare routes, one hung-node run each way), so the benchmark cannot rot.
+func TestBenchBGPSmoke(t *testing.T) { benchBGP(t, 5, 1) }
+
+func benchBGP(b testing.TB, n, hungRuns int) {
 	// The routers run bfdd with BFD on the nodes' sessions from the start;
 	// it comes up only once the BGPPeers ask for it too (hung-node phase).
 	d := setupBGPRouter(b, func(l *lab) *frr {
@@ -80,7 +85,7 @@ func BenchmarkBGP(b *testing.B) {
 	fmt.Printf("\nBGP, 3 nodes, 2 FRR routers (IPv6 sessions), hold 3 s:\n")
 	// First the hung node, on the hold timer then with BFD, which stays on
 	// for the rest (it changes nothing in advertising or withdrawing).
-	hold := d.benchHung(b, routers, "node2", 5)
+	hold := d.benchHung(b, routers, "node2", hungRuns)
 	for _, name := range []string{"router", "router2"} {
 		var p paasv1.BGPPeer
 		if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
@@ -95,8 +100,8 @@ func BenchmarkBGP(b *testing.B) {
 	for _, r := range routers {
 		r.waitBFDUp(b, bgpNodeIP6, time.Minute)
 	}
-	withBFD := d.benchHung(b, routers, "node2", 5)
-	fmt.Printf("  hung node (SIGSTOP node2) → its routes gone from both routers, 5 runs each:\n")
+	withBFD := d.benchHung(b, routers, "node2", hungRuns)
+	fmt.Printf("  hung node (SIGSTOP node2) → its routes gone from both routers, %d runs each:\n", hungRuns)
 	fmt.Printf("    hold timer (3 s):   median %8s, worst %8s\n", median(hold).Round(time.Millisecond), slices.Max(hold).Round(time.Millisecond))
 	fmt.Printf("    BFD (300 ms x 3):   median %8s, worst %8s   (target: median < 1s, worst < 1.5s)\n",
 		median(withBFD).Round(time.Millisecond), slices.Max(withBFD).Round(time.Millisecond))
@@ -151,7 +156,7 @@ func BenchmarkBGP(b *testing.B) {
 // one Service advertised, and returns, for each run, the time until the
 // node's route left both routers; between runs the agent resumes and its
 // route comes back.
-func (d *bgpLab) benchHung(b *testing.B, routers []*frr, node string, runs int) []time.Duration {
+func (d *bgpLab) benchHung(b testing.TB, routers []*frr, node string, runs int) []time.Duration {
 	ctx := context.Background()
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hung"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
@@ -227,7 +232,7 @@ type serviceTimes struct {
 // benchServices creates n IPv6 LoadBalancer Services of the bench group at
 // once, times them into the routers, then deletes them and waits until the
 // routes are gone.
-func (d *bgpLab) benchServices(b *testing.B, routers []*frr, n int) serviceTimes {
+func (d *bgpLab) benchServices(b testing.TB, routers []*frr, n int) serviceTimes {
 	ctx := context.Background()
 	name := func(i int) string { return fmt.Sprintf("bench-%d-%d", n, i) }
 	start := time.Now()
@@ -343,7 +348,7 @@ type bareSpeaker struct {
 	out *bufio.Scanner
 }
 
-func startBareSpeaker(b *testing.B, l *lab, ns string) *bareSpeaker {
+func startBareSpeaker(b testing.TB, l *lab, ns string) *bareSpeaker {
 	c := exec.Command("ip", "netns", "exec", l.ns(ns), os.Args[0])
 	c.Env = append(os.Environ(), "VIPA_BARE_SPEAKER=1")
 	in, err := c.StdinPipe()
@@ -363,7 +368,7 @@ func startBareSpeaker(b *testing.B, l *lab, ns string) *bareSpeaker {
 }
 
 // do sends one command and returns the speaker's answer.
-func (s *bareSpeaker) do(b *testing.B, cmd string) string {
+func (s *bareSpeaker) do(b testing.TB, cmd string) string {
 	if _, err := fmt.Fprintln(s.in, cmd); err != nil {
 		b.Fatal(err)
 	}

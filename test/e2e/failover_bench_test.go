@@ -21,18 +21,36 @@ import (
 // once more with the connection handoff off (the baseline for open
 // connections). Run with make bench-failover.
 func BenchmarkFailover(b *testing.B) {
-	const rounds = 10
+	benchFailover(b, failoverBench{rounds: 10, planned: 10, timers: []string{"tuned", "lan"}, withoutHandoff: true})
+}
+
+// TestBenchFailoverSmoke is BenchmarkFailover at a size the normal test run
+// affords, so the benchmark cannot rot: tuned timers only, one SIGKILL (IPv4
+// and IPv6), one planned move (a cordon).
+func TestBenchFailoverSmoke(t *testing.T) {
+	benchFailover(t, failoverBench{rounds: 1, planned: 1, timers: []string{"tuned"}})
+}
+
+// failoverBench is what one run of the failover benchmark covers.
+type failoverBench struct {
+	rounds         int      // unplanned failures per timer set, SIGKILL and link down alternating
+	planned        int      // planned moves with the tuned timers, cordon and restart alternating
+	timers         []string // liveness timer sets; "tuned" first, the others are baselines
+	withoutHandoff bool     // the planned moves once more with the connection handoff off
+}
+
+func benchFailover(tb testing.TB, f failoverBench) {
 	var median = map[string]time.Duration{}
-	for _, timers := range []string{"tuned", "lan"} {
-		b.Run(timers, func(b *testing.B) {
-			d, vip, vip6 := failoverLab(b, "--liveness-timers", timers)
+	for _, timers := range f.timers {
+		subtest(tb, timers, func(tb testing.TB) {
+			d, vip, vip6 := failoverLab(tb, "--liveness-timers", timers)
 			var kills, links, kills6 []time.Duration
-			for i := range rounds {
+			for i := range f.rounds {
 				if i%2 == 0 {
-					kills = append(kills, d.unplanned(b, vip, "kill"))
-					kills6 = append(kills6, d.unplanned(b, vip6, "kill"))
+					kills = append(kills, d.unplanned(tb, vip, "kill"))
+					kills6 = append(kills6, d.unplanned(tb, vip6, "kill"))
 				} else {
-					links = append(links, d.unplanned(b, vip, "link"))
+					links = append(links, d.unplanned(tb, vip, "link"))
 				}
 			}
 			all := append(append([]time.Duration{}, kills...), links...)
@@ -45,19 +63,33 @@ func BenchmarkFailover(b *testing.B) {
 			if timers != "tuned" {
 				return
 			}
-			d.plannedRounds(b, vip, rounds, "")
+			d.plannedRounds(tb, vip, f.planned, "")
 		})
 	}
-	b.Run("tuned-without-handoff", func(b *testing.B) {
-		d, vip, _ := failoverLab(b, "--liveness-timers", "tuned", "--connection-handoff=false")
-		d.plannedRounds(b, vip, rounds, ", connection handoff off (baseline)")
-	})
+	if f.withoutHandoff {
+		subtest(tb, "tuned-without-handoff", func(tb testing.TB) {
+			d, vip, _ := failoverLab(tb, "--liveness-timers", "tuned", "--connection-handoff=false")
+			d.plannedRounds(tb, vip, f.planned, ", connection handoff off (baseline)")
+		})
+	}
 	if median["tuned"] > 0 && median["lan"] > 0 { // both ran (not with -bench BenchmarkFailover/tuned)
 		fmt.Printf("\nratio, median unplanned failover, LAN defaults / tuned: %.1fx\n", float64(median["lan"])/float64(median["tuned"]))
 	}
 }
 
-func failoverLab(b *testing.B, agentArgs ...string) (d *l2Lab, vip4, vip6 string) {
+// subtest runs f as a sub-benchmark or a subtest, whichever tb is.
+func subtest(tb testing.TB, name string, f func(testing.TB)) {
+	switch p := tb.(type) {
+	case *testing.B:
+		p.Run(name, func(b *testing.B) { f(b) })
+	case *testing.T:
+		p.Run(name, func(t *testing.T) { f(t) })
+	default:
+		tb.Fatalf("subtest %s: %T is neither a test nor a benchmark", name, tb)
+	}
+}
+
+func failoverLab(b testing.TB, agentArgs ...string) (d *l2Lab, vip4, vip6 string) {
 	d = setupL2DualStack(b)
 	d.agentArgs = agentArgs
 	for _, n := range []string{"node1", "node2", "node3"} {
@@ -73,7 +105,7 @@ func failoverLab(b *testing.B, agentArgs ...string) (d *l2Lab, vip4, vip6 string
 // unplanned fails the VIP's owner (kill: SIGKILL its agent; link: its LAN
 // link down) and returns how long until the client's neighbour entry for the
 // VIP names another node's MAC; then it brings the node back.
-func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
+func (d *l2Lab) unplanned(b testing.TB, vip, how string) time.Duration {
 	from := d.owner(b, vip, "")
 	l := d.curlLoop(vipURL(vip)) // keeps the client's entry fresh
 	time.Sleep(500 * time.Millisecond)
@@ -112,7 +144,7 @@ func (d *l2Lab) unplanned(b *testing.B, vip, how string) time.Duration {
 // plannedRounds runs rounds planned moves, alternating cordon+uncordon and
 // agent SIGTERM restarts, and prints what the curl loop and the held
 // connections lost.
-func (d *l2Lab) plannedRounds(b *testing.B, vip string, rounds int, label string) {
+func (d *l2Lab) plannedRounds(b testing.TB, vip string, rounds int, label string) {
 	var total, failed, broken int64
 	for i := range rounds {
 		ok, bad, heldErr := d.planned(b, vip, i%2 == 0)
@@ -132,7 +164,7 @@ func (d *l2Lab) plannedRounds(b *testing.B, vip string, rounds int, label string
 // SIGTERM restart, under a 20 Hz curl loop and with a keep-alive connection
 // held open; it returns good and failed requests, and why the held
 // connection broke (nil: it did not).
-func (d *l2Lab) planned(b *testing.B, vip string, cordon bool) (ok, failed int64, heldErr any) {
+func (d *l2Lab) planned(b testing.TB, vip string, cordon bool) (ok, failed int64, heldErr any) {
 	from := d.owner(b, vip, "")
 	l := d.curlLoop(vipURL(vip))
 	h := d.heldConnection(b, vipHostPort(vip))

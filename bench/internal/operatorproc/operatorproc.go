@@ -4,10 +4,13 @@ package operatorproc
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -67,4 +70,39 @@ func ClusterUp(root string, apiPort, etcdPort int) (dir string, down func(), err
 		return "", nil, fmt.Errorf("local control plane: %w", err)
 	}
 	return dir, func() { _ = cluster("down") }, nil
+}
+
+// Writes sums the operator's client requests that write, from its metrics at
+// metricsAddr (rest_client_requests_total with method POST, PUT, PATCH or
+// DELETE; Events included).
+func Writes(metricsAddr string) (float64, error) {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		labels, value, ok := strings.Cut(line, "} ")
+		if !ok {
+			continue
+		}
+		for _, m := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
+			if strings.Contains(labels, m) {
+				v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+				if err != nil {
+					return 0, err
+				}
+				total += v
+			}
+		}
+	}
+	return total, nil
 }

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paas-org/vip-allocator-operator/bench/internal/benchtest"
+)
+
+func TestMain(m *testing.M) { benchtest.Main(m, main) }
+
+// TestSmoke is 'make bench-alloc' at a size 'make test' affords (20 Services): every phase runs
+// (baseline, allocation, restart, relocation), and it fails when an IP changed or is held twice.
+func TestSmoke(t *testing.T) {
+	benchtest.Run(t, 3*time.Minute, []string{"-n", "20"}, "ratio operator/baseline (mean):", "IPs held by two Services after the relocation:")
+}

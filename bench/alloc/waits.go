@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The operator does little CPU work per Service, so its throughput is set by
+// what its Service workers wait for. waitSamples classes them by sampling the
+// operator's goroutines (pprof, debug=1: identical stacks counted together)
+// every 250 ms while Services are pending.
+type waitSamples struct {
+	mu      sync.Mutex
+	samples int
+	counts  map[string]int // "what it waits for, in which function" -> goroutines over all samples
+}
+
+// operatorPprof is the operator's pprof address: $PPROF (for CPU and heap
+// profiles, see run), or the bench's own.
+func operatorPprof() string {
+	if a := os.Getenv("PPROF"); a != "" {
+		return a
+	}
+	return pprofAddr
+}
+
+func sampleWaits(addr string, done <-chan struct{}) *waitSamples {
+	w := &waitSamples{counts: map[string]int{}}
+	tick := time.NewTicker(250 * time.Millisecond)
+	go func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+			if err != nil {
+				continue // not listening yet
+			}
+			stacks, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			w.mu.Lock()
+			w.samples++
+			for what, n := range classify(string(stacks)) {
+				w.counts[what] += n
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// classify counts the goroutines inside the Service reconciler by what they wait for.
+func classify(dump string) map[string]int {
+	out := map[string]int{}
+	for _, block := range strings.Split(dump, "\n\n") {
+		lines := strings.Split(block, "\n")
+		count, _, ok := strings.Cut(lines[0], " @ ")
+		n, err := strconv.Atoi(count)
+		if !ok || err != nil || !strings.Contains(block, "controllers.(*ServiceReconciler).Reconcile") {
+			continue
+		}
+		kind, in := "running or runnable", ""
+		for _, l := range lines[1:] {
+			switch {
+			case kind != "running or runnable":
+			case strings.Contains(l, "flowcontrol.") || strings.Contains(l, "x/time/rate."):
+				kind = "client rate limiter"
+			case strings.Contains(l, "net/http.") && (strings.Contains(l, "roundTrip") || strings.Contains(l, "RoundTrip")),
+				strings.Contains(l, "http2.(*ClientConn).RoundTrip"), strings.Contains(l, "http2.(*clientStream)"):
+				kind = "API round trip"
+			case strings.Contains(l, "sync.(*Mutex).Lock") || strings.Contains(l, "sync.(*RWMutex)"):
+				kind = "a lock"
+			}
+			if in == "" {
+				if _, f, ok := strings.Cut(l, "vip-allocator-operator/controllers."); ok {
+					in, _, _ = strings.Cut(f, "+")
+				}
+			}
+		}
+		out[kind+" in "+in] += n
+	}
+	return out
+}
+
+// String is the mean number of Service workers per sample in each state, largest first.
+func (w *waitSamples) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.samples == 0 {
+		return "none taken"
+	}
+	type entry struct {
+		what string
+		n    int
+	}
+	var es []entry
+	total := 0
+	for k, v := range w.counts {
+		es = append(es, entry{k, v})
+		total += v
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].n > es[j].n })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%.1f in Reconcile on average over %d samples", float64(total)/float64(w.samples), w.samples)
+	for _, e := range es {
+		fmt.Fprintf(&b, "\n      %5.1f  %s", float64(e.n)/float64(w.samples), e.what)
+	}
+	return b.String()
+}
+
+// procCPU is the CPU time (user + system) process pid has used, in seconds.
+func procCPU(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	// Fields after the command name (in parentheses, may hold spaces): utime and stime are 14 and 15.
+	_, rest, _ := strings.Cut(line, ") ")
+	fields := strings.Fields(rest)
+	if len(fields) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(fields[11], 64)
+	st, _ := strconv.ParseFloat(fields[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
