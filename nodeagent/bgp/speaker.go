@@ -153,6 +153,10 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 		}
 		s.watchStop = stop
 		s.started, s.routerID, s.asn = true, cfg.RouterID, asn
+		// Import nothing from the first session on: the policies before any peer.
+		if err := s.applyPolicyLocked(ctx); err != nil {
+			return err
+		}
 		// The RIB starts empty: everything advertised before is added again.
 		if err := s.readvertiseLocked(ctx); err != nil {
 			return err
