@@ -116,7 +116,8 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 	if slices.ContainsFunc(peers, func(p paasv1.BGPPeer) bool { return p.Spec.PasswordSecret != nil }) {
 		var err error
 		if passwords, err = b.Passwords(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; peers with a password wait")
+			// passwords are the last read: the sessions keep theirs.
+			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; the last ones read stay in use")
 		}
 	}
 	cfg, skipped := bgpPeersOf(node, peers, passwords)
