@@ -442,6 +442,59 @@ func TestBGPAnnouncement(t *testing.T) {
 		}
 	})
 
+	t.Run("import nothing: a route the first router announces never reaches a second router through the nodes", func(t *testing.T) {
+		d.addNS("router3")
+		d.plug("router3", "eth0", "lan", "198.51.100.3/24")
+		router3 := startFRR(t, d.lab, "router3", frrConfigAS("198.51.100.3", 64514))
+		other := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router3"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.3", PeerASN: 64514, MyASN: 64513}}
+		if err := d.env.Admin.Create(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := d.env.Admin.Delete(ctx, other); err != nil {
+				t.Error(err)
+			}
+		}()
+		// The second router gets the VIPs: the sessions are up, export works.
+		router3.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		learned := "198.51.100.0/24"
+		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "address-family ipv4 unicast", "network "+learned); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "address-family ipv4 unicast", "no network "+learned); err != nil {
+				t.Error(err)
+			}
+		}()
+		// The first router sends it to every node...
+		for _, n := range []string{"node1", "node2", "node3"} {
+			eventually(t, "router announces "+learned+" to "+n, func() error {
+				out, err := d.router.vtysh("show bgp ipv4 unicast neighbors " + bgpNodeIP[n] + " advertised-routes json")
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(out, `"`+learned+`"`) {
+					return fmt.Errorf("advertised: %s", out)
+				}
+				return nil
+			})
+		}
+		// ... and no node passes it on, to the second router or back.
+		for range 5 {
+			time.Sleep(time.Second)
+			for _, r := range []*frr{router3, d.router} {
+				hops, err := r.nextHops(learned)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if nodes := nodesOf(hops); len(nodes) > 0 {
+					t.Fatalf("router %s got %s from %v: the nodes must import nothing", r.ns, learned, nodes)
+				}
+			}
+		}
+	})
+
 	t.Run("graceful restart: an agent restart keeps the node's route at the router, no request fails", func(t *testing.T) {
 		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "bgp graceful-restart"); err != nil {
 			t.Fatal(err)
