@@ -144,6 +144,19 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 	b.skipped = skipped
 }
 
+// skippedSessions are the entries of the peers this node left out (a
+// duplicate address, a password not there yet): each says so on its own
+// BGPPeer's status.
+func (b *BGPAnnouncer) skippedSessions() []bgp.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]bgp.Session, 0, len(b.skipped))
+	for name, why := range b.skipped {
+		out = append(out, bgp.Session{Peer: name, State: "Idle", Message: "not peering: " + why, BFD: bgp.BFDNotConfigured})
+	}
+	return out
+}
+
 func (b *BGPAnnouncer) setRecords(records advertiserRecords) {
 	b.mu.Lock()
 	b.records = records
@@ -224,7 +237,7 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		seen := map[string]bool{}
-		for _, s := range b.Speaker.Sessions(ctx) {
+		for _, s := range append(b.Speaker.Sessions(ctx), b.skippedSessions()...) {
 			seen[s.Peer] = true
 			bgpSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.State == bgp.Established))
 			bgpPrefixesSent.WithLabelValues(s.Peer).Set(float64(s.PrefixesSent))
