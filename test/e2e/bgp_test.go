@@ -495,6 +495,56 @@ func TestBGPAnnouncement(t *testing.T) {
 		}
 	})
 
+	t.Run("a second BGPPeer with the router's address is left out and says so; the first keeps its sessions", func(t *testing.T) {
+		var before paasv1.BGPPeer
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &before); err != nil {
+			t.Fatal(err)
+		}
+		dup := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router-again"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}}
+		if err := d.env.Admin.Create(ctx, dup); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := d.env.Admin.Delete(ctx, dup); err != nil {
+				t.Error(err)
+			}
+		}()
+		eventually(t, "each node reports why it leaves router-again out", func() error {
+			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(dup), dup); err != nil {
+				return err
+			}
+			if len(dup.Status.Sessions) != 3 {
+				return fmt.Errorf("sessions %+v", dup.Status.Sessions)
+			}
+			for _, s := range dup.Status.Sessions {
+				if s.State == paasv1.SessionEstablished || !strings.Contains(s.Message, "also that of BGPPeer router,") {
+					return fmt.Errorf("session %+v: want not established, naming the older BGPPeer", s)
+				}
+			}
+			return nil
+		})
+		// The others converge: a new VIP still reaches the router through every node.
+		svc := d.bgpService(t, "after-dup", false)
+		d.waitNextHops(t, d.vipOf(t, svc), "node1", "node2", "node3")
+		var after paasv1.BGPPeer
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &after); err != nil {
+			t.Fatal(err)
+		}
+		since := map[string]*metav1.Time{}
+		for _, s := range before.Status.Sessions {
+			since[s.Node] = s.Since
+		}
+		for _, s := range after.Status.Sessions {
+			if s.State != paasv1.SessionEstablished || !s.Since.Equal(since[s.Node]) {
+				t.Errorf("session of %s with the router: %s since %v, was since %v: it flapped", s.Node, s.State, s.Since, since[s.Node])
+			}
+		}
+		if err := d.env.Admin.Delete(ctx, svc); err != nil {
+			t.Error(err)
+		}
+	})
+
 	t.Run("graceful restart: an agent restart keeps the node's route at the router, no request fails", func(t *testing.T) {
 		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "bgp graceful-restart"); err != nil {
 			t.Fatal(err)
