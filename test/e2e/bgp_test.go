@@ -344,7 +344,8 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.waitNextHops(t, webVIP)
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: paasv1.DefaultNamespace, Name: "router-md5"},
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: paasv1.DefaultNamespace, Name: "router-md5",
+			Labels: map[string]string{paasv1.BGPPasswordLabel: "true"}},
 			StringData: map[string]string{"password": "wrong"}}
 		if err := d.env.Admin.Create(ctx, secret); err != nil {
 			t.Fatal(err)
