@@ -144,6 +144,22 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 	b.skipped = skipped
 }
 
+// passwordRetry is how soon a pass comes back for a peer waiting for its
+// password: no event tells the agent the operator copied it.
+const passwordRetry = 5 * time.Second
+
+// retryAfter is when the next pass must come at the latest (0: no need).
+func (b *BGPAnnouncer) retryAfter() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, why := range b.skipped {
+		if why == passwordNotYet {
+			return passwordRetry
+		}
+	}
+	return 0
+}
+
 // skippedSessions are the entries of the peers this node left out (a
 // duplicate address, a password not there yet): each says so on its own
 // BGPPeer's status.

@@ -81,7 +81,7 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		if p.Spec.PasswordSecret != nil {
 			pw, ok := passwords[p.Name]
 			if !ok {
-				skipped[p.Name] = "its password is not available yet (see the BGPPeer's Accepted condition)"
+				skipped[p.Name] = passwordNotYet
 				continue
 			}
 			peer.Password = pw
@@ -98,6 +98,10 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
 }
+
+// passwordNotYet is why a peer with a password the agent has not read yet
+// is left out; such a peer is asked for again (see BGPAnnouncer.retryAfter).
+const passwordNotYet = "its password is not available yet (see the BGPPeer's Accepted condition)"
 
 // bfdOf is the speaker's form of a BGPPeer's bfd: the API server fills the
 // defaults and keeps the bounds; these defaults stand in for an object

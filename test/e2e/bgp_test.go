@@ -185,6 +185,25 @@ func (d *bgpLab) peerCondition(t testing.TB, typ string, status metav1.Condition
 	})
 }
 
+// noFlap: every session of the BGPPeer before is still established, since
+// the same time.
+func (d *bgpLab) noFlap(t testing.TB, before *paasv1.BGPPeer) {
+	t.Helper()
+	var after paasv1.BGPPeer
+	if err := d.env.Admin.Get(context.Background(), client.ObjectKeyFromObject(before), &after); err != nil {
+		t.Fatal(err)
+	}
+	since := map[string]*metav1.Time{}
+	for _, s := range before.Status.Sessions {
+		since[s.Node] = s.Since
+	}
+	for _, s := range after.Status.Sessions {
+		if s.State != paasv1.SessionEstablished || !s.Since.Equal(since[s.Node]) {
+			t.Errorf("session of %s with %s: %s since %v, was since %v: it flapped", s.Node, before.Name, s.State, s.Since, since[s.Node])
+		}
+	}
+}
+
 func TestBGPAnnouncement(t *testing.T) {
 	d := setupBGP(t)
 	lab := t
@@ -372,6 +391,34 @@ func TestBGPAnnouncement(t *testing.T) {
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 	})
 
+	t.Run("MD5 and an API server the agents cannot reach for 30s: every session stays up", func(t *testing.T) {
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), peer); err != nil {
+			t.Fatal(err)
+		}
+		if peer.Spec.PasswordSecret == nil {
+			t.Fatal("runs after the MD5 subtest: the router's sessions must have a password")
+		}
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), peer); err != nil {
+			t.Fatal(err)
+		}
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		d.forwardersDown()
+		defer d.forwardersUp()
+		for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(time.Second) {
+			hops, err := d.router.nextHops(webVIP + "/32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nodes := nodesOf(hops); len(nodes) != 3 {
+				t.Fatalf("%s into the outage: the router routes %s through %v: a session or its route dropped", time.Since(start).Round(time.Second), webVIP, nodes)
+			}
+		}
+		d.forwardersUp()
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+		d.noFlap(t, peer)
+	})
+
 	t.Run("IPv6: /128 routes to an IPv6 peer, with the nodes' own IPv6 next hops", func(t *testing.T) {
 		peer6 := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router6"},
 			Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8:1::1", PeerASN: 64512, MyASN: 64513}}
@@ -428,19 +475,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		if hops, _ := d.router.nextHops(hostRoute(vip)); len(hops) > 0 {
 			t.Errorf("the eBGP router got %s through %v: the group advertises to router2 only", vip, hops)
 		}
-		var after paasv1.BGPPeer
-		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &after); err != nil {
-			t.Fatal(err)
-		}
-		since := map[string]*metav1.Time{}
-		for _, s := range before.Status.Sessions {
-			since[s.Node] = s.Since
-		}
-		for _, s := range after.Status.Sessions {
-			if s.State != "Established" || !s.Since.Equal(since[s.Node]) {
-				t.Errorf("session of %s with the first router: %s since %v, was since %v: it flapped", s.Node, s.State, s.Since, since[s.Node])
-			}
-		}
+		d.noFlap(t, &before)
 	})
 
 	t.Run("import nothing: a route the first router announces never reaches a second router through the nodes", func(t *testing.T) {
@@ -528,19 +563,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		// The others converge: a new VIP still reaches the router through every node.
 		svc := d.bgpService(t, "after-dup", false)
 		d.waitNextHops(t, d.vipOf(t, svc), "node1", "node2", "node3")
-		var after paasv1.BGPPeer
-		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &after); err != nil {
-			t.Fatal(err)
-		}
-		since := map[string]*metav1.Time{}
-		for _, s := range before.Status.Sessions {
-			since[s.Node] = s.Since
-		}
-		for _, s := range after.Status.Sessions {
-			if s.State != paasv1.SessionEstablished || !s.Since.Equal(since[s.Node]) {
-				t.Errorf("session of %s with the router: %s since %v, was since %v: it flapped", s.Node, s.State, s.Since, since[s.Node])
-			}
-		}
+		d.noFlap(t, &before)
 		if err := d.env.Admin.Delete(ctx, svc); err != nil {
 			t.Error(err)
 		}
