@@ -104,11 +104,11 @@ func sessionsOf(sessions []paasv1.BGPSession, nodes []corev1.Node) []paasv1.BGPS
 }
 
 // acceptedCondition says whether the agents use the peer.
-func acceptedCondition(peer *paasv1.BGPPeer, passwordErr string, nodes int) metav1.Condition {
+func acceptedCondition(peer *paasv1.BGPPeer, passwordErr passwordProblem, nodes int) metav1.Condition {
 	c := metav1.Condition{Type: paasv1.BGPPeerAccepted, ObservedGeneration: peer.Generation}
 	switch {
-	case passwordErr != "":
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, paasv1.ReasonPasswordSecretNotFound, passwordErr
+	case passwordErr.reason != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, passwordErr.reason, passwordErr.message
 	case nodes == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, paasv1.ReasonNoNodes
 		c.Message = "no node running an agent matches spec.nodeSelector: nothing peers with the router; fix the selector or label the nodes"
@@ -216,9 +216,13 @@ func firstN(items []string, n int) string {
 
 // syncPasswords copies every peer's password into paasv1.BGPPasswordsSecret and
 // returns, per peer, why its password could not be read.
-func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BGPPeer) (map[string]string, error) {
+// passwordProblem is why a BGPPeer's password cannot be used: a condition
+// reason and message.
+type passwordProblem struct{ reason, message string }
+
+func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BGPPeer) (map[string]passwordProblem, error) {
 	want := map[string][]byte{}
-	errs := map[string]string{}
+	errs := map[string]passwordProblem{}
 	for _, p := range peers {
 		ref := p.Spec.PasswordSecret
 		if ref == nil || !p.DeletionTimestamp.IsZero() {
@@ -228,11 +232,15 @@ func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BG
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, &s)
 		switch {
 		case apierrors.IsNotFound(err):
-			errs[p.Name] = fmt.Sprintf("Secret %s/%s (spec.passwordSecret) does not exist: create it with the session's password under key %q; the agents do not peer with the router until then", r.Namespace, ref.Name, ref.Key)
+			errs[p.Name] = passwordProblem{paasv1.ReasonPasswordSecretNotFound, fmt.Sprintf("Secret %s/%s (spec.passwordSecret) does not exist: create it with the session's password under key %q and the label %s: \"true\"; the agents do not peer with the router until then", r.Namespace, ref.Name, ref.Key, paasv1.BGPPasswordLabel)}
 		case err != nil:
 			return nil, fmt.Errorf("read password Secret %s/%s of BGPPeer %s: %w", r.Namespace, ref.Name, p.Name, err)
+		case s.Labels[paasv1.BGPPasswordLabel] != "true":
+			// Only a Secret made for it: a BGPPeer must not be a way to copy
+			// another Secret of the namespace (the gossip key) to every agent.
+			errs[p.Name] = passwordProblem{paasv1.ReasonPasswordSecretNotLabelled, fmt.Sprintf("Secret %s/%s (spec.passwordSecret) lacks the label %s: \"true\": nothing is copied out of it; label it if it holds this session's password", r.Namespace, ref.Name, paasv1.BGPPasswordLabel)}
 		case len(s.Data[ref.Key]) == 0:
-			errs[p.Name] = fmt.Sprintf("Secret %s/%s has no key %q (spec.passwordSecret.key): add the password under that key", r.Namespace, ref.Name, ref.Key)
+			errs[p.Name] = passwordProblem{paasv1.ReasonPasswordSecretNotFound, fmt.Sprintf("Secret %s/%s has no key %q (spec.passwordSecret.key): add the password under that key", r.Namespace, ref.Name, ref.Key)}
 		default:
 			want[p.Name] = s.Data[ref.Key]
 		}

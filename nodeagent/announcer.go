@@ -105,7 +105,13 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	vipsAnnounced.Set(float64(len(d.own) + len(d.release)))
 	agentsAlive.Set(float64(len(o.alive)))
-	return reconcile.Result{RequeueAfter: d.requeue}, bgpErr
+	requeue := d.requeue
+	if a.BGP != nil {
+		if r := a.BGP.retryAfter(); r > 0 && (requeue == 0 || r < requeue) {
+			requeue = r
+		}
+	}
+	return reconcile.Result{RequeueAfter: requeue}, bgpErr
 }
 
 // applyL2 performs the layer-2 side of a decision.

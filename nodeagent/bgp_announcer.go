@@ -116,7 +116,8 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 	if slices.ContainsFunc(peers, func(p paasv1.BGPPeer) bool { return p.Spec.PasswordSecret != nil }) {
 		var err error
 		if passwords, err = b.Passwords(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; peers with a password wait")
+			// passwords are the last read: the sessions keep theirs.
+			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; the last ones read stay in use")
 		}
 	}
 	cfg, skipped := bgpPeersOf(node, peers, passwords)
@@ -141,6 +142,35 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 		}
 	}
 	b.skipped = skipped
+}
+
+// passwordRetry is how soon a pass comes back for a peer waiting for its
+// password: no event tells the agent the operator copied it.
+const passwordRetry = 5 * time.Second
+
+// retryAfter is when the next pass must come at the latest (0: no need).
+func (b *BGPAnnouncer) retryAfter() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, why := range b.skipped {
+		if why == passwordNotYet {
+			return passwordRetry
+		}
+	}
+	return 0
+}
+
+// skippedSessions are the entries of the peers this node left out (a
+// duplicate address, a password not there yet): each says so on its own
+// BGPPeer's status.
+func (b *BGPAnnouncer) skippedSessions() []bgp.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]bgp.Session, 0, len(b.skipped))
+	for name, why := range b.skipped {
+		out = append(out, bgp.Session{Peer: name, State: "Idle", Message: "not peering: " + why, BFD: bgp.BFDNotConfigured})
+	}
+	return out
 }
 
 func (b *BGPAnnouncer) setRecords(records advertiserRecords) {
@@ -223,7 +253,7 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		seen := map[string]bool{}
-		for _, s := range b.Speaker.Sessions(ctx) {
+		for _, s := range append(b.Speaker.Sessions(ctx), b.skippedSessions()...) {
 			seen[s.Peer] = true
 			bgpSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.State == bgp.Established))
 			bgpPrefixesSent.WithLabelValues(s.Peer).Set(float64(s.PrefixesSent))

@@ -27,8 +27,21 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		cfg.RouterID = election.InternalIPs(node)[i] // the first IPv4 InternalIP
 	}
 	var routerIDFrom string
+	// One session per address: of BGPPeers naming the same one, the oldest
+	// (then the first by name) wins on every node alike; the others are left
+	// out and say so.
+	byAge := make([]*paasv1.BGPPeer, 0, len(peers))
 	for i := range peers {
-		p := &peers[i]
+		byAge = append(byAge, &peers[i])
+	}
+	slices.SortStableFunc(byAge, func(a, b *paasv1.BGPPeer) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	owner := map[netip.Addr]string{}
+	for _, p := range byAge {
 		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
@@ -40,8 +53,14 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 			skipped[p.Name] = fmt.Sprintf("peerAddress %q: %v", p.Spec.PeerAddress, err)
 			continue
 		}
+		addr = addr.Unmap()
+		if first, taken := owner[addr]; taken {
+			skipped[p.Name] = fmt.Sprintf("peerAddress %s is also that of BGPPeer %s, which is older (or as old and first by name): one session per address, this BGPPeer is left out", addr, first)
+			continue
+		}
+		owner[addr] = p.Name
 		peer := bgp.Peer{
-			Name: p.Name, Address: addr.Unmap(), Port: 179,
+			Name: p.Name, Address: addr, Port: 179,
 			PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
 			Hold: 3e9, Keepalive: 1e9,
 			MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
@@ -62,7 +81,7 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		if p.Spec.PasswordSecret != nil {
 			pw, ok := passwords[p.Name]
 			if !ok {
-				skipped[p.Name] = "its password is not available yet (see the BGPPeer's Accepted condition)"
+				skipped[p.Name] = passwordNotYet
 				continue
 			}
 			peer.Password = pw
@@ -79,6 +98,10 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
 }
+
+// passwordNotYet is why a peer with a password the agent has not read yet
+// is left out; such a peer is asked for again (see BGPAnnouncer.retryAfter).
+const passwordNotYet = "its password is not available yet (see the BGPPeer's Accepted condition)"
 
 // bfdOf is the speaker's form of a BGPPeer's bfd: the API server fills the
 // defaults and keeps the bounds; these defaults stand in for an object

@@ -28,6 +28,10 @@ func TestBGPPeersOf(t *testing.T) {
 	rack := func(r string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"rack": r}}
 	}
+	aged := func(p paasv1.BGPPeer, minutes int) paasv1.BGPPeer {
+		p.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, minutes, 0, 0, time.UTC))
+		return p
+	}
 	tests := []struct {
 		desc        string
 		peers       []paasv1.BGPPeer
@@ -46,6 +50,14 @@ func TestBGPPeersOf(t *testing.T) {
 			peer("tor", func(s *paasv1.BGPPeerSpec) { s.PasswordSecret = &paasv1.SecretKeyRef{Name: "s", Key: "k"} })}, nil, nil, "198.51.100.11", []string{"tor"}},
 		{"with its password it peers", []paasv1.BGPPeer{
 			peer("tor", func(s *paasv1.BGPPeerSpec) { s.PasswordSecret = &paasv1.SecretKeyRef{Name: "s", Key: "k"} })}, map[string]string{"tor": "pw"}, []string{"tor"}, "198.51.100.11", nil},
+		{"two peers with one address: the older wins, the other is left out", []paasv1.BGPPeer{
+			aged(peer("tor-a", nil), 2), aged(peer("tor-z", nil), 1), aged(peer("other", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "198.51.100.2" }), 3)},
+			nil, []string{"other", "tor-z"}, "198.51.100.11", []string{"tor-a"}},
+		{"as old: the first by name wins", []paasv1.BGPPeer{aged(peer("tor-b", nil), 1), aged(peer("tor-a", nil), 1)},
+			nil, []string{"tor-a"}, "198.51.100.11", []string{"tor-b"}},
+		{"an IPv4-mapped IPv6 address is the same address", []paasv1.BGPPeer{
+			aged(peer("mapped", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "::ffff:198.51.100.1" }), 2), aged(peer("tor", nil), 1)},
+			nil, []string{"tor"}, "198.51.100.11", []string{"mapped"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

@@ -44,6 +44,7 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$')",message="holdTime must be a duration such as 3s or 1m30s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') || duration(self) <= duration('65535s')",message="holdTime must be at most 65535s (BGP carries it as a 16-bit count of seconds)"
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
 
 	// KeepaliveTime between keepalive messages; at most a third of holdTime.
@@ -52,10 +53,13 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$')",message="keepaliveTime must be a duration such as 1s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') || duration(self) <= duration('21845s')",message="keepaliveTime must be at most 21845s (a third of the largest holdTime, 65535s)"
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 
 	// PasswordSecret names a key of a Secret in the operator's namespace
-	// holding the TCP MD5 password (RFC 2385) of the session.
+	// holding the TCP MD5 password (RFC 2385) of the session. The Secret must
+	// carry the label vip.paas.org/bgp-password: "true"; the operator copies
+	// nothing out of any other (Accepted=False, PasswordSecretNotLabelled).
 	// +optional
 	PasswordSecret *SecretKeyRef `json:"passwordSecret,omitempty"`
 
@@ -207,6 +211,10 @@ const (
 	// ReasonPasswordSecretNotFound: passwordSecret names a Secret or key that
 	// does not exist.
 	ReasonPasswordSecretNotFound = "PasswordSecretNotFound"
+	// ReasonPasswordSecretNotLabelled: passwordSecret names a Secret without
+	// the label vip.paas.org/bgp-password: "true" (BGPPasswordLabel); nothing
+	// is copied out of it.
+	ReasonPasswordSecretNotLabelled = "PasswordSecretNotLabelled"
 	// ReasonNoNodes: the nodeSelector selects no node running an agent.
 	ReasonNoNodes = "NoNodes"
 	// ReasonAllEstablished: every selected node has its session up.

@@ -136,6 +136,10 @@ const (
 	// one Secret and no other: they never need access to the Secrets users
 	// name in passwordSecret.
 	BGPPasswordsSecret = "vip-allocator-bgp-passwords"
+	// BGPPasswordLabel marks a Secret a BGPPeer's passwordSecret may name
+	// (value "true"): the operator copies a password only out of a Secret
+	// made for it, never out of any Secret of its namespace (the gossip key).
+	BGPPasswordLabel = "vip.paas.org/bgp-password"
 )
 
 // The agent's default ports, which the DaemonSet the operator deploys relies on:

@@ -140,12 +140,27 @@ func apiPath(r Route) (*apiutil.Path, error) {
 	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs}, nil
 }
 
-// exportPolicy is the global export policy that keeps routes restricted to
-// some peers away from the others: for each distinct set of allowed peers, a
-// statement rejects the routes of that set towards every peer outside it.
-// Unrestricted routes go to every peer (default accept). Names are derived
-// from the content, so an unchanged policy compares equal.
-func exportPolicy(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.SetPoliciesRequest {
+// The policy names that never change: the import policy and the statements
+// that let out the node's own host routes.
+const (
+	importPolicy = "vipa-import"
+	exportPolicy = "vipa-export"
+	hostRoutes4  = "vipa-host-routes-4"
+	hostRoutes6  = "vipa-host-routes-6"
+)
+
+// policies are the node's global BGP policies.
+//
+// Import: nothing. A route learned from a router is rejected before it enters
+// the RIB (GoBGP keeps it only in that peer's adj-rib-in), so it is never
+// sent to another router; only the node's own routes (type local) pass.
+//
+// Export: only the node's own /32 and /128 host routes (local, exact length),
+// everything else rejected. Before that, for each distinct set of allowed
+// peers, a statement rejects the routes restricted to that set towards every
+// peer outside it. Names are derived from the content, so an unchanged
+// policy compares equal.
+func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.SetPoliciesRequest {
 	// family and allowed peers, joined → prefixes (GoBGP's prefix sets hold one family)
 	bySet := map[string][]string{}
 	for p, a := range routes {
@@ -161,7 +176,7 @@ func exportPolicy(routes map[netip.Prefix]advertised, peers map[string]Peer) *ap
 	}
 	slices.Sort(keys)
 	req := &api.SetPoliciesRequest{}
-	policy := &api.Policy{Name: "vipa-export"}
+	policy := &api.Policy{Name: exportPolicy}
 	for i, key := range keys {
 		_, names, _ := strings.Cut(key, "|")
 		allowed := strings.Split(names, ",")
@@ -193,52 +208,57 @@ func exportPolicy(routes map[netip.Prefix]advertised, peers map[string]Peer) *ap
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
 	}
-	if len(policy.Statements) > 0 {
-		req.Policies = []*api.Policy{policy}
-		req.Assignments = []*api.PolicyAssignment{{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: policy.Name}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT}}
+	// The node's own host routes, any address of the family at its full length.
+	for _, host := range []struct{ set, prefix string }{{hostRoutes4, "0.0.0.0/0"}, {hostRoutes6, "::/0"}} {
+		bits := uint32(netip.MustParsePrefix(host.prefix).Addr().BitLen())
+		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: host.set,
+			Prefixes: []*api.Prefix{{IpPrefix: host.prefix, MaskLengthMin: bits, MaskLengthMax: bits}}})
+		policy.Statements = append(policy.Statements, &api.Statement{
+			Name: host.set,
+			Conditions: &api.Conditions{
+				RouteType: api.Conditions_ROUTE_TYPE_LOCAL,
+				PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: host.set},
+			},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+		})
+	}
+	imports := &api.Policy{Name: importPolicy, Statements: []*api.Statement{{
+		Name:       "vipa-import-own",
+		Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+	}}}
+	req.Policies = []*api.Policy{imports, policy}
+	req.Assignments = []*api.PolicyAssignment{
+		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, Policies: []*api.Policy{{Name: importPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: exportPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
 	}
 	return req
 }
 
-// applyPolicyLocked installs the export policy when it changed, then has
-// every peer's routes re-evaluated against it.
+// applyPolicyLocked installs the policies when they changed, then has
+// every peer's routes re-evaluated against them.
 func (s *Speaker) applyPolicyLocked(ctx context.Context) error {
 	if !s.started {
 		return nil
 	}
-	want := exportPolicy(s.paths, s.peers)
+	want := policies(s.paths, s.peers)
 	if s.policy != nil && proto.Equal(want, s.policy) {
 		return nil
 	}
 	// SetPolicies replaces definitions but keeps assignments (it ignores
-	// want.Assignments), so the global export assignment is set on its own:
-	// after the policy it names exists, or before the policy it named goes.
-	assign := &api.PolicyAssignment{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT}
-	if len(want.Assignments) > 0 {
-		assign = want.Assignments[0]
+	// want.Assignments), so the global assignments are set on their own,
+	// after the policies they name exist (both always do).
+	if err := s.server.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: want.DefinedSets, Policies: want.Policies}); err != nil {
+		s.policy = nil // unknown now: set it whole next time
+		return fmt.Errorf("set the BGP policies: %w", err)
 	}
-	steps := []func() error{
-		func() error {
-			return s.server.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: want.DefinedSets, Policies: want.Policies})
-		},
-		func() error {
-			return s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: assign})
-		},
-	}
-	if len(want.Policies) == 0 {
-		steps[0], steps[1] = steps[1], steps[0]
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			s.policy = nil // unknown now: set it whole next time
-			return fmt.Errorf("set the export policy: %w", err)
+	for _, assign := range want.Assignments {
+		if err := s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: assign}); err != nil {
+			s.policy = nil
+			return fmt.Errorf("assign the BGP %s policy: %w", assign.Direction, err)
 		}
 	}
-	first := s.policy == nil
 	s.policy = want
-	if first && len(want.Policies) == 0 {
-		return nil // nothing was sent under another policy
-	}
 	for _, name := range s.peerNamesLocked() {
 		addr := s.peers[name].Address.String()
 		if err := s.server.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Soft: true, Direction: api.ResetPeerRequest_DIRECTION_OUT}); err != nil {

@@ -51,7 +51,7 @@ func TestExportPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			req := exportPolicy(tt.routes, peers)
+			req := policies(tt.routes, peers)
 			sets := map[string]*api.DefinedSet{}
 			for _, s := range req.DefinedSets {
 				sets[s.Name] = s
@@ -60,7 +60,7 @@ func TestExportPolicy(t *testing.T) {
 			for _, p := range req.Policies {
 				for _, st := range p.Statements {
 					if st.Actions.RouteAction != api.RouteAction_ROUTE_ACTION_REJECT {
-						t.Errorf("statement %s does not reject", st.Name)
+						continue // the accept statements: TestPoliciesLetOutOnlyOwnHostRoutes
 					}
 					var prefixes []string
 					for _, pr := range sets[st.Conditions.PrefixSet.Name].Prefixes {
@@ -82,10 +82,48 @@ func TestExportPolicy(t *testing.T) {
 					t.Errorf("%s: rejects %v towards %v, want %v towards %v", name, g[0], g[1], w[0], w[1])
 				}
 			}
-			if len(tt.want) > 0 && (len(req.Assignments) != 1 || req.Assignments[0].DefaultAction != api.RouteAction_ROUTE_ACTION_ACCEPT) {
-				t.Errorf("assignments %v: want the policy on global export, accepting the rest", req.Assignments)
-			}
+			checkPolicyFrame(t, req)
 		})
+	}
+}
+
+// checkPolicyFrame: whatever the restrictions, import takes only the node's
+// own routes and export lets out only its host routes, rejecting the rest.
+func checkPolicyFrame(t *testing.T, req *api.SetPoliciesRequest) {
+	t.Helper()
+	dirs := map[api.PolicyDirection]*api.PolicyAssignment{}
+	for _, a := range req.Assignments {
+		dirs[a.Direction] = a
+	}
+	for _, dir := range []api.PolicyDirection{api.PolicyDirection_POLICY_DIRECTION_IMPORT, api.PolicyDirection_POLICY_DIRECTION_EXPORT} {
+		if a := dirs[dir]; a == nil || a.Name != "global" || a.DefaultAction != api.RouteAction_ROUTE_ACTION_REJECT {
+			t.Errorf("%v assignment %v: want global, rejecting by default", dir, a)
+		}
+	}
+	accepts := map[string]*api.Statement{}
+	for _, p := range req.Policies {
+		for i, st := range p.Statements {
+			if st.Actions.RouteAction == api.RouteAction_ROUTE_ACTION_ACCEPT {
+				if st.Conditions.RouteType != api.Conditions_ROUTE_TYPE_LOCAL {
+					t.Errorf("%s/%s accepts routes that are not the node's own", p.Name, st.Name)
+				}
+				if p.Name == exportPolicy && i < len(p.Statements)-2 {
+					t.Errorf("%s accepts before a restriction", st.Name)
+				}
+				accepts[p.Name+"/"+st.Name] = st
+			}
+		}
+	}
+	if len(accepts) != 3 || accepts[importPolicy+"/vipa-import-own"] == nil || accepts[exportPolicy+"/"+hostRoutes4] == nil || accepts[exportPolicy+"/"+hostRoutes6] == nil {
+		t.Errorf("accept statements %v: want own routes in, own /32 and /128 out", accepts)
+	}
+	for _, s := range req.DefinedSets {
+		if s.Name == hostRoutes4 && (len(s.Prefixes) != 1 || s.Prefixes[0].IpPrefix != "0.0.0.0/0" || s.Prefixes[0].MaskLengthMin != 32 || s.Prefixes[0].MaskLengthMax != 32) {
+			t.Errorf("%s = %v: want exactly the /32s", s.Name, s.Prefixes)
+		}
+		if s.Name == hostRoutes6 && (len(s.Prefixes) != 1 || s.Prefixes[0].IpPrefix != "::/0" || s.Prefixes[0].MaskLengthMin != 128 || s.Prefixes[0].MaskLengthMax != 128) {
+			t.Errorf("%s = %v: want exactly the /128s", s.Name, s.Prefixes)
+		}
 	}
 }
 

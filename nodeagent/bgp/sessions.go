@@ -52,11 +52,14 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 		withBFD[name] = p.BFD.Enabled()
 	}
 	started, srv := s.started, s.server
+	var out []Session
+	for name, why := range s.failed {
+		out = append(out, Session{Peer: name, State: "Idle", Message: "not configured: " + why, BFD: BFDNotConfigured})
+	}
 	s.mu.Unlock()
 	if !started {
 		return nil
 	}
-	var out []Session
 	err := srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
 		addr := p.GetConf().GetNeighborAddress()
 		name, ok := byAddr[addr]

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -61,6 +62,8 @@ type Speaker struct {
 	routerID netip.Addr
 	asn      uint32
 	peers    map[string]Peer // by name
+	// failed are the peers GoBGP refused at the last Configure, with why.
+	failed   map[string]string
 	paths    map[netip.Prefix]advertised
 	policy   *api.SetPoliciesRequest
 	changed  chan struct{}
@@ -153,6 +156,10 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 		}
 		s.watchStop = stop
 		s.started, s.routerID, s.asn = true, cfg.RouterID, asn
+		// Import nothing from the first session on: the policies before any peer.
+		if err := s.applyPolicyLocked(ctx); err != nil {
+			return err
+		}
 		// The RIB starts empty: everything advertised before is added again.
 		if err := s.readvertiseLocked(ctx); err != nil {
 			return err
@@ -162,39 +169,53 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 	for _, p := range cfg.Peers {
 		want[p.Name] = p
 	}
+	// Each peer on its own: one GoBGP refuses (an address taken twice, a
+	// setting it rejects) is left out and said on its session, the others
+	// converge.
+	s.failed = map[string]string{}
 	for name, p := range s.peers {
 		if w, ok := want[name]; !ok || w.Address != p.Address {
 			if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
-				return fmt.Errorf("remove BGP peer %s (%s): %w", name, p.Address, err)
+				s.log.Error(err, "remove a BGP peer", "peer", name, "address", p.Address)
 			}
 			delete(s.peers, name)
 			s.errors.forget(p.Address.String())
 			s.bfdErrors.forget(p.Address.String())
 		}
 	}
-	for name, p := range want {
-		old, had := s.peers[name]
-		switch {
-		case !had:
-			if err := s.server.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
-				return fmt.Errorf("add BGP peer %s (%s): %w", name, p.Address, err)
-			}
-		case reconnects(old, p):
-			// GoBGP applies these only to a new session: this one restarts.
-			if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
-				return fmt.Errorf("remove BGP peer %s (%s) to change its session: %w", name, p.Address, err)
-			}
-			if err := s.server.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
-				return fmt.Errorf("add BGP peer %s (%s): %w", name, p.Address, err)
-			}
-		case old != p:
-			if _, err := s.server.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p)}); err != nil {
-				return fmt.Errorf("update BGP peer %s (%s): %w", name, p.Address, err)
-			}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if err := s.convergePeerLocked(ctx, name, want[name]); err != nil {
+			s.failed[name] = err.Error()
 		}
-		s.peers[name] = p
 	}
 	return s.applyPolicyLocked(ctx)
+}
+
+// convergePeerLocked adds, updates or re-adds one peer; on failure the peer
+// is not configured (s.peers has it only while GoBGP does).
+func (s *Speaker) convergePeerLocked(ctx context.Context, name string, p Peer) error {
+	old, had := s.peers[name]
+	switch {
+	case !had:
+		if err := s.server.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+			return fmt.Errorf("add BGP peer %s (%s): %w", name, p.Address, err)
+		}
+	case reconnects(old, p):
+		// GoBGP applies these only to a new session: this one restarts.
+		if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
+			return fmt.Errorf("remove BGP peer %s (%s) to change its session: %w", name, p.Address, err)
+		}
+		delete(s.peers, name)
+		if err := s.server.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+			return fmt.Errorf("add BGP peer %s (%s): %w", name, p.Address, err)
+		}
+	case old != p:
+		if _, err := s.server.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p)}); err != nil {
+			return fmt.Errorf("update BGP peer %s (%s): %w", name, p.Address, err)
+		}
+	}
+	s.peers[name] = p
+	return nil
 }
 
 // reconnects reports whether changing a peer from old to cur needs a new
@@ -315,6 +336,7 @@ func (s *Speaker) stopLocked(context.Context) error {
 	s.server = s.newServer()
 	s.started = false
 	s.peers = map[string]Peer{}
+	s.failed = nil
 	s.policy = nil
 	for p, a := range s.paths {
 		a.uuid = uuid.Nil // the RIB is gone with the server

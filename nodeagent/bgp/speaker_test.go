@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,43 @@ func TestSpeakerRestarts(t *testing.T) {
 			if sess.State == Established || sess.BFD != BFDDown {
 				t.Errorf("step %d: session %+v: want not established, BFD Down", i, sess)
 			}
+		}
+	}
+}
+
+// TestSpeakerOneBadPeer: GoBGP refusing one peer (its address is another
+// peer's) leaves that one out, said on its session; the others are configured.
+func TestSpeakerOneBadPeer(t *testing.T) {
+	ctx := context.Background()
+	s := New(logr.Discard())
+	defer s.Stop(ctx)
+	peer := func(name, addr string) Peer {
+		return Peer{Name: name, Address: netip.MustParseAddr(addr), Port: 1, PeerASN: 64512, MyASN: 64513, Hold: 3 * time.Second, Keepalive: time.Second}
+	}
+	cfg := Config{RouterID: netip.MustParseAddr("127.0.0.1"), Peers: []Peer{peer("a", "127.0.0.2"), peer("b", "127.0.0.2"), peer("c", "127.0.0.3")}}
+	for i := range 2 { // and again: the good ones stay, the bad one stays out
+		if err := s.Configure(ctx, cfg); err != nil {
+			t.Fatalf("pass %d: configure: %v", i, err)
+		}
+		got := map[string]Session{}
+		for _, sess := range s.Sessions(ctx) {
+			got[sess.Peer] = sess
+		}
+		if len(got) != 3 || got["a"].Address != "127.0.0.2" || got["c"].Address != "127.0.0.3" {
+			t.Fatalf("pass %d: sessions %+v: want a and c configured, b reported", i, got)
+		}
+		if b := got["b"]; b.State != "Idle" || !strings.Contains(b.Message, "not configured") || !strings.Contains(b.Message, "127.0.0.2") {
+			t.Errorf("pass %d: session of b %+v: want Idle, saying why it is not configured", i, b)
+		}
+	}
+	// a removed: b, its duplicate, is configured.
+	cfg.Peers = cfg.Peers[1:]
+	if err := s.Configure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, sess := range s.Sessions(ctx) {
+		if sess.Address == "" {
+			t.Errorf("session %+v still not configured after its duplicate left", sess)
 		}
 	}
 }

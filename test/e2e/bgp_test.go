@@ -185,6 +185,28 @@ func (d *bgpLab) peerCondition(t testing.TB, typ string, status metav1.Condition
 	})
 }
 
+// noFlap: every session of the BGPPeer before is still established, since
+// the same time.
+func (d *bgpLab) noFlap(t testing.TB, before *paasv1.BGPPeer) {
+	t.Helper()
+	var after paasv1.BGPPeer
+	if err := d.env.Admin.Get(context.Background(), client.ObjectKeyFromObject(before), &after); err != nil {
+		t.Fatal(err)
+	}
+	since := map[string]*metav1.Time{}
+	for _, s := range before.Status.Sessions {
+		since[s.Node] = s.Since
+	}
+	for _, s := range after.Status.Sessions {
+		if _, was := since[s.Node]; !was {
+			continue // a session that came since
+		}
+		if s.State != paasv1.SessionEstablished || !s.Since.Equal(since[s.Node]) {
+			t.Errorf("session of %s with %s: %s since %v, was since %v: it flapped", s.Node, before.Name, s.State, s.Since, since[s.Node])
+		}
+	}
+}
+
 func TestBGPAnnouncement(t *testing.T) {
 	d := setupBGP(t)
 	lab := t
@@ -344,7 +366,8 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.waitNextHops(t, webVIP)
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: paasv1.DefaultNamespace, Name: "router-md5"},
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: paasv1.DefaultNamespace, Name: "router-md5",
+			Labels: map[string]string{paasv1.BGPPasswordLabel: "true"}},
 			StringData: map[string]string{"password": "wrong"}}
 		if err := d.env.Admin.Create(ctx, secret); err != nil {
 			t.Fatal(err)
@@ -369,6 +392,43 @@ func TestBGPAnnouncement(t *testing.T) {
 		}
 		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+	})
+
+	t.Run("MD5 and an API server the agents cannot reach for 30s: every session stays up, also through a node lost meanwhile", func(t *testing.T) {
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), peer); err != nil {
+			t.Fatal(err)
+		}
+		if peer.Spec.PasswordSecret == nil {
+			t.Fatal("runs after the MD5 subtest: the router's sessions must have a password")
+		}
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		d.forwardersDown()
+		defer d.forwardersUp()
+		// node3's agent stops 10 s in: the others see it leave (a pass with
+		// the API server away, which must not cost them their passwords).
+		want := []string{"node1", "node2", "node3"}
+		for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(time.Second) {
+			if len(want) == 3 && time.Since(start) > 10*time.Second {
+				d.stopAgent("node3")
+				want = want[:2]
+				d.waitNextHops(t, webVIP, want...)
+			}
+			hops, err := d.router.nextHops(webVIP + "/32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nodes := nodesOf(hops); !slices.Equal(nodes, want) {
+				t.Fatalf("%s into the outage: the router routes %s through %v, want %v: a session or its route dropped", time.Since(start).Round(time.Second), webVIP, nodes, want)
+			}
+		}
+		d.forwardersUp()
+		d.startAgent(lab, "node3")
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
+		before := peer.DeepCopy()
+		before.Status.Sessions = slices.DeleteFunc(before.Status.Sessions, func(s paasv1.BGPSession) bool { return s.Node == "node3" })
+		d.noFlap(t, before)
 	})
 
 	t.Run("IPv6: /128 routes to an IPv6 peer, with the nodes' own IPv6 next hops", func(t *testing.T) {
@@ -427,18 +487,97 @@ func TestBGPAnnouncement(t *testing.T) {
 		if hops, _ := d.router.nextHops(hostRoute(vip)); len(hops) > 0 {
 			t.Errorf("the eBGP router got %s through %v: the group advertises to router2 only", vip, hops)
 		}
-		var after paasv1.BGPPeer
-		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &after); err != nil {
+		d.noFlap(t, &before)
+	})
+
+	t.Run("import nothing: a route the first router announces never reaches a second router through the nodes", func(t *testing.T) {
+		d.addNS("router3")
+		d.plug("router3", "eth0", "lan", "198.51.100.3/24")
+		router3 := startFRR(t, d.lab, "router3", frrConfigAS("198.51.100.3", 64514))
+		other := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router3"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.3", PeerASN: 64514, MyASN: 64513}}
+		if err := d.env.Admin.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		since := map[string]*metav1.Time{}
-		for _, s := range before.Status.Sessions {
-			since[s.Node] = s.Since
-		}
-		for _, s := range after.Status.Sessions {
-			if s.State != "Established" || !s.Since.Equal(since[s.Node]) {
-				t.Errorf("session of %s with the first router: %s since %v, was since %v: it flapped", s.Node, s.State, s.Since, since[s.Node])
+		defer func() {
+			if err := d.env.Admin.Delete(ctx, other); err != nil {
+				t.Error(err)
 			}
+		}()
+		// The second router gets the VIPs: the sessions are up, export works.
+		router3.waitNextHops(t, webVIP, "node1", "node2", "node3")
+		learned := "198.51.100.0/24"
+		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "address-family ipv4 unicast", "network "+learned); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "address-family ipv4 unicast", "no network "+learned); err != nil {
+				t.Error(err)
+			}
+		}()
+		// The first router sends it to every node...
+		for _, n := range []string{"node1", "node2", "node3"} {
+			eventually(t, "router announces "+learned+" to "+n, func() error {
+				out, err := d.router.vtysh("show bgp ipv4 unicast neighbors " + bgpNodeIP[n] + " advertised-routes json")
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(out, `"`+learned+`"`) {
+					return fmt.Errorf("advertised: %s", out)
+				}
+				return nil
+			})
+		}
+		// ... and no node passes it on, to the second router or back.
+		for range 5 {
+			time.Sleep(time.Second)
+			for _, r := range []*frr{router3, d.router} {
+				hops, err := r.nextHops(learned)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if nodes := nodesOf(hops); len(nodes) > 0 {
+					t.Fatalf("router %s got %s from %v: the nodes must import nothing", r.ns, learned, nodes)
+				}
+			}
+		}
+	})
+
+	t.Run("a second BGPPeer with the router's address is left out and says so; the first keeps its sessions", func(t *testing.T) {
+		var before paasv1.BGPPeer
+		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &before); err != nil {
+			t.Fatal(err)
+		}
+		dup := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router-again"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}}
+		if err := d.env.Admin.Create(ctx, dup); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := d.env.Admin.Delete(ctx, dup); err != nil {
+				t.Error(err)
+			}
+		}()
+		eventually(t, "each node reports why it leaves router-again out", func() error {
+			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(dup), dup); err != nil {
+				return err
+			}
+			if len(dup.Status.Sessions) != 3 {
+				return fmt.Errorf("sessions %+v", dup.Status.Sessions)
+			}
+			for _, s := range dup.Status.Sessions {
+				if s.State == paasv1.SessionEstablished || !strings.Contains(s.Message, "also that of BGPPeer router,") {
+					return fmt.Errorf("session %+v: want not established, naming the older BGPPeer", s)
+				}
+			}
+			return nil
+		})
+		// The others converge: a new VIP still reaches the router through every node.
+		svc := d.bgpService(t, "after-dup", false)
+		d.waitNextHops(t, d.vipOf(t, svc), "node1", "node2", "node3")
+		d.noFlap(t, &before)
+		if err := d.env.Admin.Delete(ctx, svc); err != nil {
+			t.Error(err)
 		}
 	})
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,13 @@ import (
 type lab struct {
 	t      testing.TB
 	prefix string
+	// fwd are the forwarders' connections; while down, a forwarder drops
+	// every connection (an API server the agents cannot reach).
+	fwd struct {
+		sync.Mutex
+		down  bool
+		conns map[net.Conn]struct{}
+	}
 }
 
 func newLab(t testing.TB) *lab {
@@ -134,8 +142,12 @@ func (l *lab) forward(short, listen, target string) {
 			if err != nil {
 				return
 			}
+			if !l.track(c) {
+				c.Close()
+				continue
+			}
 			go func() {
-				defer c.Close()
+				defer l.untrack(c)
 				up, err := net.Dial("tcp", target)
 				if err != nil {
 					return
@@ -146,4 +158,42 @@ func (l *lab) forward(short, listen, target string) {
 			}()
 		}
 	}()
+}
+
+// track registers a forwarded connection; false while the forwarders are down.
+func (l *lab) track(c net.Conn) bool {
+	l.fwd.Lock()
+	defer l.fwd.Unlock()
+	if l.fwd.down {
+		return false
+	}
+	if l.fwd.conns == nil {
+		l.fwd.conns = map[net.Conn]struct{}{}
+	}
+	l.fwd.conns[c] = struct{}{}
+	return true
+}
+
+func (l *lab) untrack(c net.Conn) {
+	l.fwd.Lock()
+	defer l.fwd.Unlock()
+	c.Close()
+	delete(l.fwd.conns, c)
+}
+
+// forwardersDown cuts every forwarded connection and refuses new ones until
+// forwardersUp: to the agents, the API server is gone.
+func (l *lab) forwardersDown() {
+	l.fwd.Lock()
+	defer l.fwd.Unlock()
+	l.fwd.down = true
+	for c := range l.fwd.conns {
+		c.Close()
+	}
+}
+
+func (l *lab) forwardersUp() {
+	l.fwd.Lock()
+	defer l.fwd.Unlock()
+	l.fwd.down = false
 }

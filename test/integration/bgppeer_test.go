@@ -219,7 +219,8 @@ var _ = Describe("BGPPeer", func() {
 		c := peerCondition("tor-md5", paasv1.BGPPeerAccepted, metav1.ConditionFalse, paasv1.ReasonPasswordSecretNotFound)
 		Expect(c.Message).To(And(ContainSubstring("vip-allocator-operator/tor-md5-auth"), ContainSubstring(`key "password"`)))
 
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: "tor-md5-auth"},
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: "tor-md5-auth",
+			Labels: map[string]string{paasv1.BGPPasswordLabel: "true"}},
 			StringData: map[string]string{"password": "s3cret"}}
 		Expect(k8s.Create(ctx, secret)).To(Succeed())
 		DeferCleanup(func() { Expect(k8s.Delete(ctx, secret)).To(Succeed()) })
@@ -239,5 +240,55 @@ var _ = Describe("BGPPeer", func() {
 			g.Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: paasv1.BGPPasswordsSecret}, &copied)).To(Succeed())
 			g.Expect(string(copied.Data["tor-md5"])).To(Equal("rotated"))
 		}).Should(Succeed())
+	})
+
+	It("copies nothing out of a Secret not labelled for BGP passwords, such as the gossip key", func() {
+		ctx := context.Background()
+		bgpNode("bgp-n4", "md5-unlabelled")
+		// The gossip key, which the operator creates.
+		Eventually(func() error {
+			return k8s.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: paasv1.MemberlistSecret}, &corev1.Secret{})
+		}).Should(Succeed())
+		other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: "not-for-bgp"},
+			StringData: map[string]string{"key": "must-not-leak"}}
+		Expect(k8s.Create(ctx, other)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, other)).To(Succeed()) })
+		for _, ref := range []paasv1.SecretKeyRef{{Name: "not-for-bgp", Key: "key"}, {Name: paasv1.MemberlistSecret, Key: paasv1.MemberlistKey}} {
+			name := "tor-" + ref.Name
+			peer := newBGPPeer(name, func(s *paasv1.BGPPeerSpec) {
+				s.PasswordSecret = &paasv1.SecretKeyRef{Name: ref.Name, Key: ref.Key}
+				s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bgp-test": "md5-unlabelled"}}
+			})
+			Expect(k8s.Create(ctx, peer)).To(Succeed())
+			DeferCleanup(func() { Expect(k8s.Delete(ctx, peer)).To(Succeed()) })
+			c := peerCondition(name, paasv1.BGPPeerAccepted, metav1.ConditionFalse, paasv1.ReasonPasswordSecretNotLabelled)
+			Expect(c.Message).To(ContainSubstring(paasv1.BGPPasswordLabel))
+		}
+		var copied corev1.Secret
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: paasv1.BGPPasswordsSecret}, &copied)
+		Expect(client.IgnoreNotFound(err)).To(Succeed())
+		Expect(copied.Data).NotTo(HaveKey("tor-not-for-bgp"))
+		Expect(copied.Data).NotTo(HaveKey("tor-" + paasv1.MemberlistSecret))
+
+		// Labelled, the same Secret is used.
+		other.Labels = map[string]string{paasv1.BGPPasswordLabel: "true"}
+		Expect(k8s.Update(ctx, other)).To(Succeed())
+		peerCondition("tor-not-for-bgp", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPeerAccepted)
+	})
+
+	It("refuses a holdTime above 65535s and a keepaliveTime above 21845s", func() {
+		for _, mutate := range []func(*paasv1.BGPPeerSpec){
+			func(s *paasv1.BGPPeerSpec) { s.HoldTime = &metav1.Duration{Duration: 65536 * time.Second} },
+			func(s *paasv1.BGPPeerSpec) { s.KeepaliveTime = &metav1.Duration{Duration: 21846 * time.Second} },
+		} {
+			err := k8s.Create(context.Background(), newBGPPeer("tor-too-long", mutate))
+			Expect(err).To(MatchError(ContainSubstring("must be at most")))
+		}
+		ok := newBGPPeer("tor-longest", func(s *paasv1.BGPPeerSpec) {
+			s.HoldTime = &metav1.Duration{Duration: 65535 * time.Second}
+			s.KeepaliveTime = &metav1.Duration{Duration: 21845 * time.Second}
+		})
+		Expect(k8s.Create(context.Background(), ok)).To(Succeed())
+		Expect(k8s.Delete(context.Background(), ok)).To(Succeed())
 	})
 })
