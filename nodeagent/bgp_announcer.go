@@ -168,7 +168,7 @@ func (b *BGPAnnouncer) skippedSessions() []bgp.Session {
 	defer b.mu.Unlock()
 	out := make([]bgp.Session, 0, len(b.skipped))
 	for name, why := range b.skipped {
-		out = append(out, bgp.Session{Peer: name, State: "Idle", Message: "not peering: " + why, BFD: bgp.BFDNotConfigured})
+		out = append(out, bgp.Session{Peer: name, State: "Idle", Message: "not peering: " + why, BFD: paasv1.BFDNotConfigured})
 	}
 	return out
 }
@@ -257,10 +257,10 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 			seen[s.Peer] = true
 			bgpSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.State == bgp.Established))
 			bgpPrefixesSent.WithLabelValues(s.Peer).Set(float64(s.PrefixesSent))
-			if s.BFD == bgp.BFDNotConfigured {
+			if s.BFD == paasv1.BFDNotConfigured {
 				bfdSessionUp.DeleteLabelValues(s.Peer)
 			} else {
-				bfdSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.BFD == bgp.BFDUp))
+				bfdSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.BFD == paasv1.BFDUp))
 			}
 			entry := paasv1.BGPSession{Node: b.NodeName, State: s.State, PrefixesSent: int32(s.PrefixesSent), Message: s.Message,
 				BFD: s.BFD, BFDMessage: s.BFDMessage}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // BFD are the timers of a peer's BFD session (RFC 5880, single hop,
@@ -41,21 +43,12 @@ func apiBFD(b BFD) *api.BfdPeerConfig {
 	}
 }
 
-// BFD states as Session.BFD reports them (the BGPPeer status's names).
-const (
-	BFDUp            = "Up"
-	BFDInit          = "Init"
-	BFDDown          = "Down"
-	BFDAdminDown     = "AdminDown"
-	BFDNotConfigured = "NotConfigured"
-)
-
 var bfdStateNames = map[api.BfdSessionState]string{
-	api.BfdSessionState_BFD_SESSION_STATE_UNSPECIFIED: BFDDown,
-	api.BfdSessionState_BFD_SESSION_STATE_DOWN:        BFDDown,
-	api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN:  BFDAdminDown,
-	api.BfdSessionState_BFD_SESSION_STATE_INIT:        BFDInit,
-	api.BfdSessionState_BFD_SESSION_STATE_UP:          BFDUp,
+	api.BfdSessionState_BFD_SESSION_STATE_UNSPECIFIED: paasv1.BFDDown,
+	api.BfdSessionState_BFD_SESSION_STATE_DOWN:        paasv1.BFDDown,
+	api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN:  paasv1.BFDAdminDown,
+	api.BfdSessionState_BFD_SESSION_STATE_INIT:        paasv1.BFDInit,
+	api.BfdSessionState_BFD_SESSION_STATE_UP:          paasv1.BFDUp,
 }
 
 // bfdSession is what GoBGP tells of one BFD session.
@@ -91,7 +84,7 @@ func (t *bfdTracker) observe(sessions map[string]bfdSession, now time.Time) map[
 	changed := map[string]string{}
 	for addr, s := range sessions {
 		old, ok := t.last[addr]
-		if (ok && old.state != s.state) || (!ok && s.state != BFDDown) {
+		if (ok && old.state != s.state) || (!ok && s.state != paasv1.BFDDown) {
 			changed[addr] = s.state
 		}
 		s.lastRx = old.lastRx
@@ -119,7 +112,7 @@ func (t *bfdTracker) session(addr string) (bfdSession, bool) {
 func bfdMessage(s bfdSession, known, established bool, lastDown string, addr string, now time.Time) string {
 	silent := !known || s.received == 0 || now.Sub(s.lastRx) > bfdSilent
 	switch {
-	case known && s.state == BFDUp:
+	case known && s.state == paasv1.BFDUp:
 		return ""
 	case established && silent:
 		return fmt.Sprintf("the router sends no BFD packets: it does not run BFD for this node (FRR: bfdd running and 'neighbor <this node> bfd'), or UDP 3784 from %s is filtered; the session runs without BFD, on the hold timer", addr)
@@ -186,7 +179,7 @@ func (s *Speaker) watchBFD() {
 		}
 		changed := s.bfd.observe(now, time.Now())
 		for addr, state := range changed {
-			if state == BFDUp {
+			if state == paasv1.BFDUp {
 				s.bfdErrors.forget(addr)
 			}
 			if onBFD != nil {

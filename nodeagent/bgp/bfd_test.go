@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"maps"
 	"strings"
 	"testing"
@@ -29,14 +30,14 @@ func TestBFDTracker(t *testing.T) {
 		want map[string]string
 	}{
 		{"no session", map[string]bfdSession{}, map[string]string{}},
-		{"a new session starts Down: no change", map[string]bfdSession{a: {state: BFDDown}}, map[string]string{}},
-		{"it comes up through Init", map[string]bfdSession{a: {state: BFDInit, received: 1}}, map[string]string{a: BFDInit}},
-		{"up", map[string]bfdSession{a: {state: BFDUp, received: 2}}, map[string]string{a: BFDUp}},
-		{"still up, more packets: no change", map[string]bfdSession{a: {state: BFDUp, received: 9}}, map[string]string{}},
-		{"a second session already up when first seen", map[string]bfdSession{a: {state: BFDUp}, b: {state: BFDUp}}, map[string]string{b: BFDUp}},
-		{"the path fails", map[string]bfdSession{a: {state: BFDDown, received: 9}, b: {state: BFDUp}}, map[string]string{a: BFDDown}},
-		{"a peer removed is forgotten", map[string]bfdSession{a: {state: BFDDown}}, map[string]string{}},
-		{"and is new again when it comes back", map[string]bfdSession{a: {state: BFDDown}, b: {state: BFDDown}}, map[string]string{}},
+		{"a new session starts Down: no change", map[string]bfdSession{a: {state: paasv1.BFDDown}}, map[string]string{}},
+		{"it comes up through Init", map[string]bfdSession{a: {state: paasv1.BFDInit, received: 1}}, map[string]string{a: paasv1.BFDInit}},
+		{"up", map[string]bfdSession{a: {state: paasv1.BFDUp, received: 2}}, map[string]string{a: paasv1.BFDUp}},
+		{"still up, more packets: no change", map[string]bfdSession{a: {state: paasv1.BFDUp, received: 9}}, map[string]string{}},
+		{"a second session already up when first seen", map[string]bfdSession{a: {state: paasv1.BFDUp}, b: {state: paasv1.BFDUp}}, map[string]string{b: paasv1.BFDUp}},
+		{"the path fails", map[string]bfdSession{a: {state: paasv1.BFDDown, received: 9}, b: {state: paasv1.BFDUp}}, map[string]string{a: paasv1.BFDDown}},
+		{"a peer removed is forgotten", map[string]bfdSession{a: {state: paasv1.BFDDown}}, map[string]string{}},
+		{"and is new again when it comes back", map[string]bfdSession{a: {state: paasv1.BFDDown}, b: {state: paasv1.BFDDown}}, map[string]string{}},
 	}
 	for i, st := range steps {
 		if got := tr.observe(st.now, start.Add(time.Duration(i)*time.Second)); !maps.Equal(got, st.want) {
@@ -44,12 +45,12 @@ func TestBFDTracker(t *testing.T) {
 		}
 	}
 	// The last packet's time: kept while the count stands still.
-	tr.observe(map[string]bfdSession{a: {state: BFDUp, received: 5}}, start)
-	tr.observe(map[string]bfdSession{a: {state: BFDUp, received: 5}}, start.Add(time.Minute))
+	tr.observe(map[string]bfdSession{a: {state: paasv1.BFDUp, received: 5}}, start)
+	tr.observe(map[string]bfdSession{a: {state: paasv1.BFDUp, received: 5}}, start.Add(time.Minute))
 	if s, _ := tr.session(a); !s.lastRx.Equal(start) {
 		t.Errorf("last packet at %v, want %v: the count did not grow", s.lastRx, start)
 	}
-	tr.observe(map[string]bfdSession{a: {state: BFDUp, received: 6}}, start.Add(2*time.Minute))
+	tr.observe(map[string]bfdSession{a: {state: paasv1.BFDUp, received: 6}}, start.Add(2*time.Minute))
 	if s, _ := tr.session(a); !s.lastRx.Equal(start.Add(2 * time.Minute)) {
 		t.Errorf("last packet at %v, want when the count grew", s.lastRx)
 	}
@@ -65,15 +66,15 @@ func TestBFDMessage(t *testing.T) {
 		lastDown    string
 		want        string // a part of the message; "" for none
 	}{
-		{"up: nothing to say", bfdSession{state: BFDUp, received: 5, lastRx: now}, true, true, "", ""},
-		{"a router that stopped sending (its BFD removed) no longer runs BFD", bfdSession{state: BFDDown, received: 40, lastRx: now.Add(-time.Minute)}, true, true,
+		{"up: nothing to say", bfdSession{state: paasv1.BFDUp, received: 5, lastRx: now}, true, true, "", ""},
+		{"a router that stopped sending (its BFD removed) no longer runs BFD", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now.Add(-time.Minute)}, true, true,
 			bfdReason("Remote peer signaled BFD down"), "does not run BFD for this node"},
-		{"a router that never answers does not run BFD", bfdSession{state: BFDDown}, true, true, "", "does not run BFD for this node"},
+		{"a router that never answers does not run BFD", bfdSession{state: paasv1.BFDDown}, true, true, "", "does not run BFD for this node"},
 		{"not known to GoBGP yet, session up: same", bfdSession{}, false, true, "", "does not run BFD for this node"},
-		{"session not up yet: nothing heard yet", bfdSession{state: BFDDown}, true, false, "", "no BFD packets from the router yet"},
-		{"went down: GoBGP's reason", bfdSession{state: BFDDown, received: 40, lastRx: now}, true, false, bfdReason("Expired"), "no packet from the router within the detection time"},
-		{"went down, session back up, packets again: GoBGP's reason", bfdSession{state: BFDDown, received: 40, lastRx: now}, true, true, bfdReason("Expired"), "detection time"},
-		{"coming up", bfdSession{state: BFDInit, received: 1, lastRx: now}, true, true, "", "BFD is Init"},
+		{"session not up yet: nothing heard yet", bfdSession{state: paasv1.BFDDown}, true, false, "", "no BFD packets from the router yet"},
+		{"went down: GoBGP's reason", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now}, true, false, bfdReason("Expired"), "no packet from the router within the detection time"},
+		{"went down, session back up, packets again: GoBGP's reason", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now}, true, true, bfdReason("Expired"), "detection time"},
+		{"coming up", bfdSession{state: paasv1.BFDInit, received: 1, lastRx: now}, true, true, "", "BFD is Init"},
 	}
 	for _, tt := range tests {
 		got := bfdMessage(tt.s, tt.known, tt.established, tt.lastDown, "198.51.100.1", now)

@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"fmt"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"log/slog"
 	"slices"
 	"sort"
@@ -23,8 +24,8 @@ type Session struct {
 	PrefixesSent int
 	// Message is why the session is not established, as GoBGP last said.
 	Message string
-	// BFD is the state of the BFD session next to it (BFDUp, ...), or
-	// BFDNotConfigured; BFDMessage says why it is not up.
+	// BFD is the state of the BFD session next to it (paasv1.BFDUp, ...), or
+	// paasv1.BFDNotConfigured; BFDMessage says why it is not up.
 	BFD        string
 	BFDMessage string
 }
@@ -54,7 +55,7 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 	started, srv := s.started, s.server
 	var out []Session
 	for name, why := range s.failed {
-		out = append(out, Session{Peer: name, State: "Idle", Message: "not configured: " + why, BFD: BFDNotConfigured})
+		out = append(out, Session{Peer: name, State: "Idle", Message: "not configured: " + why, BFD: paasv1.BFDNotConfigured})
 	}
 	s.mu.Unlock()
 	if !started {
@@ -82,10 +83,10 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 				sess.Message = "no answer from the router yet"
 			}
 		}
-		sess.BFD = BFDNotConfigured
+		sess.BFD = paasv1.BFDNotConfigured
 		if withBFD[name] {
 			b, known := s.bfd.session(addr)
-			sess.BFD = BFDDown
+			sess.BFD = paasv1.BFDDown
 			if known {
 				sess.BFD = b.state
 			}

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"net/netip"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestSpeakerRestarts(t *testing.T) {
 			t.Fatalf("step %d: sessions %+v, want %d", i, sessions, len(step.Peers))
 		}
 		for _, sess := range sessions {
-			if sess.State == Established || sess.BFD != BFDDown {
+			if sess.State == Established || sess.BFD != paasv1.BFDDown {
 				t.Errorf("step %d: session %+v: want not established, BFD Down", i, sess)
 			}
 		}
