@@ -1,11 +1,12 @@
 package bgp
 
 import (
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 func TestAPIBFD(t *testing.T) {

@@ -3,7 +3,6 @@ package bgp
 import (
 	"context"
 	"fmt"
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"log/slog"
 	"slices"
 	"sort"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	api "github.com/osrg/gobgp/v4/api"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // Session is the state of the session with one peer.

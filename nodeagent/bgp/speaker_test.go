@@ -2,13 +2,14 @@ package bgp
 
 import (
 	"context"
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // TestSpeakerRestarts: the last peer leaving stops BGP, and a peer coming
