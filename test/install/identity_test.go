@@ -57,6 +57,21 @@ func TestIdentities(t *testing.T) {
 		agent[node] = c.tokenClient(t, strings.TrimSpace(token))
 	}
 	agentA, agentB := agent["node-a"], agent["node-b"]
+	// The API server enforces a new admission policy once its informer has seen it (a second
+	// or so, more on a loaded machine); the bundle's policies arrive together, so wait until one
+	// of the agents' refuses, with a dry run that changes nothing either way.
+	eventually(t, "the agents' admission policies are in force", func() error {
+		n := &corev1.Node{}
+		if err := admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		setAnnotation(n, paasv1.NodeInterfacesAnnotation, "[]")
+		if err := agentA.Patch(ctx, n, patch, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "may change only its own Node") {
+			return fmt.Errorf("node-a's agent writing node-b: %v, want the policy's refusal", err)
+		}
+		return nil
+	})
 
 	t.Run("the API server names the pod's node in the agent's identity", func(t *testing.T) {
 		review := &authenticationv1.SelfSubjectReview{}
