@@ -297,7 +297,7 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 }
 
 func startOperator(root, dir string, extra []string) (*exec.Cmd, error) {
-	return operatorproc.Start(root, dir, append([]string{"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+	return operatorproc.Start(root, dir, append([]string{"--metrics-bind-address", metricsAddr, "--metrics-secure=false", "--health-probe-bind-address", probeAddr,
 		"--pprof-bind-address", operatorPprof()}, extra...)...)
 }
 

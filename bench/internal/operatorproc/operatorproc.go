@@ -81,6 +81,11 @@ func Writes(metricsAddr string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	// Plain HTTP needs the operator's --metrics-secure=false: a bench must not
+	// read a refusal as zero writes.
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET http://%s/metrics: %s (run the operator with --metrics-secure=false)", metricsAddr, resp.Status)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return 0, err
