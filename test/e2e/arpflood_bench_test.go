@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -13,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/arpflood"
 )
 
@@ -74,17 +70,8 @@ func BenchmarkARPFlood(b *testing.B) {
 // floodLab is the L2 lab with its three agents, an attacker on the LAN and a
 // Service whose VIP is owned; it returns the VIP and its owner.
 func floodLab(t testing.TB, agentArgs ...string) (d *l2Lab, vip, owner string) {
-	d = setupL2(t)
-	d.agentArgs = agentArgs
-	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n, agentArgs...)
-	}
-	if err := d.env.Admin.Create(context.Background(), &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
-		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
-		t.Fatal(err)
-	}
-	vip = d.vipOf(t, d.lanService(t, "web", false))
-	return d, vip, d.owner(t, vip, "")
+	d, _, vip, owner = announcedLab(t, agentArgs...)
+	return d, vip, owner
 }
 
 // floodResult is what the client saw while the owner was flooded.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -23,17 +22,8 @@ import (
 // waited for on every agent's metrics) while a VIP is owned, and checks all
 // along that every agent sees the three alive and one node answers ARP.
 func TestGossipKeyRotation(t *testing.T) {
-	d := setupL2(t)
+	d, _, vip, owner := announcedLab(t, "--gossip-key-poll", "1s", "--metrics-bind-address", "127.0.0.1:19478", "--metrics-secure=false")
 	ctx := context.Background()
-	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n, "--gossip-key-poll", "1s", "--metrics-bind-address", "127.0.0.1:19478", "--metrics-secure=false")
-	}
-	if err := d.env.Admin.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
-		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
-		t.Fatal(err)
-	}
-	vip := d.vipOf(t, d.lanService(t, "web", false))
-	owner := d.owner(t, vip, "")
 
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: paasv1.DefaultNamespace, Name: paasv1.MemberlistSecret}

@@ -58,6 +58,26 @@ func setupL2(t testing.TB) *l2Lab {
 }
 
 // lanService is a LoadBalancer Service for the backend, in Cluster or Local mode.
+// announcedLab is the L2 lab with an agent in each node (with agentArgs, kept for
+// restarts), the group "lan" and the Service "web" announced: it returns web, its
+// VIP and the VIP's owner.
+func announcedLab(t testing.TB, agentArgs ...string) (d *l2Lab, web *corev1.Service, vip, owner string) {
+	d = setupL2(t)
+	d.agentArgs = agentArgs
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n, agentArgs...)
+	}
+	if err := d.env.Admin.Create(context.Background(), &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
+		t.Fatal(err)
+	}
+	web = d.lanService(t, "web", false)
+	vip = d.vipOf(t, web)
+	owner = d.owner(t, vip, "")
+	t.Logf("%s is announced by %s", vip, owner)
+	return d, web, vip, owner
+}
+
 func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ...string) *corev1.Service {
 	return d.lbService(t, name, local, map[string]string{"198.51.100.11": "node1"}, annotations...)
 }
@@ -236,21 +256,10 @@ func (l *loop) end() (ok, failed int64, firstErr any) {
 }
 
 func TestL2Announcement(t *testing.T) {
-	d := setupL2(t)
+	d, web, vip, _ := announcedLab(t)
 	ctx := context.Background()
 	k8s := d.env.Admin
 	top := t // agents (re)started in subtests live as long as the whole test
-	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n)
-	}
-	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
-		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
-		t.Fatal(err)
-	}
-	web := d.lanService(t, "web", false)
-	vip := d.vipOf(t, web)
-	owner := d.owner(t, vip, "")
-	t.Logf("%s is announced by %s", vip, owner)
 	if body, err := d.curl("http://" + vip + "/"); err != nil || !strings.HasPrefix(body, "backend1 ") {
 		t.Fatalf("curl through the VIP: %q, %v", body, err)
 	}

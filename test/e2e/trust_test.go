@@ -241,20 +241,9 @@ func eventFor(ctx context.Context, c client.Client, svc *corev1.Service, reason,
 // ARP, even when the ledger gives it to a Service that was announced a moment
 // before; once no Node has it, an owner answers again.
 func TestAddressTrustL2(t *testing.T) {
-	d := setupL2(t)
+	d, web, vip, _ := announcedLab(t)
 	ctx := context.Background()
 	k8s := d.env.Admin
-	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n)
-	}
-	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
-		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}}}); err != nil {
-		t.Fatal(err)
-	}
-	web := d.lanService(t, "web", false)
-	vip := d.vipOf(t, web)
-	owner := d.owner(t, vip, "")
-	t.Logf("%s is announced by %s", vip, owner)
 
 	// A Node joins with the address (a host that was given it by hand, say).
 	d.addNode(t, "node4", vip, nil)
