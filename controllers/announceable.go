@@ -58,8 +58,8 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes on the segment's network"
 	default:
 		c.Status, c.Reason = metav1.ConditionFalse, "NoInterfaceOnSegment"
-		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable with an interface on %s%s: the VIPs would be unreachable; put the group's addresses on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
-			len(selected), firstNames(selected), group.Spec.DescribeParts(), interfacesNote(allowed))
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, not labelled %s, with an interface on %s%s: the VIPs would be unreachable; put the group's addresses on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
+			len(selected), firstNames(selected), corev1.LabelNodeExcludeBalancers, group.Spec.DescribeParts(), interfacesNote(allowed))
 	}
 	meta.SetStatusCondition(&status.Conditions, c)
 }
@@ -109,7 +109,7 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes"
 	default:
 		c.Reason = "NoPeerForNodes"
-		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, runs an agent and is selected by a BGPPeer the group uses: fix the BGPPeers' nodeSelector or the group's announce.nodeSelector", len(selected), firstNames(selected))
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, not labelled %s, runs an agent and is selected by a BGPPeer the group uses: fix the BGPPeers' nodeSelector or the group's announce.nodeSelector", len(selected), firstNames(selected), corev1.LabelNodeExcludeBalancers)
 	}
 	return c
 }
