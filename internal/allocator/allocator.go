@@ -181,7 +181,7 @@ func (a *Allocator) Assign(key string, addrs ...netip.Addr) error {
 func (a *Allocator) Release(key string) []netip.Addr {
 	addrs := slices.Clone(a.held[key])
 	for _, addr := range addrs {
-		a.leave(key, addr)
+		a.Leave(key, addr)
 	}
 	delete(a.sharing, key)
 	return addrs
@@ -253,7 +253,7 @@ func (a *Allocator) Allocate(key string, req Request) ([]netip.Addr, error) {
 	// A family the Service no longer uses (dual-stack turned single) is released.
 	for _, addr := range a.Held(key) {
 		if !slices.Contains(req.Families, FamilyOf(addr)) {
-			a.leave(key, addr)
+			a.Leave(key, addr)
 		}
 	}
 	return a.heldIn(key, req.Families), errors.Join(errs...)
@@ -516,7 +516,7 @@ func (a *Allocator) firstFree(g *Group, req Request) (netip.Addr, bool) {
 func (a *Allocator) keepOnly(key string, fam Family, addr netip.Addr) {
 	for _, other := range a.Held(key) {
 		if other != addr && FamilyOf(other) == fam {
-			a.leave(key, other)
+			a.Leave(key, other)
 		}
 	}
 }

@@ -104,8 +104,8 @@ func (a *Allocator) indexShared(sharingKey string, addr netip.Addr) {
 	a.byShareKey[sharingKey][addr] = struct{}{}
 }
 
-// leave makes key give addr up; the address is freed with its last holder.
-func (a *Allocator) leave(key string, addr netip.Addr) {
+// Leave makes key give addr up; the address is freed with its last holder.
+func (a *Allocator) Leave(key string, addr netip.Addr) {
 	others := slices.DeleteFunc(a.Holders(addr), func(k string) bool { return k == key })
 	if len(others) == 0 {
 		a.ReleaseAddr(addr)
