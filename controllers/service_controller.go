@@ -199,10 +199,14 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	} else if requestErr != nil {
 		out.held, out.err = before, requestErr
 	} else {
+		shared := s.alloc.SharingOf(key.String())
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
 		out.sharingKey = req.Sharing.Key
+		// A sharer that dropped a port or changed its key may let a pending
+		// Service of its key in.
+		out.released = shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
 	}
-	out.released = len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
+	out.released = out.released || len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
 	out.conflicts = map[netip.Addr]allocator.Reservation{}
 	for _, addr := range out.held {

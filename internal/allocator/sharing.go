@@ -83,6 +83,9 @@ func (a *Allocator) SetSharing(key string, s Sharing) {
 	}
 }
 
+// SharingOf is how key may share, as last recorded.
+func (a *Allocator) SharingOf(key string) Sharing { return a.sharing[key] }
+
 // Holders are the keys holding addr: its owner first, then those that joined.
 func (a *Allocator) Holders(addr netip.Addr) []string {
 	owner, ok := a.owner[addr]

@@ -79,9 +79,15 @@ var _ = Describe("shared addresses", func() {
 		hostile := createService(lbService(ns, "hostile", withAnnotation(paasv1.SharingKeyAnnotation, strings.Repeat("x", 300)+"$(reboot)")))
 		Expect(eventuallyCondition(hostile, metav1.ConditionFalse, paasv1.ReasonInvalidRequest).Message).To(And(ContainSubstring("write at most 63 letters"), Not(ContainSubstring("reboot"))))
 
-		By("the first holder leaves: the address stays, the next holder owns the ledger object, the pending one joins")
-		Expect(k8s.Delete(context.Background(), tcp)).To(Succeed())
+		By("the first holder drops the port: the pending one joins")
+		edited := getService(tcp)
+		edited.Spec.Ports = []corev1.ServicePort{port(corev1.ProtocolTCP, 853)}
+		Expect(k8s.Update(context.Background(), edited)).To(Succeed())
 		eventuallyIPs(clash, vip)
+		Eventually(func() []string { return holdersOf(vip) }).Should(Equal([]string{ns + "/dns-tcp", ns + "/dns-udp", ns + "/web", ns + "/dns-tcp2"}))
+
+		By("the first holder leaves: the address stays, the next holder owns the ledger object")
+		Expect(k8s.Delete(context.Background(), tcp)).To(Succeed())
 		Eventually(func() []string { return holdersOf(vip) }).Should(Equal([]string{ns + "/dns-udp", ns + "/web", ns + "/dns-tcp2"}))
 		Expect(ledger()[vip].Annotations[paasv1.OwnerAnnotation]).To(Equal(ns + "/dns-udp"))
 		eventuallyIPs(udp, vip)
