@@ -306,6 +306,11 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
 	}
+	return patchServed(ctx, c, svc, addr)
+}
+
+// patchServed is the operator's status patch of svc holding addr.
+func patchServed(ctx context.Context, c client.Client, svc *corev1.Service, addr netip.Addr) error {
 	patched := svc.DeepCopy()
 	mode := corev1.LoadBalancerIPModeProxy
 	patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}

@@ -174,12 +174,7 @@ func baselineTriple(ctx context.Context, c client.Client, byName map[string]*cor
 				return err
 			}
 		}
-		patched := svc.DeepCopy()
-		mode := corev1.LoadBalancerIPModeProxy
-		patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}
-		patched.Status.Conditions = []metav1.Condition{{Type: paasv1.ConditionIPAllocated, Status: "True",
-			Reason: paasv1.ReasonAllocated, Message: "holds " + addr.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
-		if err := c.Status().Patch(ctx, patched, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
+		if err := patchServed(ctx, c, svc, addr); err != nil {
 			return err
 		}
 	}
