@@ -109,7 +109,8 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 				}
 				c.LocalNodes = local
 			}
-			out[vip] = vipCandidacy{Candidacy: c, group: group}
+			prev, had := out[vip] // a shared VIP: every Service on it asks
+			out[vip] = jointCandidacy(prev, had, vipCandidacy{Candidacy: c, group: group})
 			entries[vip] = entry
 		}
 	}
