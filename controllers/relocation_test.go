@@ -126,7 +126,7 @@ func TestStrandedConditions(t *testing.T) {
 	held, err = a.Allocate("ns/auto", auto)
 	c = ipAllocatedCondition(svc, held, groupOf, err)
 	if !slices.Equal(held, addrList("192.0.2.1")) || c.Status != metav1.ConditionFalse || c.Reason != paasv1.ReasonIPGroupFull ||
-		c.Message != "192.0.2.1 is no longer allowed by an IPGroup that admits this Service (segment, excludedIPs or selectors changed) and cannot move: "+
+		c.Message != "192.0.2.1 is no longer allowed by an IPGroup that admits this Service (segment, addresses, excludedIPs, avoidBuggyIPs or selectors changed) and cannot move: "+
 			"no free IPv4 address in IPGroup ext (0 of 0 in use); add addresses to a group, create another group, or free an address (keeps 192.0.2.1 meanwhile)" {
 		t.Errorf("nowhere to move: holds %v, condition %s/%s %q", held, c.Status, c.Reason, c.Message)
 	}

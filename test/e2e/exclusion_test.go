@@ -89,7 +89,7 @@ func (l *loop) atLeast(t testing.TB, n int64) {
 
 // setNodeLabel sets one label of node to value, or removes it when value is
 // "" (the exclusion label is set with "true", as kubectl label ... =true).
-func (d *l2Lab) setNodeLabel(t testing.TB, node, key, value string) {
+func (d *dataLab) setNodeLabel(t testing.TB, node, key, value string) {
 	t.Helper()
 	var n corev1.Node
 	if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
