@@ -187,12 +187,6 @@ func (a *Allocator) Release(key string) []netip.Addr {
 	return addrs
 }
 
-// Freed reports whether addr is held by nobody.
-func (a *Allocator) Freed(addr netip.Addr) bool {
-	_, held := a.owner[addr]
-	return !held
-}
-
 // ReleaseAddr frees one address, whoever holds it (every holder of a shared one).
 func (a *Allocator) ReleaseAddr(addr netip.Addr) {
 	holders := a.Holders(addr)
