@@ -183,6 +183,9 @@ func countRelocating(name string, g *allocator.Group, ledger []paasv1.IP) int64 
 			continue
 		}
 		holders[ledgerOwnerKey(ip)] = true
+		for _, key := range holderKeys(ip) { // every Service sharing it moves
+			holders[key] = true
+		}
 	}
 	return int64(len(holders))
 }

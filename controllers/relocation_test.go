@@ -80,11 +80,14 @@ func TestCountRelocating(t *testing.T) {
 		ledgerIP("192.0.2.11", "other", "ingress"), // another group's
 		ledgerIP("192.0.2.12", "", "imported"),     // no group recorded
 	}
-	if got := countRelocating("ext", moved, ledger); got != 3 {
-		t.Errorf("relocating %d, want 3 (api, db, dual)", got)
+	shared := ledgerIP("192.0.2.13", "ext", "dns-tcp") // shared: both holders move
+	shared.Spec.SharingKey, shared.Spec.SharedWith = "dns", []paasv1.IPOwner{{Namespace: "ns", Name: "dns-udp"}}
+	ledger = append(ledger, shared)
+	if got := countRelocating("ext", moved, ledger); got != 5 {
+		t.Errorf("relocating %d, want 5 (api, db, dual, dns-tcp, dns-udp)", got)
 	}
-	if got := countRelocating("ext", nil, ledger); got != 4 {
-		t.Errorf("an unusable group allows nothing: relocating %d, want 4", got)
+	if got := countRelocating("ext", nil, ledger); got != 6 {
+		t.Errorf("an unusable group allows nothing: relocating %d, want 6", got)
 	}
 	if got := countRelocating("gone", moved, ledger); got != 0 {
 		t.Errorf("relocating %d for a group the ledger does not name, want 0", got)

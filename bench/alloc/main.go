@@ -218,12 +218,6 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	_, relocDoubled := compare(after, watch.snapshot())
 	relocRSS, relocHWM := procmem.Read(fmt.Sprint(op.Process.Pid))
 	stopOperator(op)
-	var shared sharingResult
-	if triples > 0 {
-		if shared, err = runSharing(ctx, root, dir, opArgs, admin, operator, adminCS, triples, workers); err != nil {
-			return fmt.Errorf("sharing case: %w", err)
-		}
-	}
 
 	baseRate1, baseRate2 := float64(n)/baseline.Seconds(), float64(n)/baseline2.Seconds()
 	baseRate := (baseRate1 + baseRate2) / 2
@@ -250,7 +244,11 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	fmt.Printf("  IPs held by two Services after the relocation:         %8d   (target 0)\n", relocDoubled)
 	fmt.Printf("  operator RSS at the end / peak:                        %5.1f MiB / %.1f MiB (target < 100 MiB; at the end %.0f MiB anonymous, %.0f MiB of the binary)\n", rss, hwm, anon, file)
 	fmt.Printf("  operator RSS after the relocation / peak:              %5.1f MiB / %.1f MiB\n", relocRSS, relocHWM)
+	var shared sharingResult
 	if triples > 0 {
+		if shared, err = runSharing(ctx, root, dir, opArgs, admin, operator, adminCS, triples, workers); err != nil {
+			return fmt.Errorf("sharing case: %w", err)
+		}
 		shared.print(triples)
 	}
 	if changed > 0 || doubled > 0 || relocDoubled > 0 {

@@ -82,13 +82,13 @@ type Allocator struct {
 	groups []*Group              // by priority, then name
 	owner  map[netip.Addr]string // the first holder
 	held   map[string][]netip.Addr
+	hints  map[hintKey]hint
 	// joined are the holders after the first of shared addresses, in the
 	// order they joined; sharing is how each key may share, byShareKey the
 	// addresses taken by keys of each sharing key (may be stale: checked on use).
 	joined     map[netip.Addr][]string
 	sharing    map[string]Sharing
 	byShareKey map[string]map[netip.Addr]struct{}
-	hints      map[hintKey]hint
 	// reserved are addresses held elsewhere in the cluster (reserved.go).
 	reserved reservations
 }
@@ -202,12 +202,6 @@ func (a *Allocator) Release(key string) []netip.Addr {
 	}
 	delete(a.sharing, key)
 	return addrs
-}
-
-// Freed reports whether addr is held by nobody.
-func (a *Allocator) Freed(addr netip.Addr) bool {
-	_, held := a.owner[addr]
-	return !held
 }
 
 // ReleaseAddr frees one address, whoever holds it (every holder of a shared one).
