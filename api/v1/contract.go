@@ -19,6 +19,16 @@ const (
 	IPGroupAnnotation = "vip.paas.org/ipgroup"
 )
 
+// MetalLB's Service annotations, honoured as ours so that Services written for MetalLB need no
+// edit when it is replaced (docs/migration.md "From MetalLB"): each list is in precedence order
+// after our own key, and two keys of one list that disagree are refused (InvalidRequest).
+var (
+	// IPsAnnotationAliases ask for addresses as IPsAnnotation does.
+	IPsAnnotationAliases = []string{"metallb.io/loadBalancerIPs", "metallb.universe.tf/loadBalancerIPs"}
+	// IPGroupAnnotationAliases name a pool; the IPGroup converted from it has its name.
+	IPGroupAnnotationAliases = []string{"metallb.io/address-pool", "metallb.universe.tf/address-pool"}
+)
+
 // CreatedFromGSMLabel on an IPGroup names the GroupSegmentMapping the
 // migration made it from.
 const CreatedFromGSMLabel = "vip.paas.org/created-from-gsm"

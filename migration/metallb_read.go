@@ -1,0 +1,247 @@
+package migration
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Switching from MetalLB: MetalLB's objects are read as unstructured (this project has no
+// MetalLB Go dependency) and parsed once, here, into the plain types below, which carry only
+// the fields the conversion looks at, under MetalLB's JSON names. metallb_convert.go decides
+// from them; metallb_apply.go writes what it decided.
+
+// MetalLBGroup is the API group of MetalLB's objects.
+const MetalLBGroup = "metallb.io"
+
+// MetalLBState is one snapshot of a MetalLB installation and of the Services it serves.
+type MetalLBState struct {
+	// Namespace MetalLB runs in (and reads its objects from).
+	Namespace   string
+	Pools       []unstructured.Unstructured // IPAddressPool
+	L2Ads       []unstructured.Unstructured // L2Advertisement
+	BGPAds      []unstructured.Unstructured // BGPAdvertisement
+	Peers       []unstructured.Unstructured // BGPPeer, v1beta1 or v1beta2
+	Communities []unstructured.Unstructured // Community
+	BFDProfiles []unstructured.Unstructured // BFDProfile
+	Services    []corev1.Service
+	// NamespaceLabels of every namespace, for MetalLB's namespace selectors.
+	NamespaceLabels map[string]map[string]string
+}
+
+type mlbPool struct {
+	Name              string
+	Labels            map[string]string
+	Addresses         []string `json:"addresses"`
+	AutoAssign        *bool    `json:"autoAssign"`
+	AvoidBuggyIPs     bool     `json:"avoidBuggyIPs"`
+	ServiceAllocation *struct {
+		Priority           int                    `json:"priority"`
+		Namespaces         []string               `json:"namespaces"`
+		NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors"`
+		ServiceSelectors   []metav1.LabelSelector `json:"serviceSelectors"`
+	} `json:"serviceAllocation"`
+	// ranges are Addresses parsed; bad lists the entries that do not parse.
+	ranges []addrRange
+	bad    []string
+}
+
+type mlbAdvertisement struct {
+	Kind                   string // L2Advertisement or BGPAdvertisement
+	Name                   string
+	IPAddressPools         []string               `json:"ipAddressPools"`
+	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors"`
+	NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors"`
+	ServiceSelectors       []metav1.LabelSelector `json:"serviceSelectors"`
+	// L2 only.
+	Interfaces []string `json:"interfaces"`
+	// BGP only.
+	AggregationLength   *int32   `json:"aggregationLength"`
+	AggregationLengthV6 *int32   `json:"aggregationLengthV6"`
+	LocalPref           uint32   `json:"localPref"`
+	Communities         []string `json:"communities"`
+	Peers               []string `json:"peers"`
+}
+
+// mlbPeer holds the fields of both BGPPeer versions: v1beta2 added the ones marked so, and
+// v1beta1's nodeSelectors (matchLabels, matchExpressions of key/operator/values) read as
+// label selectors.
+type mlbPeer struct {
+	Name           string
+	Version        string
+	MyASN          int64                  `json:"myASN"`
+	PeerASN        int64                  `json:"peerASN"`
+	PeerAddress    string                 `json:"peerAddress"`
+	PeerPort       int32                  `json:"peerPort"`
+	SourceAddress  string                 `json:"sourceAddress"`
+	HoldTime       *metav1.Duration       `json:"holdTime"`
+	KeepaliveTime  *metav1.Duration       `json:"keepaliveTime"`
+	RouterID       string                 `json:"routerID"`
+	NodeSelectors  []metav1.LabelSelector `json:"nodeSelectors"`
+	Password       string                 `json:"password"`
+	BFDProfile     string                 `json:"bfdProfile"`
+	EBGPMultiHop   bool                   `json:"ebgpMultiHop"`
+	PasswordSecret *struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"passwordSecret"` // v1beta2
+	LocalASN               int64            `json:"localASN"`              // v1beta2
+	DynamicASN             string           `json:"dynamicASN"`            // v1beta2
+	Interface              string           `json:"interface"`             // v1beta2
+	ConnectTime            *metav1.Duration `json:"connectTime"`           // v1beta2
+	EnableGracefulRestart  bool             `json:"enableGracefulRestart"` // v1beta2
+	VRF                    string           `json:"vrf"`                   // v1beta2
+	DisableMP              bool             `json:"disableMP"`             // v1beta2
+	DualStackAddressFamily bool             `json:"dualStackAddressFamily"`
+}
+
+type mlbCommunities struct {
+	Name        string
+	Communities []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"communities"`
+}
+
+type mlbBFDProfile struct {
+	Name             string
+	ReceiveInterval  *int32 `json:"receiveInterval"`
+	TransmitInterval *int32 `json:"transmitInterval"`
+	DetectMultiplier *int32 `json:"detectMultiplier"`
+	EchoInterval     *int32 `json:"echoInterval"`
+	EchoMode         *bool  `json:"echoMode"`
+	PassiveMode      *bool  `json:"passiveMode"`
+	MinimumTTL       *int32 `json:"minimumTtl"`
+}
+
+// specOf decodes obj's spec into out; a spec that does not decode is reported, not guessed at.
+func specOf(obj *unstructured.Unstructured, out any) error {
+	spec, _, err := unstructured.NestedMap(obj.Object, "spec")
+	if err != nil {
+		return fmt.Errorf("%s %s: spec: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, out); err != nil {
+		return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// addrRange is one part of a pool: first to last, inclusive, of one family.
+type addrRange struct{ first, last netip.Addr }
+
+func (r addrRange) contains(a netip.Addr) bool {
+	return a.BitLen() == r.first.BitLen() && r.first.Compare(a) <= 0 && a.Compare(r.last) <= 0
+}
+
+// parseMetalLBAddress reads an entry of IPAddressPool.spec.addresses as MetalLB does: a CIDR,
+// or "first-last" (spaces around the dash allowed).
+func parseMetalLBAddress(s string) (addrRange, error) {
+	if first, last, ok := strings.Cut(s, "-"); ok {
+		a, err := netip.ParseAddr(strings.TrimSpace(first))
+		if err != nil {
+			return addrRange{}, fmt.Errorf("range %q: start: %w", s, err)
+		}
+		b, err := netip.ParseAddr(strings.TrimSpace(last))
+		if err != nil {
+			return addrRange{}, fmt.Errorf("range %q: end: %w", s, err)
+		}
+		if a.BitLen() != b.BitLen() || b.Less(a) {
+			return addrRange{}, fmt.Errorf("range %q: start and end are of two families or in the wrong order", s)
+		}
+		return addrRange{a.Unmap(), b.Unmap()}, nil
+	}
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return addrRange{}, fmt.Errorf("%q is neither a CIDR nor a range: %w", s, err)
+	}
+	p = p.Masked()
+	last := p.Addr()
+	for bits := p.Bits(); bits < last.BitLen(); bits++ {
+		last = setBit(last, bits)
+	}
+	return addrRange{p.Addr(), last}, nil
+}
+
+// setBit sets bit i (0 = the most significant) of a.
+func setBit(a netip.Addr, i int) netip.Addr {
+	b := a.AsSlice()
+	b[i/8] |= 0x80 >> (i % 8)
+	out, _ := netip.AddrFromSlice(b)
+	return out
+}
+
+// metallbObjects are the parsed objects of a MetalLBState.
+type metallbObjects struct {
+	pools       []*mlbPool
+	ads         []*mlbAdvertisement
+	peers       []*mlbPeer
+	communities map[string]string // alias -> value
+	bfd         map[string]*mlbBFDProfile
+	// notes on objects that did not parse or that carry nothing over.
+	problems []string
+}
+
+// parseMetalLB parses st once; an object that does not parse is reported and left out.
+func parseMetalLB(st MetalLBState) metallbObjects {
+	var o metallbObjects
+	for i := range st.Pools {
+		p := &mlbPool{Name: st.Pools[i].GetName(), Labels: st.Pools[i].GetLabels()}
+		if err := specOf(&st.Pools[i], p); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		for _, a := range p.Addresses {
+			r, err := parseMetalLBAddress(a)
+			if err != nil {
+				p.bad = append(p.bad, err.Error())
+				continue
+			}
+			p.ranges = append(p.ranges, r)
+		}
+		o.pools = append(o.pools, p)
+	}
+	for kind, list := range map[string][]unstructured.Unstructured{"L2Advertisement": st.L2Ads, "BGPAdvertisement": st.BGPAds} {
+		for i := range list {
+			ad := &mlbAdvertisement{Kind: kind, Name: list[i].GetName()}
+			if err := specOf(&list[i], ad); err != nil {
+				o.problems = append(o.problems, err.Error())
+				continue
+			}
+			o.ads = append(o.ads, ad)
+		}
+	}
+	for i := range st.Peers {
+		p := &mlbPeer{Name: st.Peers[i].GetName(), Version: st.Peers[i].GroupVersionKind().Version}
+		if err := specOf(&st.Peers[i], p); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		o.peers = append(o.peers, p)
+	}
+	o.communities = map[string]string{}
+	for i := range st.Communities {
+		c := &mlbCommunities{Name: st.Communities[i].GetName()}
+		if err := specOf(&st.Communities[i], c); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		for _, a := range c.Communities {
+			o.communities[a.Name] = a.Value
+		}
+	}
+	o.bfd = map[string]*mlbBFDProfile{}
+	for i := range st.BFDProfiles {
+		b := &mlbBFDProfile{Name: st.BFDProfiles[i].GetName()}
+		if err := specOf(&st.BFDProfiles[i], b); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		o.bfd[b.Name] = b
+	}
+	return o
+}
