@@ -99,15 +99,15 @@ func ConvertMetalLB(st MetalLBState) MetalLBPlan {
 	p := MetalLBPlan{Namespace: st.Namespace, Problems: o.problems, Counts: map[string]int{
 		"IPAddressPool": len(st.Pools), "L2Advertisement": len(st.L2Ads), "BGPAdvertisement": len(st.BGPAds),
 		"BGPPeer": len(st.Peers), "Community": len(st.Communities), "BFDProfile": len(st.BFDProfiles)}}
-	slices.SortFunc(o.pools, func(a, b *mlbPool) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(o.pools, func(a, b parsedPool) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(o.ads, func(a, b *mlbAdvertisement) int { return cmp.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name) })
 	slices.SortFunc(o.peers, func(a, b *mlbPeer) int { return cmp.Compare(a.Name, b.Name) })
-	anyPriority := slices.ContainsFunc(o.pools, func(pl *mlbPool) bool { return pl.ServiceAllocation != nil && pl.ServiceAllocation.Priority > 0 })
+	anyPriority := slices.ContainsFunc(o.pools, func(pl parsedPool) bool { return pl.ServiceAllocation != nil && pl.ServiceAllocation.Priority > 0 })
 	for _, pool := range o.pools {
 		p.Groups = append(p.Groups, convertPool(pool, o, anyPriority))
 	}
 	for _, ad := range o.ads {
-		if !slices.ContainsFunc(o.pools, func(pl *mlbPool) bool { return ad.selects(pl) }) {
+		if !slices.ContainsFunc(o.pools, func(pl parsedPool) bool { return ad.selects(pl.mlbPool) }) {
 			p.Notes = append(p.Notes, fmt.Sprintf("%s %s selects no IPAddressPool: nothing to carry over", ad.Kind, ad.Name))
 		}
 	}
@@ -151,8 +151,8 @@ func (ad *mlbAdvertisement) selects(pool *mlbPool) bool {
 	return false
 }
 
-func convertPool(pool *mlbPool, o metallbObjects, anyPriority bool) GroupConversion {
-	g := GroupConversion{Pool: pool.Name, Addresses: trimAll(pool.Addresses), AvoidBuggyIPs: pool.AvoidBuggyIPs, ranges: pool.ranges}
+func convertPool(pool parsedPool, o metallbObjects, anyPriority bool) GroupConversion {
+	g := GroupConversion{Pool: pool.Name, Addresses: canonicalAddresses(pool.Addresses), AvoidBuggyIPs: pool.AvoidBuggyIPs, ranges: pool.ranges}
 	g.Group.Name = pool.Name
 	g.Group.Spec.AutoAssign = ptrTo(pool.AutoAssign == nil || *pool.AutoAssign)
 	for _, bad := range pool.bad {
@@ -179,7 +179,7 @@ func convertPool(pool *mlbPool, o metallbObjects, anyPriority bool) GroupConvers
 	}
 	var l2, bgp []*mlbAdvertisement
 	for _, ad := range o.ads {
-		if !ad.selects(pool) {
+		if !ad.selects(pool.mlbPool) {
 			continue
 		}
 		g.AnnouncedBy = append(g.AnnouncedBy, ad.Kind+" "+ad.Name)
@@ -535,9 +535,15 @@ func selectorOf(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-func trimAll(in []string) []string {
+// canonicalAddresses writes a pool's parts without the spaces MetalLB tolerates around a
+// range's dash: "192.0.2.10 - 192.0.2.19" becomes "192.0.2.10-192.0.2.19".
+func canonicalAddresses(in []string) []string {
 	out := make([]string, 0, len(in))
 	for _, s := range in {
+		first, last, isRange := strings.Cut(s, "-")
+		if isRange {
+			s = strings.TrimSpace(first) + "-" + strings.TrimSpace(last)
+		}
 		out = append(out, strings.TrimSpace(s))
 	}
 	return out

@@ -35,25 +35,29 @@ type MetalLBState struct {
 }
 
 type mlbPool struct {
-	Name              string
-	Labels            map[string]string
-	Addresses         []string `json:"addresses"`
-	AutoAssign        *bool    `json:"autoAssign"`
-	AvoidBuggyIPs     bool     `json:"avoidBuggyIPs"`
+	Name              string            `json:"-"`
+	Labels            map[string]string `json:"-"`
+	Addresses         []string          `json:"addresses"`
+	AutoAssign        *bool             `json:"autoAssign"`
+	AvoidBuggyIPs     bool              `json:"avoidBuggyIPs"`
 	ServiceAllocation *struct {
 		Priority           int                    `json:"priority"`
 		Namespaces         []string               `json:"namespaces"`
 		NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors"`
 		ServiceSelectors   []metav1.LabelSelector `json:"serviceSelectors"`
 	} `json:"serviceAllocation"`
-	// ranges are Addresses parsed; bad lists the entries that do not parse.
+}
+
+// parsedPool is a pool with its addresses parsed; bad lists the entries that do not parse.
+type parsedPool struct {
+	*mlbPool
 	ranges []addrRange
 	bad    []string
 }
 
 type mlbAdvertisement struct {
-	Kind                   string // L2Advertisement or BGPAdvertisement
-	Name                   string
+	Kind                   string                 `json:"-"` // L2Advertisement or BGPAdvertisement
+	Name                   string                 `json:"-"`
 	IPAddressPools         []string               `json:"ipAddressPools"`
 	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors"`
 	NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors"`
@@ -72,8 +76,8 @@ type mlbAdvertisement struct {
 // v1beta1's nodeSelectors (matchLabels, matchExpressions of key/operator/values) read as
 // label selectors.
 type mlbPeer struct {
-	Name           string
-	Version        string
+	Name           string                 `json:"-"`
+	Version        string                 `json:"-"`
 	MyASN          int64                  `json:"myASN"`
 	PeerASN        int64                  `json:"peerASN"`
 	PeerAddress    string                 `json:"peerAddress"`
@@ -101,7 +105,7 @@ type mlbPeer struct {
 }
 
 type mlbCommunities struct {
-	Name        string
+	Name        string `json:"-"`
 	Communities []struct {
 		Name  string `json:"name"`
 		Value string `json:"value"`
@@ -109,7 +113,7 @@ type mlbCommunities struct {
 }
 
 type mlbBFDProfile struct {
-	Name             string
+	Name             string `json:"-"`
 	ReceiveInterval  *int32 `json:"receiveInterval"`
 	TransmitInterval *int32 `json:"transmitInterval"`
 	DetectMultiplier *int32 `json:"detectMultiplier"`
@@ -177,7 +181,7 @@ func setBit(a netip.Addr, i int) netip.Addr {
 
 // metallbObjects are the parsed objects of a MetalLBState.
 type metallbObjects struct {
-	pools       []*mlbPool
+	pools       []parsedPool
 	ads         []*mlbAdvertisement
 	peers       []*mlbPeer
 	communities map[string]string // alias -> value
@@ -190,11 +194,13 @@ type metallbObjects struct {
 func parseMetalLB(st MetalLBState) metallbObjects {
 	var o metallbObjects
 	for i := range st.Pools {
-		p := &mlbPool{Name: st.Pools[i].GetName(), Labels: st.Pools[i].GetLabels()}
-		if err := specOf(&st.Pools[i], p); err != nil {
+		p := parsedPool{mlbPool: &mlbPool{}}
+		if err := specOf(&st.Pools[i], p.mlbPool); err != nil {
 			o.problems = append(o.problems, err.Error())
 			continue
 		}
+		// Set after decoding: a spec key cannot override them.
+		p.Name, p.Labels = st.Pools[i].GetName(), st.Pools[i].GetLabels()
 		for _, a := range p.Addresses {
 			r, err := parseMetalLBAddress(a)
 			if err != nil {
@@ -207,25 +213,27 @@ func parseMetalLB(st MetalLBState) metallbObjects {
 	}
 	for kind, list := range map[string][]unstructured.Unstructured{"L2Advertisement": st.L2Ads, "BGPAdvertisement": st.BGPAds} {
 		for i := range list {
-			ad := &mlbAdvertisement{Kind: kind, Name: list[i].GetName()}
+			ad := &mlbAdvertisement{}
 			if err := specOf(&list[i], ad); err != nil {
 				o.problems = append(o.problems, err.Error())
 				continue
 			}
+			ad.Kind, ad.Name = kind, list[i].GetName()
 			o.ads = append(o.ads, ad)
 		}
 	}
 	for i := range st.Peers {
-		p := &mlbPeer{Name: st.Peers[i].GetName(), Version: st.Peers[i].GroupVersionKind().Version}
+		p := &mlbPeer{}
 		if err := specOf(&st.Peers[i], p); err != nil {
 			o.problems = append(o.problems, err.Error())
 			continue
 		}
+		p.Name, p.Version = st.Peers[i].GetName(), st.Peers[i].GroupVersionKind().Version
 		o.peers = append(o.peers, p)
 	}
 	o.communities = map[string]string{}
 	for i := range st.Communities {
-		c := &mlbCommunities{Name: st.Communities[i].GetName()}
+		c := &mlbCommunities{}
 		if err := specOf(&st.Communities[i], c); err != nil {
 			o.problems = append(o.problems, err.Error())
 			continue
@@ -236,11 +244,12 @@ func parseMetalLB(st MetalLBState) metallbObjects {
 	}
 	o.bfd = map[string]*mlbBFDProfile{}
 	for i := range st.BFDProfiles {
-		b := &mlbBFDProfile{Name: st.BFDProfiles[i].GetName()}
+		b := &mlbBFDProfile{}
 		if err := specOf(&st.BFDProfiles[i], b); err != nil {
 			o.problems = append(o.problems, err.Error())
 			continue
 		}
+		b.Name = st.BFDProfiles[i].GetName()
 		o.bfd[b.Name] = b
 	}
 	return o
