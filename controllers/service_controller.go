@@ -134,9 +134,10 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		}
 	}
 
+	unledgeredShown := unledgered(svc, current, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	var result allocOutcome
 	for attempt := 0; ; attempt++ {
-		result = r.allocate(ctx, key, request, requestErr)
+		result = r.allocate(ctx, key, request, requestErr, unledgeredShown)
 		lost, err := r.writeLedger(ctx, svc, result, current)
 		if err != nil {
 			// The status shows no address without its ledger object: say why it waits.
@@ -181,9 +182,13 @@ type allocOutcome struct {
 	conflicts map[netip.Addr]allocator.Reservation
 	err       error
 	released  bool // an address was freed: pending Services may now fit
+	// notAdopted are the addresses the status showed with no ledger object (another load
+	// balancer wrote them) that the Service does not keep, each with why.
+	notAdopted map[netip.Addr]string
 }
 
-func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocOutcome {
+// shown are the status's addresses without a ledger object: adopted when allowed.
+func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr) allocOutcome {
 	s := r.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,8 +202,11 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	} else if requestErr != nil {
 		out.held, out.err = before, requestErr
 	} else {
+		importShown(s.alloc, key.String(), shown)
+		before = s.alloc.Held(key.String())
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
 	}
+	out.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
 	out.released = len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
 	out.conflicts = map[netip.Addr]allocator.Reservation{}

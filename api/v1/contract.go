@@ -29,6 +29,12 @@ var (
 	IPGroupAnnotationAliases = []string{"metallb.io/address-pool", "metallb.universe.tf/address-pool"}
 )
 
+// EventAddressNotAdopted is the reason of the Warning Event on a Service whose status showed an
+// address with no ledger object (written by another load balancer, such as MetalLB, before
+// this operator served the Service) that the operator could not adopt: the message names the
+// address and why (no IPGroup admitting the Service allows it, another Service holds it, ...).
+const EventAddressNotAdopted = "AddressNotAdopted"
+
 // CreatedFromGSMLabel on an IPGroup names the GroupSegmentMapping the
 // migration made it from.
 const CreatedFromGSMLabel = "vip.paas.org/created-from-gsm"
