@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,9 +57,10 @@ func InstallCRDs(cfg *rest.Config, dir string) error {
 
 // Controller is a running MetalLB controller process.
 type Controller struct {
-	cmd  *exec.Cmd
-	done chan error
-	log  *bytes.Buffer
+	cmd     *exec.Cmd
+	done    chan error
+	log     *bytes.Buffer
+	stopped sync.Once
 }
 
 // Start creates MetalLB's namespace and the controller's Pod object, and runs the controller from
@@ -91,15 +93,20 @@ func Start(ctx context.Context, c client.Client, dir, kubeconfig string) (*Contr
 	return m, nil
 }
 
-// Stop ends the controller (SIGTERM, then SIGKILL after 10s) and returns its log.
+// Stop ends the controller (SIGTERM, then SIGKILL after 10s) and returns its log. Later
+// calls only return the log.
 func (m *Controller) Stop() string {
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(10 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	}
+	m.stopped.Do(func() {
+		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		var err error
+		select {
+		case err = <-m.done:
+		case <-time.After(10 * time.Second):
+			_ = m.cmd.Process.Kill()
+			err = <-m.done
+		}
+		m.done <- err // Exited still answers
+	})
 	return m.log.String()
 }
 
