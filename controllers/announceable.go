@@ -11,12 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // setAnnounceableCondition says whether any node can announce the group's VIPs
 // in L2 mode: one that matches announce.nodeSelector, is not cordoned, and has
-// an interface (of announce.interfaces, if set) on the segment, as its agent
+// an interface (of announce.interfaces, if set) on one of its parts (segment or
+// addresses), as its agent
 // published in the Node's interfaces annotation. Groups announced otherwise
 // carry no such condition. Which node may carry the VIPs is the agents' own
 // rule (internal/election), asked here of every Node over the whole segment.
@@ -30,18 +32,21 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupAnnounceable)
 		return
 	}
-	segment, err := netip.ParsePrefix(group.Spec.Segment)
+	parsed, err := k8salloc.Group(group)
 	if err != nil {
 		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupAnnounceable)
 		return // Ready says what is wrong
 	}
+	parts := parsed.Parts()
 	var allowed []string
 	if an != nil {
 		allowed = an.Interfaces
 	}
 	selected, able := groupNodes(group, nodes, func(n election.Node, c election.Candidacy) bool {
-		_, ok := election.EligibleIn(n, segment, c)
-		return ok
+		return slices.ContainsFunc(parts, func(p netip.Prefix) bool {
+			_, ok := election.EligibleIn(n, p, c)
+			return ok
+		})
 	})
 	c := metav1.Condition{Type: paasv1.IPGroupAnnounceable, ObservedGeneration: group.Generation}
 	switch {
@@ -53,8 +58,8 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes on the segment's network"
 	default:
 		c.Status, c.Reason = metav1.ConditionFalse, "NoInterfaceOnSegment"
-		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable with an interface on %s%s: the VIPs would be unreachable; put the segment on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
-			len(selected), firstNames(selected), segment, interfacesNote(allowed))
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable with an interface on %s%s: the VIPs would be unreachable; put the group's addresses on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
+			len(selected), firstNames(selected), group.Spec.DescribeParts(), interfacesNote(allowed))
 	}
 	meta.SetStatusCondition(&status.Conditions, c)
 }
