@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,11 +89,10 @@ type MetalLBApplyOptions struct {
 // idempotent: what exists is left as it is and said so.
 func ApplyMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, o MetalLBApplyOptions, out io.Writer) error {
 	for _, g := range p.Groups {
-		obj, err := ipGroupObject(g, p.Namespace)
-		if err != nil {
-			return err
-		}
-		if err := createOnce(ctx, c, obj, out); err != nil {
+		group := g.Group.DeepCopy()
+		group.SetGroupVersionKind(paasv1.GroupVersion.WithKind("IPGroup"))
+		group.Annotations = map[string]string{CreatedFromAnnotation: "metallb.io/v1beta1 IPAddressPool " + p.Namespace + "/" + g.Pool}
+		if err := createOnce(ctx, c, group, out); err != nil {
 			return err
 		}
 	}
@@ -116,34 +114,6 @@ func ApplyMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, o MetalLB
 		return scaleDownMetalLB(ctx, c, p.Namespace, out)
 	}
 	return nil
-}
-
-// ipGroupObject is the IPGroup of g. spec.addresses and spec.avoidBuggyIPs are written by
-// name: the pool's parts as MetalLB wrote them.
-func ipGroupObject(g GroupConversion, namespace string) (*unstructured.Unstructured, error) {
-	group := g.Group.DeepCopy()
-	group.SetGroupVersionKind(paasv1.GroupVersion.WithKind("IPGroup"))
-	group.Annotations = map[string]string{CreatedFromAnnotation: "metallb.io/v1beta1 IPAddressPool " + namespace + "/" + g.Pool}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(group)
-	if err != nil {
-		return nil, fmt.Errorf("convert IPGroup %s: %w", g.Group.Name, err)
-	}
-	obj := &unstructured.Unstructured{Object: m}
-	delete(obj.Object, "status")
-	unstructured.RemoveNestedField(obj.Object, "spec", "segment")
-	addrs := make([]any, 0, len(g.Addresses))
-	for _, a := range g.Addresses {
-		addrs = append(addrs, a)
-	}
-	if err := unstructured.SetNestedSlice(obj.Object, addrs, "spec", "addresses"); err != nil {
-		return nil, err
-	}
-	if g.AvoidBuggyIPs {
-		if err := unstructured.SetNestedField(obj.Object, true, "spec", "avoidBuggyIPs"); err != nil {
-			return nil, err
-		}
-	}
-	return obj, nil
 }
 
 // createOnce creates obj unless an object of its name exists.

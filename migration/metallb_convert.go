@@ -38,10 +38,6 @@ type MetalLBPlan struct {
 type GroupConversion struct {
 	Pool  string
 	Group paasv1.IPGroup
-	// Addresses and AvoidBuggyIPs are the IPGroup's spec.addresses and spec.avoidBuggyIPs: the
-	// pool's parts in MetalLB's syntax, unchanged.
-	Addresses     []string
-	AvoidBuggyIPs bool
 	// AnnouncedBy names the advertisements the announcement comes from.
 	AnnouncedBy []string
 	// Dropped is what is not carried over, and why.
@@ -152,8 +148,11 @@ func (ad *mlbAdvertisement) selects(pool *mlbPool) bool {
 }
 
 func convertPool(pool parsedPool, o metallbObjects, anyPriority bool) GroupConversion {
-	g := GroupConversion{Pool: pool.Name, Addresses: canonicalAddresses(pool.Addresses), AvoidBuggyIPs: pool.AvoidBuggyIPs, ranges: pool.ranges}
+	g := GroupConversion{Pool: pool.Name, ranges: pool.ranges}
 	g.Group.Name = pool.Name
+	// The pool's parts in MetalLB's syntax, which spec.addresses shares.
+	g.Group.Spec.Addresses = canonicalAddresses(pool.Addresses)
+	g.Group.Spec.AvoidBuggyIPs = pool.AvoidBuggyIPs
 	g.Group.Spec.AutoAssign = ptrTo(pool.AutoAssign == nil || *pool.AutoAssign)
 	for _, bad := range pool.bad {
 		g.Dropped = append(g.Dropped, "address "+bad+": MetalLB would refuse it too; fix or remove it")

@@ -70,9 +70,9 @@ func TestConvertMetalLBPools(t *testing.T) {
 	p := ConvertMetalLB(st)
 
 	web := groupNamed(p, "web")
-	if !slices.Equal(web.Addresses, []string{"192.0.2.10-192.0.2.19", "192.0.2.64/29"}) || *web.Group.Spec.AutoAssign != true || web.Group.Spec.Priority != metallbNoPriority {
+	if !slices.Equal(web.Group.Spec.Addresses, []string{"192.0.2.10-192.0.2.19", "192.0.2.64/29"}) || *web.Group.Spec.AutoAssign != true || web.Group.Spec.Priority != metallbNoPriority {
 		t.Errorf("web: addresses %v, autoAssign %v, priority %d; want the pool's parts, true, %d (MetalLB tries pools without priority last)",
-			web.Addresses, *web.Group.Spec.AutoAssign, web.Group.Spec.Priority, metallbNoPriority)
+			web.Group.Spec.Addresses, *web.Group.Spec.AutoAssign, web.Group.Spec.Priority, metallbNoPriority)
 	}
 	if a := web.Group.Spec.Announce; a.Mode != paasv1.AnnounceL2 || !slices.Equal(a.Interfaces, []string{"eth1", "eth2"}) || a.NodeSelector.MatchLabels["l2"] != "a" {
 		t.Errorf("web announce = %+v; want L2 on eth1, eth2, the first node selector", a)
@@ -83,8 +83,8 @@ func TestConvertMetalLBPools(t *testing.T) {
 
 	gold := groupNamed(p, "gold")
 	s := gold.Group.Spec
-	if *s.AutoAssign || s.Priority != 5 || !gold.AvoidBuggyIPs {
-		t.Errorf("gold: autoAssign %v priority %d avoidBuggyIPs %v; want false, 5, true", *s.AutoAssign, s.Priority, gold.AvoidBuggyIPs)
+	if *s.AutoAssign || s.Priority != 5 || !s.AvoidBuggyIPs {
+		t.Errorf("gold: autoAssign %v priority %d avoidBuggyIPs %v; want false, 5, true", *s.AutoAssign, s.Priority, s.AvoidBuggyIPs)
 	}
 	if got := metav1.FormatLabelSelector(s.NamespaceSelector); got != "kubernetes.io/metadata.name in (a,b)" {
 		t.Errorf("gold namespaceSelector = %s", got)

@@ -18,9 +18,9 @@ func PrintMetalLBPlan(out io.Writer, p MetalLBPlan) {
 	for _, g := range p.Groups {
 		s := g.Group.Spec
 		fmt.Fprintf(out, "\nIPAddressPool %s -> IPGroup %s\n", g.Pool, g.Group.Name)
-		fmt.Fprintf(out, "  addresses: %s\n", strings.Join(g.Addresses, ", "))
+		fmt.Fprintf(out, "  addresses: %s\n", strings.Join(s.Addresses, ", "))
 		fmt.Fprintf(out, "  autoAssign: %t, priority: %d", *s.AutoAssign, s.Priority)
-		if g.AvoidBuggyIPs {
+		if s.AvoidBuggyIPs {
 			fmt.Fprint(out, ", avoidBuggyIPs: true")
 		}
 		fmt.Fprintln(out)
