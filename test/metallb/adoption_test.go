@@ -23,22 +23,7 @@ func TestAdoptsStatusAddresses(t *testing.T) {
 	env := startEnv(t)
 	ctx := context.Background()
 	restore := withoutStatusPolicy(ctx, t, env.Admin)
-	dir, err := Build(env.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallCRDs(env.AdminConfig, dir); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := env.KubeconfigFile(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := Start(ctx, env.Admin, dir, kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Stop()
+	ctl := startMetalLB(ctx, t, env)
 	if err := env.ApplyYAML(ctx, []byte(`
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool

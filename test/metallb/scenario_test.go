@@ -117,26 +117,7 @@ func withoutStatusPolicy(ctx context.Context, t *testing.T, c client.Client) (re
 // returns the controller, still running.
 func runMetalLB(ctx context.Context, t *testing.T, env *testenv.Env) *Controller {
 	t.Helper()
-	dir, err := Build(env.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallCRDs(env.AdminConfig, dir); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := env.KubeconfigFile(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := Start(ctx, env.Admin, dir, kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if log := ctl.Stop(); t.Failed() {
-			t.Logf("MetalLB controller log:\n%s", tail(log, 60))
-		}
-	})
+	ctl := startMetalLB(ctx, t, env)
 	applyFixture(ctx, t, env, "metallb.yaml")
 	for _, ns := range []string{"shop", "hcp", "install", "dual"} {
 		if err := env.Admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -160,6 +141,33 @@ func runMetalLB(ctx context.Context, t *testing.T, env *testenv.Env) *Controller
 			return slices.Equal(got, s.want), "Service " + s.namespace + "/" + s.name + " shows " + strings.Join(got, ",") + ", want " + strings.Join(s.want, ",")
 		})
 	}
+	return ctl
+}
+
+// startMetalLB builds MetalLB (once), installs its CRDs and runs its controller as admin until
+// the test ends; its log is shown when the test failed.
+func startMetalLB(ctx context.Context, t *testing.T, env *testenv.Env) *Controller {
+	t.Helper()
+	dir, err := Build(env.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := InstallCRDs(env.AdminConfig, dir); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := Start(ctx, env.Admin, dir, kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if log := ctl.Stop(); t.Failed() {
+			t.Logf("MetalLB controller log:\n%s", tail(log, 60))
+		}
+	})
 	return ctl
 }
 
