@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,28 +100,7 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	d.stopOperator()
 	const vip = "192.0.2.40"
 	web := d.lanService(t, "web", false)
-	binding := &unstructured.Unstructured{}
-	binding.SetAPIVersion("admissionregistration.k8s.io/v1")
-	binding.SetKind("ValidatingAdmissionPolicyBinding")
-	if err := k8s.Get(ctx, client.ObjectKey{Name: "vip-allocator-service-status-writers"}, binding); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	// The API server enforces the binding's removal once its informer has seen it.
-	eventually(t, "MetalLB writes the Service's address", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), web); err != nil {
-			return err
-		}
-		web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
-		return k8s.Status().Update(ctx, web)
-	})
-	binding.SetResourceVersion("")
-	binding.SetUID("")
-	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	writeStatusAsMetalLB(t, k8s, web, vip)
 	speaker := startMetalLBSpeaker(t, d, "node1", vip, "198.51.100.11:8080")
 	eventually(t, "MetalLB's stand-in serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
 
@@ -132,14 +113,7 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	for _, n := range []string{"node1", "node2", "node3"} {
 		d.startAgent(t, n)
 	}
-	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opCtx, cancel := context.WithCancel(ctx)
-	opDone := make(chan struct{})
-	go func() { defer close(opDone); _ = mgr.Start(opCtx) }()
-	t.Cleanup(func() { cancel(); <-opDone })
+	startOperatorAgain(t, d.dataLab)
 
 	start := time.Now()
 	owner := ""
@@ -185,3 +159,137 @@ func TestMetalLBHandOverL2(t *testing.T) {
 type errNotYet string
 
 func (e errNotYet) Error() string { return string(e) }
+
+// TestMetalLBHandOverBGP: a Service MetalLB served over BGP (a speaker stand-in, an FRR on the
+// LAN announcing the VIP to the router and forwarding it to the backend as kube-proxy would) is
+// taken over: the operator adopts the address, the agents advertise it, and the router has
+// their routes before the stand-in withdraws its own. A client curls through the router at
+// 20 Hz throughout: not one request fails.
+func TestMetalLBHandOverBGP(t *testing.T) {
+	d := setupBGP(t)
+	ctx := context.Background()
+	k8s := d.env.Admin
+	d.stopOperator()
+	const vip, speakerIP = "203.0.113.140", "198.51.100.20"
+	web := d.bgpService(t, "web", false)
+	writeStatusAsMetalLB(t, k8s, web, vip)
+
+	// MetalLB's speaker: on the LAN, in the cluster's AS, announcing the VIP; it forwards the
+	// VIP to the backend through node1, masqueraded.
+	d.addNS("speaker")
+	d.plug("speaker", "eth0", "lan", speakerIP+"/24")
+	d.in("speaker", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	d.in("speaker", "ip", "route", "add", "default", "via", "198.51.100.1")
+	d.in("speaker", "ip", "route", "add", "192.0.2.0/25", "via", bgpNodeIP["node1"])
+	d.in("speaker", "ip", "route", "add", "blackhole", vip+"/32")
+	d.in("speaker", "iptables", "-t", "nat", "-A", "PREROUTING", "-d", vip+"/32", "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", "192.0.2.11:8080")
+	d.in("speaker", "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "192.0.2.11/32", "-j", "MASQUERADE")
+	d.in("node1", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	speaker := startFRR(t, d.lab, "speaker", `hostname speaker
+router bgp 64513
+ bgp router-id `+speakerIP+`
+ no bgp ebgp-requires-policy
+ no bgp default ipv4-unicast
+ neighbor 198.51.100.1 remote-as 64512
+ neighbor 198.51.100.1 timers 1 3
+ address-family ipv4 unicast
+  neighbor 198.51.100.1 activate
+  network `+vip+`/32
+ exit-address-family
+`)
+	eventually(t, "the router routes the VIP to MetalLB's speaker", func() error {
+		hops, err := d.router.nextHops(vip + "/32")
+		if err != nil || !slices.Equal(hops, []string{speakerIP}) {
+			return fmt.Errorf("next hops %v, %v", hops, err)
+		}
+		return nil
+	})
+	eventually(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
+
+	// The switch: the converted peer and group, the agents, the operator.
+	for _, o := range []client.Object{
+		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}},
+		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp-vips"}, Spec: paasv1.IPGroupSpec{Addresses: []string{"203.0.113.130-203.0.113.150"},
+			Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}},
+	} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loop := d.startCurlLoop("http://" + vip)
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	startOperatorAgain(t, d.dataLab)
+	start := time.Now()
+	eventually(t, "the router has the agents' routes next to the speaker's", func() error {
+		hops, err := d.router.nextHops(vip + "/32")
+		want := []string{bgpNodeIP["node1"], bgpNodeIP["node2"], bgpNodeIP["node3"], speakerIP}
+		slices.Sort(want)
+		if err != nil || !slices.Equal(hops, want) {
+			return fmt.Errorf("next hops %v, %v", hops, err)
+		}
+		return nil
+	})
+	ours := time.Since(start)
+	// MetalLB's withdrawal, as its speaker does when it stops: the route first, then the rest.
+	if _, err := speaker.vtysh("configure terminal", "router bgp 64513", "address-family ipv4 unicast", "no network "+vip+"/32"); err != nil {
+		t.Fatal(err)
+	}
+	d.waitNextHops(t, vip, "node1", "node2", "node3")
+	time.Sleep(2 * time.Second) // flows already on the speaker's path finish there
+	speaker.stop()
+	time.Sleep(2 * time.Second)
+	total, failures, rate := loop.finish()
+	t.Logf("the router had the agents' routes to %s %s after the operator started, before the speaker's withdrawal; %d requests at %.1f per second, %d failed",
+		vip, ours.Round(time.Millisecond), total, rate, len(failures))
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d requests failed during the hand-over from MetalLB:\n%s", len(failures), total, strings.Join(failures, "\n"))
+	}
+	if rate < 18 {
+		t.Fatalf("the loop ran at %.1f requests per second, not 20", rate)
+	}
+}
+
+// writeStatusAsMetalLB writes vip into svc's status as MetalLB's controller did before this
+// project was installed: the status policy's binding is lifted for the write and put back.
+func writeStatusAsMetalLB(t *testing.T, k8s client.Client, svc *corev1.Service, vip string) {
+	t.Helper()
+	ctx := context.Background()
+	binding := &unstructured.Unstructured{}
+	binding.SetAPIVersion("admissionregistration.k8s.io/v1")
+	binding.SetKind("ValidatingAdmissionPolicyBinding")
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "vip-allocator-service-status-writers"}, binding); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	// The API server enforces the binding's removal once its informer has seen it.
+	eventually(t, "MetalLB writes the Service's address", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
+		return k8s.Status().Update(ctx, svc)
+	})
+	binding.SetResourceVersion("")
+	binding.SetUID("")
+	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// startOperatorAgain starts the operator once more after d.stopOperator (startOperator also
+// writes the gossip key, which exists).
+func startOperatorAgain(t *testing.T, d *dataLab) {
+	t.Helper()
+	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
