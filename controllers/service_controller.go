@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	corev1 "k8s.io/api/core/v1"
@@ -185,6 +186,8 @@ type allocOutcome struct {
 	// notAdopted are the addresses the status showed with no ledger object (another load
 	// balancer wrote them) that the Service does not keep, each with why.
 	notAdopted map[netip.Addr]string
+	// adopted are the held addresses among them: their ledger objects say so.
+	adopted []netip.Addr
 }
 
 // shown are the status's addresses without a ledger object: adopted when allowed.
@@ -207,6 +210,11 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
 	}
 	out.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
+	for _, addr := range shown {
+		if slices.Contains(out.held, addr) {
+			out.adopted = append(out.adopted, addr)
+		}
+	}
 	out.released = len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
 	out.conflicts = map[netip.Addr]allocator.Reservation{}
@@ -241,7 +249,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 		if name := paasv1.IPObjectName(addr); have[name] || r.state.ledgerInFlight(name, svc.UID) {
 			continue
 		}
-		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr], reservedBy(result.conflicts, addr))
+		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr], reservedBy(result.conflicts, addr), slices.Contains(result.adopted, addr))
 		if err != nil {
 			return false, err
 		}
@@ -252,11 +260,15 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 
 // createLedger creates the ledger object of addr for svc. won is false when the
 // address turns out to be held by someone else; the allocator then learns it.
-func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group, reserved string) (won bool, err error) {
+// adopted marks an address another load balancer wrote into the status (status_adoption.go).
+func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group, reserved string, adopted bool) (won bool, err error) {
 	owner := &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 	ip := &paasv1.IP{}
 	ip.Name = paasv1.IPObjectName(addr)
 	ip.Annotations = map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}
+	if adopted {
+		ip.Annotations[paasv1.AdoptedAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	}
 	if group != "" {
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}

@@ -145,6 +145,10 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	}
 	// Only the owner answers now, and the ledger names it.
 	t.Logf("after MetalLB's removal %s answers for %s (node MACs %v)", d.owner(t, vip, ""), vip, d.macs)
+	ledger := &paasv1.IP{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, ledger); err != nil || !ledger.HandOverExpected(time.Now()) {
+		t.Fatalf("ledger %s: %v, annotations %v; want it marked adopted (the agents expect MetalLB's answers)", vip, err, ledger.Annotations)
+	}
 	var events corev1.EventList
 	if err := k8s.List(ctx, &events); err != nil {
 		t.Fatal(err)
