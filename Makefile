@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-arpflood bench-membership controlplane packages clean
+.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-arpflood bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -66,6 +66,11 @@ packages:
 	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat iputils-arping:arping conntrack:conntrack frr:vtysh; do \
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
+
+## metallb: the MetalLB controller v0.16.1 and its CRDs from its Go module, into bin/metallb
+## (test/metallb builds it on first use too; about 5 minutes once, reused)
+metallb:
+	hack/metallb.sh
 
 ## controlplane: kube-apiserver, etcd and kubectl from the Go module proxy, into bin/k8s
 controlplane: $(K8S)/kube-apiserver $(K8S)/etcd $(K8S)/kubectl

@@ -22,13 +22,16 @@ import (
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
-const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade [flags]
+const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade|metallb [flags]
 
   plan     for every VirtualIP, what its migration will do and what blocks it, and what
            the upgrade of the original operator's installation will do (writes nothing)
   all      annotate with virtualips.paas.org/migrate every VirtualIP that can migrate now
   upgrade  remove what the original operator left that would race or block this one:
-           its Deployment, its webhooks, cluster-admin bindings of the namespace's ServiceAccounts`
+           its Deployment, its webhooks, cluster-admin bindings of the namespace's ServiceAccounts
+  metallb plan   what MetalLB's pools, advertisements and peers become, what is not carried
+                 over and why, and the address each Service keeps (writes nothing)
+  metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows`
 
 // MigrateOptions are the flags of "migrate plan", "migrate all" and "migrate upgrade".
 type MigrateOptions struct {
@@ -43,6 +46,9 @@ type MigrateOptions struct {
 }
 
 func runMigrate(args []string) error {
+	if len(args) > 0 && args[0] == "metallb" {
+		return runMigrateMetalLB(args[1:])
+	}
 	if len(args) == 0 || !slices.Contains([]string{"plan", "all", "upgrade"}, args[0]) {
 		return errors.New(migrateUsage)
 	}
@@ -135,4 +141,66 @@ func planAll(ctx context.Context, cfg *rest.Config, o MigrateOptions) ([]migrati
 		return nil, errors.New("cache did not sync")
 	}
 	return migration.PlanAll(ctx, reader, o.Namespace, migration.Options{OwnClassOnly: o.OwnClassOnly, CutoverDelay: o.CutoverDelay})
+}
+
+// MetalLBOptions are the flags of "migrate metallb plan|apply".
+type MetalLBOptions struct {
+	Kubeconfig       string
+	MetalLBNamespace string
+	migration.MetalLBApplyOptions
+}
+
+func runMigrateMetalLB(args []string) error {
+	if len(args) == 0 || !slices.Contains([]string{"plan", "apply"}, args[0]) {
+		return errors.New(migrateUsage)
+	}
+	verb := args[0]
+	var o MetalLBOptions
+	fs := flag.NewFlagSet("migrate metallb "+verb, flag.ContinueOnError)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
+	fs.StringVar(&o.MetalLBNamespace, "metallb-namespace", "metallb-system", "the namespace MetalLB runs in and reads its objects from")
+	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (apply writes the BGP password Secret there)")
+	fs.BoolVar(&o.ScaleDownController, "scale-down-controller", false, "apply: scale MetalLB's controller Deployment to 0 once everything is created")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg, err := loadKubeconfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if verb == "plan" {
+		_, err = MetalLBPlan(context.Background(), cfg, o, os.Stdout)
+		return err
+	}
+	return MetalLBApply(context.Background(), cfg, o, os.Stdout)
+}
+
+// MetalLBPlan prints what "migrate metallb apply" creates and what becomes of each Service
+// MetalLB serves, and returns the plan. It only reads.
+func MetalLBPlan(ctx context.Context, cfg *rest.Config, o MetalLBOptions, out io.Writer) (migration.MetalLBPlan, error) {
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		return migration.MetalLBPlan{}, err
+	}
+	st, err := migration.ReadMetalLB(ctx, c, cmp.Or(o.MetalLBNamespace, "metallb-system"))
+	if err != nil {
+		return migration.MetalLBPlan{}, err
+	}
+	p := migration.ConvertMetalLB(st)
+	migration.PrintMetalLBPlan(out, p)
+	return p, nil
+}
+
+// MetalLBApply creates what the plan shows; it is idempotent.
+func MetalLBApply(ctx context.Context, cfg *rest.Config, o MetalLBOptions, out io.Writer) error {
+	p, err := MetalLBPlan(ctx, cfg, o, io.Discard)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		return err
+	}
+	o.OperatorNamespace = cmp.Or(o.OperatorNamespace, paasv1.DefaultNamespace)
+	return migration.ApplyMetalLB(ctx, c, p, o.MetalLBApplyOptions, out)
 }

@@ -130,6 +130,10 @@ func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr,
 	for _, addr := range released {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s", addr)
 	}
+	for addr, why := range result.notAdopted {
+		r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, paasv1.EventAddressNotAdopted,
+			"The status showed %s, which no ledger object records (another load balancer wrote it); not adopted: %s", addr, why)
+	}
 }
 
 // servicesAffectedBy maps an IPGroup change (segment, excluded IPs, selectors,

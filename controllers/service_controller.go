@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	corev1 "k8s.io/api/core/v1"
@@ -134,9 +135,10 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		}
 	}
 
+	unledgeredShown := unledgered(svc, current, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	var result allocOutcome
 	for attempt := 0; ; attempt++ {
-		result = r.allocate(ctx, key, request, requestErr)
+		result = r.allocate(ctx, key, request, requestErr, unledgeredShown)
 		lost, err := r.writeLedger(ctx, svc, result, current)
 		if err != nil {
 			// The status shows no address without its ledger object: say why it waits.
@@ -183,9 +185,15 @@ type allocOutcome struct {
 	released  bool // an address was freed: pending Services may now fit
 	// sharingKey is the Service's sharing key, recorded on its ledger objects.
 	sharingKey string
+	// notAdopted are the addresses the status showed with no ledger object (another load
+	// balancer wrote them) that the Service does not keep, each with why.
+	notAdopted map[netip.Addr]string
+	// adopted are the held addresses among them: their ledger objects say so.
+	adopted []netip.Addr
 }
 
-func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error) allocOutcome {
+// shown are the status's addresses without a ledger object: adopted when allowed.
+func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr) allocOutcome {
 	s := r.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,11 +208,19 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		out.held, out.err = before, requestErr
 	} else {
 		shared := s.alloc.SharingOf(key.String())
+		importShown(s.alloc, key.String(), shown, req.Sharing)
+		before = s.alloc.Held(key.String())
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
 		// Service of its key in.
 		out.released = shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
+	}
+	out.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
+	for _, addr := range shown {
+		if slices.Contains(out.held, addr) {
+			out.adopted = append(out.adopted, addr)
+		}
 	}
 	out.released = out.released || len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
@@ -240,7 +256,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 		if name := paasv1.IPObjectName(addr); have[name] || r.state.ledgerInFlight(name, svc.UID) {
 			continue
 		}
-		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr], reservedBy(result.conflicts, addr), result.sharingKey)
+		won, err := r.createLedger(ctx, svc, addr, result)
 		if err != nil {
 			return false, err
 		}
@@ -251,12 +267,19 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 
 // createLedger creates the ledger object of addr for svc. won is false when the
 // address turns out to be held by someone else; the allocator then learns it.
-// An object the allocator lets svc share is joined instead (ledger_sharing.go).
-func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group, reserved, sharingKey string) (won bool, err error) {
+// The outcome says the address's group, whether it is reserved elsewhere, the
+// Service's sharing key and whether another load balancer wrote it into the
+// status (adopted, status_adoption.go). An object the allocator lets svc share
+// is joined instead (ledger_sharing.go).
+func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, result allocOutcome) (won bool, err error) {
+	group, reserved, sharingKey := result.groupOf[addr], reservedBy(result.conflicts, addr), result.sharingKey
 	owner := &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 	ip := &paasv1.IP{}
 	ip.Name = paasv1.IPObjectName(addr)
 	ip.Annotations = map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}
+	if slices.Contains(result.adopted, addr) {
+		ip.Annotations[paasv1.AdoptedAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	}
 	if group != "" {
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}

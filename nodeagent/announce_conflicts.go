@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -46,6 +47,11 @@ func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
 		// A legacy VirtualIP migrating to this address: its keepalived node
 		// answers too until the hand-over ends. That is the plan, not a conflict.
 		return err
+	}
+	if ip.HandOverExpected(time.Now()) {
+		// Adopted from another load balancer (MetalLB) a moment ago: its speaker
+		// answers too until it is removed. Also the plan.
+		return nil
 	}
 	msg := fmt.Sprintf("%s answers %s for %s on the segment of %s/%s, which announces it: another host uses the address or a second load balancer announces it; remove it there, or exclude %s from the IPGroup",
 		c.MAC, protocolOf(c.VIP), c.VIP, a.NodeName, c.Interface, c.VIP)

@@ -41,6 +41,22 @@ const (
 // spec.owner and spec.sharedWith together).
 const MaxSharers = 100
 
+// MetalLB's Service annotations, honoured as ours so that Services written for MetalLB need no
+// edit when it is replaced (docs/migration.md "From MetalLB"): each list is in precedence order
+// after our own key, and two keys of one list that disagree are refused (InvalidRequest).
+var (
+	// IPsAnnotationAliases ask for addresses as IPsAnnotation does.
+	IPsAnnotationAliases = []string{"metallb.io/loadBalancerIPs", "metallb.universe.tf/loadBalancerIPs"}
+	// IPGroupAnnotationAliases name a pool; the IPGroup converted from it has its name.
+	IPGroupAnnotationAliases = []string{"metallb.io/address-pool", "metallb.universe.tf/address-pool"}
+)
+
+// EventAddressNotAdopted is the reason of the Warning Event on a Service whose status showed an
+// address with no ledger object (written by another load balancer, such as MetalLB, before
+// this operator served the Service) that the operator could not adopt: the message names the
+// address and why (no IPGroup admitting the Service allows it, another Service holds it, ...).
+const EventAddressNotAdopted = "AddressNotAdopted"
+
 // CreatedFromGSMLabel on an IPGroup names the GroupSegmentMapping the
 // migration made it from.
 const CreatedFromGSMLabel = "vip.paas.org/created-from-gsm"

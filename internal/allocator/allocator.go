@@ -620,3 +620,9 @@ func names(groups []*Group) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// Admissible explains why key may not hold addr under req, as Allocate would refuse it if req
+// asked for addr, or returns nil. It changes nothing.
+func (a *Allocator) Admissible(key string, addr netip.Addr, req Request) error {
+	return a.checkRequested(key, addr, req)
+}

@@ -119,20 +119,24 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 		req.Families = []allocator.Family{allocator.IPv4}
 	}
 
-	annotated := SplitList(svc.Annotations[paasv1.IPsAnnotation])
+	ipsKey, ipsValue, err := annotation(svc, paasv1.IPsAnnotation, paasv1.IPsAnnotationAliases...)
+	if err != nil {
+		return req, err
+	}
+	annotated := SplitList(ipsValue)
 	if len(annotated) > 2 {
-		return req, fmt.Errorf("annotation %s lists %d addresses; a Service gets one address per family, so two at most", paasv1.IPsAnnotation, len(annotated))
+		return req, fmt.Errorf("annotation %s lists %d addresses; a Service gets one address per family, so two at most", ipsKey, len(annotated))
 	}
 	for _, s := range annotated {
 		addr, err := ParseRequestedIP(s)
 		if err != nil {
-			return req, fmt.Errorf("annotation %s: %w; write addresses separated by commas, one per family", paasv1.IPsAnnotation, err)
+			return req, fmt.Errorf("annotation %s: %w; write addresses separated by commas, one per family", ipsKey, err)
 		}
 		if have, dup := requestedOf(req.IPs, allocator.FamilyOf(addr)); dup {
 			if have == addr {
-				return req, fmt.Errorf("annotation %s names %s twice; write it once", paasv1.IPsAnnotation, addr)
+				return req, fmt.Errorf("annotation %s names %s twice; write it once", ipsKey, addr)
 			}
-			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", paasv1.IPsAnnotation, allocator.FamilyOf(addr))
+			return req, fmt.Errorf("annotation %s asks for two %s addresses; a Service gets one address per family", ipsKey, allocator.FamilyOf(addr))
 		}
 		req.IPs = append(req.IPs, addr)
 	}
@@ -143,11 +147,14 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 		}
 		if len(annotated) > 0 {
 			if have, ok := requestedOf(req.IPs, allocator.FamilyOf(addr)); !ok || have != addr {
-				return req, fmt.Errorf("spec.loadBalancerIP %s and annotation %s=%q disagree; set only one of them", addr, paasv1.IPsAnnotation, clip(svc.Annotations[paasv1.IPsAnnotation]))
+				return req, fmt.Errorf("spec.loadBalancerIP %s and annotation %s=%q disagree; set only one of them", addr, ipsKey, clip(ipsValue))
 			}
 		} else {
 			req.IPs = append(req.IPs, addr)
 		}
+	}
+	if _, _, err := annotation(svc, paasv1.IPGroupAnnotation, paasv1.IPGroupAnnotationAliases...); err != nil {
+		return req, err
 	}
 	req.Groups = NamedGroups(svc)
 	sharing, err := SharingOf(svc)
@@ -236,16 +243,39 @@ func IngressAddrs(svc *corev1.Service) []netip.Addr {
 	return out
 }
 
-// NamedGroups are the IPGroups svc names in its vip.paas.org/ipgroup annotation.
+// NamedGroups are the IPGroups svc names in its vip.paas.org/ipgroup annotation, or in
+// MetalLB's address-pool annotation (the IPGroup converted from a pool keeps its name).
 func NamedGroups(svc *corev1.Service) []string {
-	return SplitList(svc.Annotations[paasv1.IPGroupAnnotation])
+	_, v, _ := annotation(svc, paasv1.IPGroupAnnotation, paasv1.IPGroupAnnotationAliases...)
+	return SplitList(v)
 }
 
-// AnnotatedIPs are the addresses svc asks for in its vip.paas.org/ips
-// annotation, skipping what is no address (Request reports those).
+// annotation returns the first of key and aliases that svc carries, and its value. Two that
+// are carried with different values are refused: which one did the user mean?
+func annotation(svc *corev1.Service, key string, aliases ...string) (string, string, error) {
+	found, value := "", ""
+	for _, k := range append([]string{key}, aliases...) {
+		v, ok := svc.Annotations[k]
+		if !ok {
+			continue
+		}
+		if found == "" {
+			found, value = k, v
+			continue
+		}
+		if strings.Join(SplitList(v), ",") != strings.Join(SplitList(value), ",") {
+			return found, value, fmt.Errorf("annotations %s=%q and %s=%q disagree; keep one of them", found, clip(value), k, clip(v))
+		}
+	}
+	return found, value, nil
+}
+
+// AnnotatedIPs are the addresses svc asks for in its vip.paas.org/ips annotation (or
+// MetalLB's loadBalancerIPs), skipping what is no address (Request reports those).
 func AnnotatedIPs(svc *corev1.Service) []netip.Addr {
 	var out []netip.Addr
-	for _, s := range SplitList(svc.Annotations[paasv1.IPsAnnotation]) {
+	_, v, _ := annotation(svc, paasv1.IPsAnnotation, paasv1.IPsAnnotationAliases...)
+	for _, s := range SplitList(v) {
 		if a, err := netip.ParseAddr(s); err == nil {
 			out = append(out, a.Unmap())
 		}

@@ -49,6 +49,17 @@ func TestRequestFor(t *testing.T) {
 		{desc: "only commas: nothing asked", annotations: map[string]string{paasv1.IPsAnnotation: " , ,"}, families: v4, wantFams: []allocator.Family{allocator.IPv4}},
 		{desc: "a zone in spec.loadBalancerIP", lbIP: "fe80::1%eth0", families: v4, wantErr: "spec.loadBalancerIP \"fe80::1%eth0\" has a zone"},
 		{desc: "named groups", annotations: map[string]string{paasv1.IPGroupAnnotation: "a, b"}, families: v4, wantGroups: []string{"a", "b"}, wantFams: []allocator.Family{allocator.IPv4}},
+		// MetalLB's annotations, honoured as ours (issue 21).
+		{desc: "metallb.io/loadBalancerIPs", annotations: map[string]string{"metallb.io/loadBalancerIPs": "192.0.2.5,2001:db8::5"}, families: dual,
+			wantIPs: []string{"192.0.2.5", "2001:db8::5"}, wantFams: []allocator.Family{allocator.IPv6, allocator.IPv4}},
+		{desc: "metallb.universe.tf/loadBalancerIPs", annotations: map[string]string{"metallb.universe.tf/loadBalancerIPs": "192.0.2.5"}, families: v4, wantIPs: []string{"192.0.2.5"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "ours and MetalLB's agree", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5", "metallb.io/loadBalancerIPs": " 192.0.2.5"}, families: v4, wantIPs: []string{"192.0.2.5"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "ours and MetalLB's disagree", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5", "metallb.universe.tf/loadBalancerIPs": "192.0.2.6"}, families: v4,
+			wantErr: `annotations vip.paas.org/ips="192.0.2.5" and metallb.universe.tf/loadBalancerIPs="192.0.2.6" disagree`},
+		{desc: "MetalLB's garbage names its key", annotations: map[string]string{"metallb.io/loadBalancerIPs": "nope"}, families: v4, wantErr: `annotation metallb.io/loadBalancerIPs: "nope" is not an IP address`},
+		{desc: "MetalLB's loadBalancerIPs and spec disagree", annotations: map[string]string{"metallb.io/loadBalancerIPs": "192.0.2.5"}, lbIP: "192.0.2.6", families: v4, wantErr: "annotation metallb.io/loadBalancerIPs=\"192.0.2.5\" disagree"},
+		{desc: "metallb.universe.tf/address-pool", annotations: map[string]string{"metallb.universe.tf/address-pool": "assisted"}, families: v4, wantGroups: []string{"assisted"}, wantFams: []allocator.Family{allocator.IPv4}},
+		{desc: "two address-pool keys disagree", annotations: map[string]string{"metallb.io/address-pool": "a", "metallb.universe.tf/address-pool": "b"}, families: v4, wantErr: "disagree; keep one of them"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations},

@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+)
+
+// Adopting the addresses another load balancer wrote (MetalLB, before this operator served
+// the Service): they are in the Service's status with no ledger object. While the operator is
+// installed no one else may write them (config/admission/service_status_writers.yaml), so such
+// an address predates it, and the Service keeps it when an IPGroup that admits the Service
+// allows it: the allocator takes it for the Service (the rebuild at start does the same for
+// every Service it sees then), and the usual ledger write records it. When it cannot be
+// adopted the Service is given another address, as any Service is, and a Warning Event
+// (paasv1.EventAddressNotAdopted) says which address was dropped and why.
+
+// unledgered are the addresses svc's status shows that none of its ledger objects records
+// (current: its own, in the cache or just created).
+func unledgered(svc *corev1.Service, current []paasv1.IP, inFlight func(name string) bool) []netip.Addr {
+	var out []netip.Addr
+	for _, addr := range k8salloc.IngressAddrs(svc) {
+		name := paasv1.IPObjectName(addr)
+		if inFlight(name) || slices.ContainsFunc(current, func(ip paasv1.IP) bool { return ip.Name == name }) {
+			continue
+		}
+		out = append(out, addr)
+	}
+	return out
+}
+
+// importShown lets key hold the unledgered addresses its status shows that no one else holds,
+// or that it may share with their holders (MetalLB's allow-shared-ip is a sharing key here),
+// before Allocate judges them like any address the key holds. Callers hold the state's lock.
+func importShown(a *allocator.Allocator, key string, shown []netip.Addr, sharing allocator.Sharing) {
+	a.SetSharing(key, sharing)
+	for _, addr := range shown {
+		_ = a.Assign(key, addr) // refused when held by a Service it may not share with
+	}
+}
+
+// notAdopted says, for each shown address key does not hold after Allocate, why.
+func notAdopted(a *allocator.Allocator, key types.NamespacedName, shown, held []netip.Addr, req allocator.Request, requestErr error) map[netip.Addr]string {
+	out := map[netip.Addr]string{}
+	for _, addr := range shown {
+		if slices.Contains(held, addr) {
+			continue
+		}
+		switch owner, ok := a.Owner(addr); {
+		case ok && owner != key.String():
+			out[addr] = "the IP ledger gives it to " + owner
+		case requestErr != nil:
+			out[addr] = requestErr.Error()
+		default:
+			if err := a.Admissible(key.String(), addr, req); err != nil {
+				out[addr] = err.Error()
+			} else {
+				out[addr] = "the Service asks for another address"
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package migration
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Switching from MetalLB: MetalLB's objects are read as unstructured (this project has no
+// MetalLB Go dependency) and parsed once, here, into the plain types below, which carry only
+// the fields the conversion looks at, under MetalLB's JSON names. metallb_convert.go decides
+// from them; metallb_apply.go writes what it decided.
+
+// MetalLBGroup is the API group of MetalLB's objects.
+const MetalLBGroup = "metallb.io"
+
+// MetalLBState is one snapshot of a MetalLB installation and of the Services it serves.
+type MetalLBState struct {
+	// Namespace MetalLB runs in (and reads its objects from).
+	Namespace   string
+	Pools       []unstructured.Unstructured // IPAddressPool
+	L2Ads       []unstructured.Unstructured // L2Advertisement
+	BGPAds      []unstructured.Unstructured // BGPAdvertisement
+	Peers       []unstructured.Unstructured // BGPPeer, v1beta1 or v1beta2
+	Communities []unstructured.Unstructured // Community
+	BFDProfiles []unstructured.Unstructured // BFDProfile
+	Services    []corev1.Service
+	// NamespaceLabels of every namespace, for MetalLB's namespace selectors.
+	NamespaceLabels map[string]map[string]string
+}
+
+type mlbPool struct {
+	Name              string            `json:"-"`
+	Labels            map[string]string `json:"-"`
+	Addresses         []string          `json:"addresses"`
+	AutoAssign        *bool             `json:"autoAssign"`
+	AvoidBuggyIPs     bool              `json:"avoidBuggyIPs"`
+	ServiceAllocation *struct {
+		Priority           int                    `json:"priority"`
+		Namespaces         []string               `json:"namespaces"`
+		NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors"`
+		ServiceSelectors   []metav1.LabelSelector `json:"serviceSelectors"`
+	} `json:"serviceAllocation"`
+}
+
+// parsedPool is a pool with its addresses parsed; bad lists the entries that do not parse.
+type parsedPool struct {
+	*mlbPool
+	ranges []addrRange
+	bad    []string
+}
+
+type mlbAdvertisement struct {
+	Kind                   string                 `json:"-"` // L2Advertisement or BGPAdvertisement
+	Name                   string                 `json:"-"`
+	IPAddressPools         []string               `json:"ipAddressPools"`
+	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors"`
+	NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors"`
+	ServiceSelectors       []metav1.LabelSelector `json:"serviceSelectors"`
+	// L2 only.
+	Interfaces []string `json:"interfaces"`
+	// BGP only.
+	AggregationLength   *int32   `json:"aggregationLength"`
+	AggregationLengthV6 *int32   `json:"aggregationLengthV6"`
+	LocalPref           uint32   `json:"localPref"`
+	Communities         []string `json:"communities"`
+	Peers               []string `json:"peers"`
+}
+
+// mlbPeer holds the fields of both BGPPeer versions: v1beta2 added the ones marked so, and
+// v1beta1's nodeSelectors (matchLabels, matchExpressions of key/operator/values) read as
+// label selectors.
+type mlbPeer struct {
+	Name           string                 `json:"-"`
+	Version        string                 `json:"-"`
+	MyASN          int64                  `json:"myASN"`
+	PeerASN        int64                  `json:"peerASN"`
+	PeerAddress    string                 `json:"peerAddress"`
+	PeerPort       int32                  `json:"peerPort"`
+	SourceAddress  string                 `json:"sourceAddress"`
+	HoldTime       *metav1.Duration       `json:"holdTime"`
+	KeepaliveTime  *metav1.Duration       `json:"keepaliveTime"`
+	RouterID       string                 `json:"routerID"`
+	NodeSelectors  []metav1.LabelSelector `json:"nodeSelectors"`
+	Password       string                 `json:"password"`
+	BFDProfile     string                 `json:"bfdProfile"`
+	EBGPMultiHop   bool                   `json:"ebgpMultiHop"`
+	PasswordSecret *struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"passwordSecret"` // v1beta2
+	LocalASN               int64            `json:"localASN"`              // v1beta2
+	DynamicASN             string           `json:"dynamicASN"`            // v1beta2
+	Interface              string           `json:"interface"`             // v1beta2
+	ConnectTime            *metav1.Duration `json:"connectTime"`           // v1beta2
+	EnableGracefulRestart  bool             `json:"enableGracefulRestart"` // v1beta2
+	VRF                    string           `json:"vrf"`                   // v1beta2
+	DisableMP              bool             `json:"disableMP"`             // v1beta2
+	DualStackAddressFamily bool             `json:"dualStackAddressFamily"`
+}
+
+type mlbCommunities struct {
+	Name        string `json:"-"`
+	Communities []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"communities"`
+}
+
+type mlbBFDProfile struct {
+	Name             string `json:"-"`
+	ReceiveInterval  *int32 `json:"receiveInterval"`
+	TransmitInterval *int32 `json:"transmitInterval"`
+	DetectMultiplier *int32 `json:"detectMultiplier"`
+	EchoInterval     *int32 `json:"echoInterval"`
+	EchoMode         *bool  `json:"echoMode"`
+	PassiveMode      *bool  `json:"passiveMode"`
+	MinimumTTL       *int32 `json:"minimumTtl"`
+}
+
+// specOf decodes obj's spec into out; a spec that does not decode is reported, not guessed at.
+func specOf(obj *unstructured.Unstructured, out any) error {
+	spec, _, err := unstructured.NestedMap(obj.Object, "spec")
+	if err != nil {
+		return fmt.Errorf("%s %s: spec: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, out); err != nil {
+		return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// addrRange is one part of a pool: first to last, inclusive, of one family.
+type addrRange struct{ first, last netip.Addr }
+
+func (r addrRange) contains(a netip.Addr) bool {
+	return a.BitLen() == r.first.BitLen() && r.first.Compare(a) <= 0 && a.Compare(r.last) <= 0
+}
+
+// parseMetalLBAddress reads an entry of IPAddressPool.spec.addresses as MetalLB does: a CIDR,
+// or "first-last" (spaces around the dash allowed).
+func parseMetalLBAddress(s string) (addrRange, error) {
+	if first, last, ok := strings.Cut(s, "-"); ok {
+		a, err := netip.ParseAddr(strings.TrimSpace(first))
+		if err != nil {
+			return addrRange{}, fmt.Errorf("range %q: start: %w", s, err)
+		}
+		b, err := netip.ParseAddr(strings.TrimSpace(last))
+		if err != nil {
+			return addrRange{}, fmt.Errorf("range %q: end: %w", s, err)
+		}
+		if a.BitLen() != b.BitLen() || b.Less(a) {
+			return addrRange{}, fmt.Errorf("range %q: start and end are of two families or in the wrong order", s)
+		}
+		return addrRange{a.Unmap(), b.Unmap()}, nil
+	}
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return addrRange{}, fmt.Errorf("%q is neither a CIDR nor a range: %w", s, err)
+	}
+	p = p.Masked()
+	last := p.Addr()
+	for bits := p.Bits(); bits < last.BitLen(); bits++ {
+		last = setBit(last, bits)
+	}
+	return addrRange{p.Addr(), last}, nil
+}
+
+// setBit sets bit i (0 = the most significant) of a.
+func setBit(a netip.Addr, i int) netip.Addr {
+	b := a.AsSlice()
+	b[i/8] |= 0x80 >> (i % 8)
+	out, _ := netip.AddrFromSlice(b)
+	return out
+}
+
+// metallbObjects are the parsed objects of a MetalLBState.
+type metallbObjects struct {
+	pools       []parsedPool
+	ads         []*mlbAdvertisement
+	peers       []*mlbPeer
+	communities map[string]string // alias -> value
+	bfd         map[string]*mlbBFDProfile
+	// notes on objects that did not parse or that carry nothing over.
+	problems []string
+}
+
+// parseMetalLB parses st once; an object that does not parse is reported and left out.
+func parseMetalLB(st MetalLBState) metallbObjects {
+	var o metallbObjects
+	for i := range st.Pools {
+		p := parsedPool{mlbPool: &mlbPool{}}
+		if err := specOf(&st.Pools[i], p.mlbPool); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		// Set after decoding: a spec key cannot override them.
+		p.Name, p.Labels = st.Pools[i].GetName(), st.Pools[i].GetLabels()
+		for _, a := range p.Addresses {
+			r, err := parseMetalLBAddress(a)
+			if err != nil {
+				p.bad = append(p.bad, err.Error())
+				continue
+			}
+			p.ranges = append(p.ranges, r)
+		}
+		o.pools = append(o.pools, p)
+	}
+	for kind, list := range map[string][]unstructured.Unstructured{"L2Advertisement": st.L2Ads, "BGPAdvertisement": st.BGPAds} {
+		for i := range list {
+			ad := &mlbAdvertisement{}
+			if err := specOf(&list[i], ad); err != nil {
+				o.problems = append(o.problems, err.Error())
+				continue
+			}
+			ad.Kind, ad.Name = kind, list[i].GetName()
+			o.ads = append(o.ads, ad)
+		}
+	}
+	for i := range st.Peers {
+		p := &mlbPeer{}
+		if err := specOf(&st.Peers[i], p); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		p.Name, p.Version = st.Peers[i].GetName(), st.Peers[i].GroupVersionKind().Version
+		o.peers = append(o.peers, p)
+	}
+	o.communities = map[string]string{}
+	for i := range st.Communities {
+		c := &mlbCommunities{}
+		if err := specOf(&st.Communities[i], c); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		for _, a := range c.Communities {
+			o.communities[a.Name] = a.Value
+		}
+	}
+	o.bfd = map[string]*mlbBFDProfile{}
+	for i := range st.BFDProfiles {
+		b := &mlbBFDProfile{}
+		if err := specOf(&st.BFDProfiles[i], b); err != nil {
+			o.problems = append(o.problems, err.Error())
+			continue
+		}
+		b.Name = st.BFDProfiles[i].GetName()
+		o.bfd[b.Name] = b
+	}
+	return o
+}
