@@ -42,8 +42,11 @@ func benchAnnounce(tb testing.TB, n int) {
 		Spec: paasv1.IPGroupSpec{Segment: "2001:db8::/64", ExcludedIPs: []string{"2001:db8::/120"}}}); err != nil {
 		tb.Fatal(err)
 	}
+	// memberlist's LAN timers: on a machine shared with other work a starved
+	// agent looks dead to the tuned timers for a moment, its VIPs move, and
+	// the run measures a failover instead (bench-failover's subject).
 	for _, node := range []string{"node1", "node2", "node3"} {
-		d.startAgent(tb, node)
+		d.startAgent(tb, node, "--liveness-timers", "lan")
 	}
 	// The agents settle (they see each other) before the burst: what is
 	// measured is the burst, not the start.
@@ -194,12 +197,23 @@ func (d *l2Lab) untilOwnersAnswer(tb testing.TB, vips []netip.Addr, since time.T
 	if answered == 0 {
 		answered = owned
 	}
-	owners := d.ledgerOwners(tb)
-	final := p.round(tb, vips)
-	for _, v := range vips {
-		if macs := final[v]; len(macs) != 1 || macNode[macs[0]] != owners[v] {
-			tb.Fatalf("%s: answered by %v, the ledger names %q", v, macs, owners[v])
+	// The last round: a wrong or a second answer fails at once; a VIP
+	// unanswered (a late answer on a loaded machine) is asked again.
+	owners, unheard := d.ledgerOwners(tb), vips
+	for try := 0; len(unheard) > 0; try++ {
+		if try == 10 {
+			tb.Fatalf("%d VIPs no longer answered, e.g. %s (the ledger names %q)", len(unheard), unheard[0], owners[unheard[0]])
 		}
+		final, again := p.round(tb, unheard), []netip.Addr(nil)
+		for _, v := range unheard {
+			switch macs := final[v]; {
+			case len(macs) == 0:
+				again = append(again, v)
+			case len(macs) != 1 || macNode[macs[0]] != owners[v]:
+				tb.Fatalf("%s: answered by %v, the ledger names %q", v, macs, owners[v])
+			}
+		}
+		unheard = again
 	}
 	return answered, owned
 }
