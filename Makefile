@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-announce bench-arpflood bench-membership controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-announce bench-watch bench-arpflood bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -146,6 +146,12 @@ bench-bgp: build controlplane packages
 ## node the ledger names, and by no other
 bench-announce: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkAnnounce -benchtime 1x -timeout 20m -count 1
+
+## bench-watch: one agent's watch traffic (bytes and events a second) with 2,000 Nodes reporting
+## their status at the kubelet's rate and 10,000 Services, against kube-proxy's informer set in the
+## same run, multiplied out for the API server; and the cut (the Nodes' metadata only)
+bench-watch: controlplane
+	go run ./bench/watch -nodes $${NODES:-2000} -services $${SERVICES:-10000} -duration $${DURATION:-2m}
 
 ## bench-arpflood: 10,000 forged ARP claims a second for 30 s at an owned VIP, in the L2 lab (root):
 ## the owner agent's RSS and CPU idle, during and after, and whether the VIP kept answering; the
