@@ -92,6 +92,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if a.Settled != nil && !a.Settled() {
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
+	start := time.Now()
 	ch := a.changes.take()
 	o, self, err := a.observe(ctx, ch)
 	if err != nil {
@@ -100,6 +101,11 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil}, o, a.last)
 	a.last = next
+	kind := "incremental"
+	if o.changed == nil {
+		kind = "full"
+	}
+	announceDecideDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	var bgpErr error
 	if a.BGP != nil {
 		// BGP first: a route needs no election among the agents, and a

@@ -75,9 +75,9 @@ func benchAnnounce(tb testing.TB, n int) {
 	fmt.Printf("    last IP → every VIP answered by the node the ledger names  %8s\n", r.toOwned.Round(time.Millisecond))
 	fmt.Printf("  created → every VIP answered by its owner: %s (target < 5s)\n", (r.toIPs + r.toOwned).Round(time.Millisecond))
 	fmt.Printf("  the three agents' CPU over the batch: %.2f s (%.2f ms per Service); in their passes (wall time, all three):\n", cpu, 1000*cpu/float64(n))
-	for _, c := range []string{"announce", "dataplane"} {
+	for _, c := range []string{"announce", "dataplane", "announce: read and decide, full", "announce: read and decide, incremental"} {
 		p := passes[c].minus(passes0[c])
-		fmt.Printf("    %-10s %5d passes, %7.2f s, %6.2f ms per pass\n", c, p.count, p.seconds, 1000*p.seconds/max(1, float64(p.count)))
+		fmt.Printf("    %-40s %5d passes, %7.2f s, %6.2f ms per pass\n", c, p.count, p.seconds, 1000*p.seconds/max(1, float64(p.count)))
 	}
 	r.deleteAll(tb)
 }
@@ -104,16 +104,25 @@ func (p passTimes) minus(q passTimes) passTimes {
 
 // reconcileTimes reads, by controller (announce, dataplane), how many
 // reconciles the agents ran and how long they took (controller-runtime's
-// reconcile_time histogram).
+// reconcile_time histogram), and the same of the announcer's reading and
+// deciding alone, by kind of pass.
 func (d *l2Lab) reconcileTimes() map[string]passTimes {
 	out := map[string]passTimes{}
+	add := func(node, key, histogram, labels string) {
+		p := out[key]
+		n, _ := strconv.Atoi(d.agentMetric(node, histogram+"_count"+labels))
+		s, _ := strconv.ParseFloat(d.agentMetric(node, histogram+"_sum"+labels), 64)
+		p.count, p.seconds = p.count+n, p.seconds+s
+		out[key] = p
+	}
 	for node := range d.agents {
 		for _, c := range []string{"announce", "dataplane"} {
-			p := out[c]
-			n, _ := strconv.Atoi(d.agentMetric(node, `controller_runtime_reconcile_time_seconds_count{controller="`+c+`"}`))
-			s, _ := strconv.ParseFloat(d.agentMetric(node, `controller_runtime_reconcile_time_seconds_sum{controller="`+c+`"}`), 64)
-			p.count, p.seconds = p.count+n, p.seconds+s
-			out[c] = p
+			add(node, c, "controller_runtime_reconcile_time_seconds", `{controller="`+c+`"}`)
+		}
+		// The announcer's own reading and deciding, without its writes (an
+		// agent built before the metric reports none).
+		for _, kind := range []string{"full", "incremental"} {
+			add(node, "announce: read and decide, "+kind, "vip_allocator_agent_announce_decide_seconds", `{kind="`+kind+`"}`)
 		}
 	}
 	return out
