@@ -126,15 +126,7 @@ func TestDecideIncrementalAgreesWithFull(t *testing.T) {
 // same cluster.
 func TestObserveChanged(t *testing.T) {
 	ctx := context.Background()
-	svc := func(name string, ips ...string) *corev1.Service {
-		s := lb(corev1.LoadBalancerIPModeProxy, nil, ips...)
-		s.Name, s.UID = name, types.UID("uid-"+name)
-		return s
-	}
-	ledger := func(addr, owner string) *paasv1.IP {
-		return &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: addr, Labels: map[string]string{paasv1.IPGroupLabel: "lan"}},
-			Spec: paasv1.IPSpec{Address: addr, Owner: &paasv1.IPOwner{Namespace: "ns", Name: owner, UID: types.UID("uid-" + owner)}}}
-	}
+	svc, ledger := uidService, lanLedger
 	c := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(
 		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}},
@@ -283,17 +275,22 @@ func BenchmarkAnnouncePass(b *testing.B) {
 	}
 }
 
-func benchService(i int) *corev1.Service {
-	s := lb(corev1.LoadBalancerIPModeProxy, nil, benchVIP(i).String())
-	s.Name, s.UID = fmt.Sprintf("svc-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+// uidService is the LoadBalancer Service ns/name (uid "uid-"+name) holding ips.
+func uidService(name string, ips ...string) *corev1.Service {
+	s := lb(corev1.LoadBalancerIPModeProxy, nil, ips...)
+	s.Name, s.UID = name, types.UID("uid-"+name)
 	return s
 }
 
-func benchLedger(i int) *paasv1.IP {
-	vip := benchVIP(i)
-	return &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(vip), Labels: map[string]string{paasv1.IPGroupLabel: "lan"}},
-		Spec: paasv1.IPSpec{Address: vip.String(), Owner: &paasv1.IPOwner{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}}
+// lanLedger is the ledger entry of addr, in group lan, giving it to ns/owner.
+func lanLedger(addr, owner string) *paasv1.IP {
+	return &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(netip.MustParseAddr(addr)), Labels: map[string]string{paasv1.IPGroupLabel: "lan"}},
+		Spec: paasv1.IPSpec{Address: addr, Owner: &paasv1.IPOwner{Namespace: "ns", Name: owner, UID: types.UID("uid-" + owner)}}}
 }
+
+func benchService(i int) *corev1.Service { return uidService(fmt.Sprintf("svc-%d", i), benchVIP(i).String()) }
+
+func benchLedger(i int) *paasv1.IP { return lanLedger(benchVIP(i).String(), fmt.Sprintf("svc-%d", i)) }
 
 func benchVIP(i int) netip.Addr {
 	return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)}).Unmap()
