@@ -288,7 +288,9 @@ func lanLedger(addr, owner string) *paasv1.IP {
 		Spec: paasv1.IPSpec{Address: addr, Owner: &paasv1.IPOwner{Namespace: "ns", Name: owner, UID: types.UID("uid-" + owner)}}}
 }
 
-func benchService(i int) *corev1.Service { return uidService(fmt.Sprintf("svc-%d", i), benchVIP(i).String()) }
+func benchService(i int) *corev1.Service {
+	return uidService(fmt.Sprintf("svc-%d", i), benchVIP(i).String())
+}
 
 func benchLedger(i int) *paasv1.IP { return lanLedger(benchVIP(i).String(), fmt.Sprintf("svc-%d", i)) }
 

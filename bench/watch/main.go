@@ -27,8 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
@@ -41,6 +43,7 @@ func main() {
 	duration := flag.Duration("duration", time.Minute, "how long the Nodes report their status while the watches are counted")
 	period := flag.Duration("report-period", 5*time.Minute, "how often each Node reports its status (the kubelet's nodeStatusReportFrequency)")
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
 	if err := run(*nodes, *services, *duration, *period); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-watch:", err)
 		os.Exit(1)
