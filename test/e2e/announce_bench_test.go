@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mdlayher/ndp"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -298,26 +300,35 @@ func (d *l2Lab) ledgerOwners(tb testing.TB) map[netip.Addr]string {
 
 // ndpProber solicits many VIPs at once from the client's LAN interface.
 type ndpProber struct {
-	d    *l2Lab
-	conn *ndp.Conn
-	mac  net.HardwareAddr
+	conn *ndp.Conn // reads the advertisements
+	// out sends the solicitations: ndp.Conn names the interface by its name,
+	// which Go resolves in a process-wide cache that other namespaces' eth0
+	// may have filled; this socket gives the index instead.
+	out     *ipv6.PacketConn
+	ifIndex int
+	mac     net.HardwareAddr
 }
 
 func (d *l2Lab) ndpProber(tb testing.TB) *ndpProber {
 	tb.Helper()
-	p := &ndpProber{d: d}
+	p := &ndpProber{}
+	var raw *icmp.PacketConn
 	if err := d.inNetns("client", func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err
 		}
-		p.mac = ifi.HardwareAddr
-		p.conn, _, err = ndp.Listen(ifi, ndp.LinkLocal)
+		p.mac, p.ifIndex = ifi.HardwareAddr, ifi.Index
+		if p.conn, _, err = ndp.Listen(ifi, ndp.LinkLocal); err != nil {
+			return err
+		}
+		raw, err = icmp.ListenPacket("ip6:ipv6-icmp", "::")
 		return err
 	}); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { p.conn.Close() })
+	p.out = raw.IPv6PacketConn()
+	tb.Cleanup(func() { p.conn.Close(); raw.Close() })
 	return p
 }
 
@@ -355,21 +366,20 @@ func (p *ndpProber) round(tb testing.TB, vips []netip.Addr) map[netip.Addr][]str
 			}
 		}
 	}()
-	// The group's zone (eth0) is resolved in the namespace the write runs in.
-	if err := p.d.inNetns("client", func() error {
-		for _, v := range vips {
-			group, err := ndp.SolicitedNodeMulticast(v)
-			if err != nil {
-				return err
-			}
-			ns := &ndp.NeighborSolicitation{TargetAddress: v, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: p.mac}}}
-			if err := p.conn.WriteTo(ns, nil, group); err != nil {
-				return fmt.Errorf("solicit %s: %w", v, err)
-			}
+	// Hop limit 255: a neighbour drops Neighbor Discovery that crossed a router.
+	cm := &ipv6.ControlMessage{HopLimit: 255, IfIndex: p.ifIndex}
+	for _, v := range vips {
+		group, err := ndp.SolicitedNodeMulticast(v)
+		if err != nil {
+			tb.Fatal(err)
 		}
-		return nil
-	}); err != nil {
-		tb.Fatal(err)
+		b, err := ndp.MarshalMessage(&ndp.NeighborSolicitation{TargetAddress: v, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: p.mac}}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := p.out.WriteTo(b, cm, &net.IPAddr{IP: group.AsSlice()}); err != nil {
+			tb.Fatalf("solicit %s: %v", v, err)
+		}
 	}
 	_ = p.conn.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
 	return <-heard
