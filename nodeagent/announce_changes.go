@@ -20,7 +20,7 @@ import (
 // Services and VIPs (announce_observe.go), so one Service created among
 // thousands costs a few cache reads and one election, not a re-reading of
 // every Service and ledger entry. What every VIP depends on (the Nodes, the
-// IPGroups, the BGPPeers, the agents' liveness) makes the next pass a full one.
+// IPGroups' specs, the BGPPeers, the agents' liveness) makes the next pass a full one.
 
 // changeTracker collects, between passes, what the events said changed.
 type changeTracker struct {

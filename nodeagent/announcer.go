@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -203,7 +204,9 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Service{}, toAnnounce).
 		Watches(&discoveryv1.EndpointSlice{}, toAnnounce).
 		Watches(&corev1.Node{}, toAnnounce, builder.WithPredicates(nodeAnnounceChanged)).
-		Watches(&paasv1.IPGroup{}, toAnnounce).
+		// An IPGroup's spec says how its VIPs are announced; its status (the
+		// operator's counts, rewritten as it allocates) says nothing to us.
+		Watches(&paasv1.IPGroup{}, toAnnounce, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.IP{}, toAnnounce).
 		Watches(&paasv1.BGPPeer{}, toAnnounce).
 		WatchesRawSource(source.Channel(changed, toAnnounce)).

@@ -68,7 +68,7 @@ var (
 	}, []string{"peer"})
 	announceDecideDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "vip_allocator_agent_announce_decide_seconds",
-		Help:    "Time an announce pass takes to read (from the cache) and decide, before it writes anything, by kind: full (every VIP read and elected again: a Node, IPGroup, BGPPeer or the liveness changed, and once a minute) or incremental (only the Services and VIPs that changed).",
+		Help:    "Time an announce pass takes to read (from the cache) and decide, before it writes anything, by kind: full (every VIP read and elected again: a Node, an IPGroup's spec, a BGPPeer or the liveness changed, and once a minute) or incremental (only the Services and VIPs that changed).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 	}, []string{"kind"})
 	bfdStateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
