@@ -27,6 +27,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // statusDelay batches a burst of allocations into one IPGroup status write.
@@ -38,6 +39,9 @@ type IPGroupReconciler struct {
 	util.ReconcilerBase
 	// Reserved reads the addresses the cluster reserves, counted in status.reserved.
 	Reserved *ReservedSource
+	// OnCordon is what cordon does to VIPs (the operator's --on-cordon, which
+	// the agents it deploys get too): the Announceable condition asks the same.
+	OnCordon election.OnCordon
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
@@ -90,7 +94,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.GetClient().List(ctx, &peers); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list BGPPeers: %w", err)
 	}
-	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items)
+	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
 	desired.Status.ObservedGeneration = group.Generation
 	if parsed != nil {
 		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()
@@ -146,22 +150,26 @@ func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *alloca
 	meta.SetStatusCondition(&status.Conditions, c)
 }
 
-// setOverlappingCondition reports the other groups whose segments overlap this one.
+// setOverlappingCondition reports the other groups with a part (segment or
+// addresses entry) overlapping one of this group's.
 func setOverlappingCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, all []paasv1.IPGroup) {
 	c := metav1.Condition{Type: paasv1.IPGroupOverlapping, ObservedGeneration: group.Generation,
-		Status: metav1.ConditionFalse, Reason: "NoOverlap", Message: "no other IPGroup's segment overlaps this one"}
-	mine, err := netip.ParsePrefix(group.Spec.Segment)
+		Status: metav1.ConditionFalse, Reason: "NoOverlap", Message: "no other IPGroup's segment or addresses overlap this one's"}
+	mine, err := k8salloc.Group(group)
 	var others []string
-	for _, other := range all {
-		theirs, perr := netip.ParsePrefix(other.Spec.Segment)
-		if err == nil && perr == nil && other.Name != group.Name && mine.Overlaps(theirs) {
-			others = append(others, fmt.Sprintf("%s (%s)", other.Name, other.Spec.Segment))
+	for i := range all {
+		other := &all[i]
+		if err != nil || other.Name == group.Name {
+			continue
+		}
+		if theirs, perr := k8salloc.Group(other); perr == nil && mine.Overlaps(theirs) {
+			others = append(others, fmt.Sprintf("%s (%s)", other.Name, other.Spec.DescribeParts()))
 		}
 	}
 	if len(others) > 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, "SegmentOverlaps"
-		c.Message = fmt.Sprintf("segment %s overlaps IPGroup %s; each address is still handed out once, but make the segments disjoint so each address has one group",
-			group.Spec.Segment, strings.Join(others, ", "))
+		c.Message = fmt.Sprintf("%s overlaps IPGroup %s; each address is still handed out once, but make the groups disjoint so each address has one group",
+			group.Spec.DescribeParts(), strings.Join(others, ", "))
 	}
 	meta.SetStatusCondition(&status.Conditions, c)
 }
@@ -200,7 +208,7 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return
 		}
 		for _, g := range list.Items {
-			if p, err := netip.ParsePrefix(g.Spec.Segment); err == nil && p.Contains(addr) {
+			if p, err := k8salloc.Group(&g); err == nil && p.Contains(addr) {
 				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: g.Name}}, statusDelay)
 			}
 		}

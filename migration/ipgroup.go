@@ -44,7 +44,7 @@ func coveringGroup(o Observed, addr netip.Addr) (group *paasv1.IPGroup, create b
 		return nil, false, refuse(ReasonGroupNotAllowed, "%s is in IPGroup %s, which does not admit Service %s/%s (namespaceSelector, serviceSelector or the vip.paas.org/ipgroup annotation); change the selectors or the annotation and the migration resumes",
 			addr, strings.Join(usable, ", "), o.Service.Namespace, o.Service.Name), true
 	case len(containing) > 0:
-		return nil, false, refuse(ReasonIPExcluded, "%s is excluded from IPGroup %s (spec.excludedIPs); remove it from excludedIPs and the migration resumes", addr, strings.Join(containing, ", ")), true
+		return nil, false, refuse(ReasonIPExcluded, "%s is excluded from IPGroup %s (spec.excludedIPs, or avoidBuggyIPs for a .0 or .255 address); remove it from excludedIPs (or turn avoidBuggyIPs off) and the migration resumes", addr, strings.Join(containing, ", ")), true
 	}
 	if o.GSM == nil {
 		gsm := o.VIP.Status.GSM
@@ -58,11 +58,12 @@ func coveringGroup(o Observed, addr netip.Addr) (group *paasv1.IPGroup, create b
 	if !segment.Contains(addr) {
 		return nil, false, refuse(ReasonNoIPGroup, "%s is in no IPGroup and outside the segment %s of GroupSegmentMapping %s; create an IPGroup whose segment holds %s and the migration resumes", addr, segment, o.GSM.Name, addr), true
 	}
-	for _, other := range o.Groups {
-		p, err := netip.ParsePrefix(other.Spec.Segment)
-		if other.Name == g.Name || (err == nil && p.Overlaps(segment)) {
+	for i := range o.Groups {
+		other := &o.Groups[i]
+		theirs, err := k8salloc.Group(other)
+		if other.Name == g.Name || (err == nil && theirs.Overlaps(mustParse(g))) {
 			return nil, false, refuse(ReasonIPGroupConflict, "%s is in no IPGroup, and the IPGroup to make from GroupSegmentMapping %s (%s) would clash with IPGroup %s (%s); widen that group to hold %s and the migration resumes",
-				addr, o.GSM.Name, segment, other.Name, other.Spec.Segment, addr), true
+				addr, o.GSM.Name, segment, other.Name, other.Spec.DescribeParts(), addr), true
 		}
 	}
 	if !admits(o, mustParse(g)) {

@@ -86,7 +86,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.alive, s.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining())
+	s.alive, s.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining(), a.OnCordon)
 	if a.nodes != nil {
 		a.nodes.update(nodes.Items)
 	}
@@ -353,7 +353,7 @@ func (a *Announcer) endpointNodes(ctx context.Context, svc *corev1.Service) (map
 // aliveNodes are the Nodes whose agents are alive (members maps each alive
 // agent to whether it is draining), as the election sees them, and how many
 // Nodes run an agent at all.
-func aliveNodes(nodes []corev1.Node, members map[string]bool) (alive []election.Node, known int) {
+func aliveNodes(nodes []corev1.Node, members map[string]bool, onCordon election.OnCordon) (alive []election.Node, known int) {
 	for i := range nodes {
 		n := &nodes[i]
 		if !n.DeletionTimestamp.IsZero() {
@@ -366,7 +366,7 @@ func aliveNodes(nodes []corev1.Node, members map[string]bool) (alive []election.
 		if !ok {
 			continue
 		}
-		en := election.NodeOf(n)
+		en := onCordon.NodeOf(n)
 		en.Draining = draining
 		alive = append(alive, en)
 	}

@@ -80,12 +80,18 @@ type Allocator struct {
 	groups []*Group // by priority, then name
 	owner  map[netip.Addr]string
 	held   map[string][]netip.Addr
-	hints  map[string]hint // per group name
+	hints  map[hintKey]hint
 	// reserved are addresses held elsewhere in the cluster (reserved.go).
 	reserved reservations
 }
 
-// hint is the lowest address of a group that may be free; full means none is.
+// hintKey names a group's part of one family: a dual-stack group has two hints.
+type hintKey struct {
+	group  string
+	family Family
+}
+
+// hint is the lowest address of a group's family that may be free; full means none is.
 type hint struct {
 	from netip.Addr
 	full bool
@@ -96,7 +102,7 @@ func New() *Allocator {
 	return &Allocator{
 		owner: map[netip.Addr]string{},
 		held:  map[string][]netip.Addr{},
-		hints: map[string]hint{},
+		hints: map[hintKey]hint{},
 	}
 }
 
@@ -108,7 +114,7 @@ func (a *Allocator) SetGroups(groups []*Group) {
 	slices.SortFunc(a.groups, func(x, y *Group) int {
 		return cmp.Or(cmp.Compare(x.Priority, y.Priority), strings.Compare(x.Name, y.Name))
 	})
-	a.hints = map[string]hint{}
+	a.hints = map[hintKey]hint{}
 }
 
 // Groups returns the groups, by priority then name.
@@ -138,6 +144,17 @@ func (a *Allocator) InUse(g *Group) int {
 	n := 0
 	for addr := range a.owner {
 		if g.Usable(addr) {
+			n++
+		}
+	}
+	return n
+}
+
+// inUseOf is InUse counted over one family.
+func (a *Allocator) inUseOf(g *Group, fam Family) int {
+	n := 0
+	for addr := range a.owner {
+		if FamilyOf(addr) == fam && g.Usable(addr) {
 			n++
 		}
 	}
@@ -182,8 +199,9 @@ func (a *Allocator) ReleaseAddr(addr netip.Addr) {
 		delete(a.held, key)
 	}
 	for _, g := range a.groups {
-		if h, ok := a.hints[g.Name]; ok && g.Contains(addr) && (h.full || addr.Less(h.from)) {
-			a.hints[g.Name] = hint{from: addr}
+		k := hintKey{g.Name, FamilyOf(addr)}
+		if h, ok := a.hints[k]; ok && g.Contains(addr) && (h.full || addr.Less(h.from)) {
+			a.hints[k] = hint{from: addr}
 		}
 	}
 }
@@ -257,7 +275,7 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 		// A Service that holds nothing gets what it asks for or nothing.
 		return reqErr
 	}
-	addr, err := a.nextFree(fam, req)
+	addr, err := a.nextFree(key, fam, req)
 	if err != nil {
 		if len(held) > 0 {
 			// Never IP-less because of an edit: it keeps the address it has.
@@ -275,18 +293,44 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 }
 
 // nextFree takes nothing: it finds the lowest free address of the first group,
-// by priority, that an unrequested address of fam may come from.
-func (a *Allocator) nextFree(fam Family, req Request) (netip.Addr, error) {
+// by priority, that an unrequested address of fam may come from. A dual-stack
+// Service takes both its addresses from one group where it can (sameGroupFirst).
+func (a *Allocator) nextFree(key string, fam Family, req Request) (netip.Addr, error) {
 	candidates, err := a.candidates(fam, req)
 	if err != nil {
 		return netip.Addr{}, err
 	}
+	candidates = a.sameGroupFirst(key, candidates, req)
 	for _, g := range candidates {
-		if addr, ok := a.firstFree(g, req); ok {
+		if addr, ok := a.firstFree(g, fam, req); ok {
 			return addr, nil
 		}
 	}
 	return netip.Addr{}, a.fullError(fam, candidates)
+}
+
+// sameGroupFirst orders candidates for a dual-stack Service: first the group
+// that already gave it an address of another family, then the groups that
+// have every family it asks for, then the rest, each by priority. A
+// single-stack Service keeps the priority order.
+func (a *Allocator) sameGroupFirst(key string, candidates []*Group, req Request) []*Group {
+	if len(req.Families) < 2 {
+		return candidates
+	}
+	rank := func(g *Group) int {
+		for _, addr := range a.held[key] {
+			if g.Usable(addr) {
+				return 0
+			}
+		}
+		if !slices.ContainsFunc(req.Families, func(f Family) bool { return !g.HasFamily(f) }) {
+			return 1
+		}
+		return 2
+	}
+	out := slices.Clone(candidates)
+	slices.SortStableFunc(out, func(x, y *Group) int { return cmp.Compare(rank(x), rank(y)) })
+	return out
 }
 
 // checkRequested explains why key may not take addr, or returns nil. An
@@ -309,6 +353,9 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 	case len(containing) == 0:
 		return fail(ErrOutsideGroups,
 			"requested %s is in no IPGroup; request an address inside an IPGroup's segment or create an IPGroup that holds it", addr)
+	case len(usable) == 0 && !slices.ContainsFunc(containing, func(g *Group) bool { _, ok := g.excludedSpanAt(addr); return ok }):
+		return fail(ErrExcluded,
+			"requested %s ends in .0 or .255, which IPGroup %s never hands out (spec.avoidBuggyIPs); request another address", addr, names(containing))
 	case len(usable) == 0:
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
@@ -363,7 +410,7 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 			switch {
 			case !ok:
 				missing = append(missing, name)
-			case g.Family() == fam:
+			case g.HasFamily(fam):
 				named = append(named, g)
 			}
 		}
@@ -381,7 +428,7 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 	}
 	var auto []*Group
 	for _, g := range a.groups {
-		if g.AutoAssign && g.Family() == fam && a.admits(g, req) {
+		if g.AutoAssign && g.HasFamily(fam) && a.admits(g, req) {
 			auto = append(auto, g)
 		}
 	}
@@ -394,7 +441,7 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 func (a *Allocator) fullError(fam Family, groups []*Group) error {
 	var parts []string
 	for _, g := range groups {
-		part := fmt.Sprintf("%s (%d of %s in use", g.Name, a.InUse(g), g.Capacity())
+		part := fmt.Sprintf("%s (%d of %s in use", g.Name, a.inUseOf(g, fam), g.FamilyCapacity(fam))
 		if r := a.ReservedCount(g); r.Sign() > 0 {
 			part += fmt.Sprintf(", %s reserved in the cluster", r)
 		}
@@ -422,10 +469,15 @@ func (a *Allocator) whyNotAdmitted(req Request) string {
 // may have, starting at g's hint. The hint moves over what is taken or
 // reserved, which no Service may have, never over an address fenced off for
 // this Service only (tenancy.go).
-func (a *Allocator) firstFree(g *Group, req Request) (netip.Addr, bool) {
-	h, ok := a.hints[g.Name]
+func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bool) {
+	k := hintKey{g.Name, fam}
+	h, ok := a.hints[k]
 	if !ok {
-		h = hint{from: g.Segment.Addr()}
+		first, has := g.firstOf(fam)
+		if !has {
+			return netip.Addr{}, false
+		}
+		h = hint{from: first}
 	}
 	if h.full {
 		return netip.Addr{}, false
@@ -435,7 +487,7 @@ func (a *Allocator) firstFree(g *Group, req Request) (netip.Addr, bool) {
 		addr, ok := g.nextUsable(from)
 		if !ok {
 			if moveHint {
-				a.hints[g.Name] = hint{full: true}
+				a.hints[k] = hint{full: true}
 			}
 			return netip.Addr{}, false
 		}
@@ -445,14 +497,14 @@ func (a *Allocator) firstFree(g *Group, req Request) (netip.Addr, bool) {
 		}
 		if fence, ok := a.fencedBy(g, addr, req); ok {
 			if moveHint {
-				a.hints[g.Name], moveHint = hint{from: addr}, false
+				a.hints[k], moveHint = hint{from: addr}, false
 			}
 			from = fence.runEnd(addr)
 			continue
 		}
 		if _, taken := a.owner[addr]; !taken {
 			if moveHint {
-				a.hints[g.Name] = hint{from: addr}
+				a.hints[k] = hint{from: addr}
 			}
 			return addr, true
 		}

@@ -215,12 +215,26 @@ func TestRebuild(t *testing.T) {
 
 func TestNewGroupRejects(t *testing.T) {
 	for _, g := range []Group{
-		{Name: "invalid segment"},
-		{Name: "excluded outside", Segment: pfx("192.0.2.0/24"), Excluded: pfxs("198.51.100.1")},
-		{Name: "excluded of another family", Segment: pfx("192.0.2.0/24"), Excluded: pfxs("2001:db8::1")},
+		{Name: "neither segment nor addresses"},
+		{Name: "range of two families", Ranges: []Range{{addr("192.0.2.1"), addr("2001:db8::1")}}},
+		{Name: "range ending before it starts", Ranges: []Range{{addr("192.0.2.9"), addr("192.0.2.1")}}},
+		{Name: "invalid range", Ranges: []Range{{First: addr("192.0.2.1")}}},
+		{Name: "ranges overlapping", Ranges: []Range{{addr("192.0.2.1"), addr("192.0.2.9")}, {addr("192.0.2.9"), addr("192.0.2.20")}}},
+		{Name: "range inside the segment", Segment: pfx("192.0.2.0/24"), Ranges: []Range{RangeOf(pfx("192.0.2.16/28"))}},
 	} {
 		if _, err := NewGroup(g); err == nil {
 			t.Errorf("%s: accepted", g.Name)
+		}
+	}
+}
+
+// The API server refuses an excluded entry outside the segment; what reaches
+// the allocator anyway (near a range, or another family) excludes nothing.
+func TestExcludedOutsideEveryPartExcludesNothing(t *testing.T) {
+	for _, ex := range []string{"198.51.100.1", "2001:db8::1", "192.0.3.0/24"} {
+		g := mustGroup(t, Group{Name: "g", Segment: pfx("192.0.2.0/24"), Excluded: pfxs(ex)})
+		if g.Capacity().String() != "256" {
+			t.Errorf("excluded %s: capacity %s, want 256", ex, g.Capacity())
 		}
 	}
 }

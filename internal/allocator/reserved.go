@@ -65,7 +65,7 @@ func (a *Allocator) SetReserved(rs []Reservation) {
 	slices.SortStableFunc(r.nets, func(x, y Reservation) int { return y.Prefix.Bits() - x.Prefix.Bits() })
 	a.reserved = r
 	// A reservation that went away may free addresses below a hint.
-	a.hints = map[string]hint{}
+	a.hints = map[hintKey]hint{}
 }
 
 // ReservedIn reports what holds addr when group g would hand it out.
@@ -123,13 +123,9 @@ func (a *Allocator) ReservedCount(g *Group) *big.Int {
 	if g.L2 {
 		spans = mergeSpans(append(slices.Clone(spans), a.reserved.l2...))
 	}
-	whole := []span{{first: g.Segment.Addr(), last: g.last}}
 	total := new(big.Int)
-	for _, s := range subtractSpans(intersectSpans(spans, whole), g.excluded) {
-		total.Add(total, spanSize(s))
-		if g.Family() == IPv6 {
-			total.Sub(total, anycastsIn(s))
-		}
+	for _, s := range intersectSpans(spans, g.free) {
+		total.Add(total, g.usableIn(s))
 	}
 	return total
 }

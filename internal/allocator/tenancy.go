@@ -4,8 +4,8 @@ import "net/netip"
 
 // Tenancy across overlapping groups: an address that several groups may hand
 // out goes only to a Service that every one of them admits by its selectors
-// (namespaceSelector, serviceSelector). A group's selectors fence its whole
-// segment; a second group laid over it cannot open a door into it. Naming
+// (namespaceSelector, serviceSelector). A group's selectors fence all its
+// parts; a second group laid over it cannot open a door into it. Naming
 // groups (vip.paas.org/ipgroup) chooses where an address comes from but does
 // not lift a fence: a group the Service does not name still guards its part.
 //
@@ -31,16 +31,10 @@ func (a *Allocator) fencedBy(g *Group, addr netip.Addr, req Request) (*Group, bo
 }
 
 // runEnd is the last address of the run, starting at addr, that g does not
-// exclude: up to its next excluded range or the end of its segment.
+// exclude: up to its next excluded range or the end of addr's part.
 func (g *Group) runEnd(addr netip.Addr) netip.Addr {
-	end := g.last
-	for _, s := range g.excluded {
-		if addr.Less(s.first) {
-			if s.first.Prev().Less(end) {
-				end = s.first.Prev()
-			}
-			break
-		}
+	if s, ok := spanAt(g.free, addr); ok {
+		return s.last
 	}
-	return end
+	return addr
 }

@@ -21,9 +21,20 @@ import (
 // Group turns an IPGroup into the allocator's plain type. The API server
 // already validated it (CEL); errors here mean a schema older than this code.
 func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
-	segment, err := netip.ParsePrefix(g.Spec.Segment)
-	if err != nil {
-		return nil, fmt.Errorf("segment %q is not a CIDR: %w", g.Spec.Segment, err)
+	var segment netip.Prefix
+	if g.Spec.Segment != "" {
+		var err error
+		if segment, err = netip.ParsePrefix(g.Spec.Segment); err != nil {
+			return nil, fmt.Errorf("segment %q is not a CIDR: %w", g.Spec.Segment, err)
+		}
+	}
+	var ranges []allocator.Range
+	for _, a := range g.Spec.Addresses {
+		r, err := ParseAddresses(a)
+		if err != nil {
+			return nil, fmt.Errorf("addresses: %w", err)
+		}
+		ranges = append(ranges, r)
 	}
 	var excluded []netip.Prefix
 	for _, e := range g.Spec.ExcludedIPs {
@@ -42,16 +53,41 @@ func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 		return nil, fmt.Errorf("serviceSelector: %w", err)
 	}
 	return allocator.NewGroup(allocator.Group{
-		Name:       g.Name,
-		Segment:    segment,
-		Excluded:   excluded,
-		AutoAssign: g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
-		Priority:   g.Spec.Priority,
-		L2:         g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
+		Name:          g.Name,
+		Segment:       segment,
+		Ranges:        ranges,
+		Excluded:      excluded,
+		AvoidBuggyIPs: g.Spec.AvoidBuggyIPs,
+		AutoAssign:    g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
+		Priority:      g.Spec.Priority,
+		L2:            g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
 		Admits: func(nsLabels, svcLabels map[string]string) bool {
 			return nsSel.Matches(labels.Set(nsLabels)) && svcSel.Matches(labels.Set(svcLabels))
 		},
 	})
+}
+
+// ParseAddresses reads one entry of spec.addresses, as MetalLB's
+// IPAddressPool writes it: a CIDR (192.0.2.0/28) or an inclusive range
+// (192.0.2.20-192.0.2.30, spaces around the dash allowed).
+func ParseAddresses(s string) (allocator.Range, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return allocator.Range{}, fmt.Errorf("%q is not a CIDR: %w", clip(s), err)
+		}
+		return allocator.RangeOf(p), nil
+	}
+	first, last, ok := strings.Cut(s, "-")
+	if !ok {
+		return allocator.Range{}, fmt.Errorf("%q is neither a CIDR nor a range start-end", clip(s))
+	}
+	f, err1 := netip.ParseAddr(strings.TrimSpace(first))
+	l, err2 := netip.ParseAddr(strings.TrimSpace(last))
+	if err1 != nil || err2 != nil {
+		return allocator.Range{}, fmt.Errorf("%q is not a range of two IP addresses", clip(s))
+	}
+	return allocator.Range{First: f, Last: l}, nil
 }
 
 // selector converts a label selector; absent selects everything.

@@ -112,11 +112,38 @@ func TestParseIPGroup(t *testing.T) {
 	for _, bad := range []paasv1.IPGroupSpec{
 		{Segment: "192.0.2.0"},
 		{Segment: "192.0.2.0/24", ExcludedIPs: []string{"x"}},
-		{Segment: "192.0.2.0/24", ExcludedIPs: []string{"198.51.100.1"}},
+		{},
+		{Addresses: []string{"192.0.2.0"}},
+		{Addresses: []string{"192.0.2.9-192.0.2.1"}},
+		{Addresses: []string{"192.0.2.1-2001:db8::1"}},
+		{Addresses: []string{"192.0.2.1-"}},
+		{Addresses: []string{"192.0.2.0/28", "192.0.2.8-192.0.2.20"}},
 		{Segment: "192.0.2.0/24", NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}},
 	} {
 		if _, err := Group(&paasv1.IPGroup{Spec: bad}); err == nil {
 			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestParseAddresses(t *testing.T) {
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Spec: paasv1.IPGroupSpec{
+		Addresses:     []string{"192.0.2.20-192.0.2.30", " 198.51.100.0/28 ", "2001:db8::10 - 2001:db8::1f"},
+		ExcludedIPs:   []string{"192.0.2.25", "2001:db8::10"},
+		AvoidBuggyIPs: true,
+	}}
+	parsed, err := Group(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 11 minus an excluded one, 16 minus .0 (avoidBuggyIPs), 16 minus an excluded one.
+	if got := parsed.Capacity().String(); got != "40" {
+		t.Errorf("capacity %s, want 40", got)
+	}
+	for addr, usable := range map[string]bool{"192.0.2.20": true, "192.0.2.25": false, "192.0.2.31": false,
+		"198.51.100.0": false, "198.51.100.15": true, "2001:db8::10": false, "2001:db8::1f": true} {
+		if parsed.Usable(netip.MustParseAddr(addr)) != usable {
+			t.Errorf("%s usable %v, want %v", addr, !usable, usable)
 		}
 	}
 }
