@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-arpflood bench-membership controlplane packages clean
+.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-announce bench-watch bench-arpflood bench-membership controlplane packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -145,6 +145,18 @@ bench-failover: build controlplane packages
 ## a hung node (SIGSTOP) until its routes leave both routers, BFD (300 ms x 3) against the hold timer (3 s)
 bench-bgp: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
+
+## bench-announce: 1,000 LoadBalancer Services created at once in the three-node L2 lab (root):
+## until every VIP is answered (NDP: IPv6, the IPv4 documentation ranges are too small) by the one
+## node the ledger names, and by no other
+bench-announce: build controlplane packages
+	go test ./test/e2e -run '^$$' -bench BenchmarkAnnounce -benchtime 1x -timeout 20m -count 1
+
+## bench-watch: one agent's watch traffic (bytes and events a second) with 2,000 Nodes reporting
+## their status at the kubelet's rate and 10,000 Services, against kube-proxy's informer set in the
+## same run, multiplied out for the API server; and the cut (the Nodes' metadata only)
+bench-watch: controlplane
+	go run ./bench/watch -nodes $${NODES:-2000} -services $${SERVICES:-10000} -duration $${DURATION:-2m}
 
 ## bench-arpflood: 10,000 forged ARP claims a second for 30 s at an owned VIP, in the L2 lab (root):
 ## the owner agent's RSS and CPU idle, during and after, and whether the VIP kept answering; the

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -30,6 +31,9 @@ type observation struct {
 	ledger map[netip.Addr]*paasv1.IP
 	// peers are the BGPPeers (read only when this agent speaks BGP).
 	peers []paasv1.BGPPeer
+	// changed are the VIPs whose candidacy may have changed since the last
+	// pass: only those are elected again (nil: every VIP is).
+	changed map[netip.Addr]bool
 }
 
 // vipCandidacy is what a VIP asks of the nodes that carry it, and its group.
@@ -87,53 +91,98 @@ type announcerPolicy struct {
 // last pass left, what this node owns, releases, advertises, claims and hands
 // off, and what the next pass remembers.
 func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
-	l2VIPs, bgpVIPs := map[netip.Addr]vipCandidacy{}, map[netip.Addr]vipCandidacy{}
-	for vip, c := range o.vips {
-		if election.ModeOf(c.group) == paasv1.AnnounceBGP {
-			bgpVIPs[vip] = c
-		} else {
-			l2VIPs[vip] = c
-		}
-	}
 	var d decision
 	if p.speaksBGP {
+		bgpVIPs := map[netip.Addr]vipCandidacy{}
+		for vip, c := range o.vips {
+			if election.ModeOf(c.group) == paasv1.AnnounceBGP {
+				bgpVIPs[vip] = c
+			}
+		}
 		d.advertise, d.record.pruned, d.record.listed = decideBGP(p.self, bgpVIPs, o.alive, o.peers)
 	}
-	if !inMajority(o.alive, o.known) {
-		// Cut off from most agents (our link is down, or a partition): the
-		// others elect owners without us, so we must go quiet rather than
-		// answer for every VIP at once. BGP is unaffected: the router sees
-		// which sessions are up.
-		l2VIPs = nil
-	}
-	d.own = map[netip.Addr]string{}
-	for vip, c := range l2VIPs {
-		if node, iface, ok := election.Owner(vip, c.Candidacy, o.alive); ok && node == p.self {
-			d.own[vip] = iface
-		}
-	}
+	// Cut off from most agents (our link is down, or a partition): the
+	// others elect owners without us, so we must go quiet rather than
+	// answer for every VIP at once. BGP is unaffected: the router sees
+	// which sessions are up.
+	d.own = ownersL2(p.self, o, m.owned, inMajority(o.alive, o.known))
 	for vip := range d.own {
-		if _, had := m.owned[vip]; !had {
-			d.gained = append(d.gained, vip)
-		}
 		if ip := o.ledger[vip]; ip != nil && !slices.Equal(ip.Status.AnnouncedBy, []string{p.self}) {
 			d.claim = append(d.claim, vip)
 		}
 	}
-	for vip := range m.owned {
-		if _, has := d.own[vip]; !has {
-			d.lost = append(d.lost, vip)
-		}
-	}
-	for _, s := range [][]netip.Addr{d.gained, d.lost, d.claim} {
-		slices.SortFunc(s, netip.Addr.Compare)
-	}
+	d.gained, d.lost = gainedLost(o.changed, m.owned, d.own)
+	slices.SortFunc(d.claim, netip.Addr.Compare)
 
 	var next memory
 	next.owned = d.own
 	d.release, next.releasing, d.requeue = handovers(d.own, m, p.handoverDelay, o.now)
 	d.handOff, next.handoffFrom = handoffs(p.self, d.own, d.release, m.handoffFrom, o)
 	return d, next
+}
+
+// ownersL2 are the L2 VIPs this node owns after a pass, by interface: the
+// VIPs in o.changed elected again, every other one as the last pass left it
+// (prev), so a pass costs one election per VIP that changed; o.changed nil:
+// every VIP is elected. Out of the majority (majority false) it owns none;
+// the majority changes only with the agents or the Nodes, which make a pass
+// elect every VIP.
+func ownersL2(self string, o observation, prev map[netip.Addr]string, majority bool) map[netip.Addr]string {
+	own := map[netip.Addr]string{}
+	if !majority {
+		return own
+	}
+	elect := func(vip netip.Addr) {
+		c, ok := o.vips[vip]
+		if !ok || election.ModeOf(c.group) == paasv1.AnnounceBGP {
+			return
+		}
+		if node, iface, ok := election.Owner(vip, c.Candidacy, o.alive); ok && node == self {
+			own[vip] = iface
+		}
+	}
+	if o.changed == nil {
+		for vip := range o.vips {
+			elect(vip)
+		}
+		return own
+	}
+	maps.Copy(own, prev)
+	for vip := range o.changed {
+		delete(own, vip)
+		elect(vip)
+	}
+	return own
+}
+
+// gainedLost are the VIPs gained and lost from prev to own, sorted;
+// only those in changed can differ (nil: any).
+func gainedLost(changed map[netip.Addr]bool, prev, own map[netip.Addr]string) (gained, lost []netip.Addr) {
+	diff := func(vip netip.Addr) {
+		_, had := prev[vip]
+		_, has := own[vip]
+		switch {
+		case has && !had:
+			gained = append(gained, vip)
+		case had && !has:
+			lost = append(lost, vip)
+		}
+	}
+	if changed != nil {
+		for vip := range changed {
+			diff(vip)
+		}
+	} else {
+		for vip := range own {
+			diff(vip)
+		}
+		for vip := range prev {
+			diff(vip)
+		}
+	}
+	slices.SortFunc(gained, netip.Addr.Compare)
+	slices.SortFunc(lost, netip.Addr.Compare)
+	return gained, lost
 }
 
 // handovers are the VIPs this node lost less than delay ago and still answers

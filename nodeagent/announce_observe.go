@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -15,106 +19,305 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
-// observe reads, from the cache, everything a pass decides from: each kind
-// is listed once. self is this agent's Node (nil when it is not in the cache).
-func (a *Announcer) observe(ctx context.Context) (o observation, self *corev1.Node, err error) {
+// observed is what the announcer read, kept from pass to pass: a full pass
+// reads it all, an incremental one refreshes only the Services and VIPs that
+// changed (announce_changes.go).
+type observed struct {
+	// groups are the IPGroups by name.
+	groups map[string]*paasv1.IPGroup
+	// nodeAddrs maps every Node's address to the Node (see trustView).
+	nodeAddrs map[netip.Addr]string
+	alive     []election.Node
+	known     int
+	self      *corev1.Node
+	peers     []paasv1.BGPPeer
+	// held maps each Service of ours to the VIPs in its status; holders is
+	// the same the other way round.
+	held    map[types.NamespacedName][]netip.Addr
+	holders map[netip.Addr]map[types.NamespacedName]bool
+	// vips and ledger are observation's: every VIP announced, and its entry.
+	vips   map[netip.Addr]vipCandidacy
+	ledger map[netip.Addr]*paasv1.IP
+}
+
+// fullPassEvery bounds how long what no event announces goes unseen (this
+// node's own addresses, read with each VIP's trust): a pass this long after
+// the last full one reads everything again.
+const fullPassEvery = time.Minute
+
+// observe reads what a pass decides from: everything, when ch says
+// something every VIP depends on changed (or nothing was read yet), else
+// only the Services and VIPs in ch; o.changed says which VIPs may have
+// changed (nil: any). self is this agent's Node (nil when it is not in the
+// cache).
+func (a *Announcer) observe(ctx context.Context, ch changes) (o observation, self *corev1.Node, err error) {
 	o.now = time.Now()
+	if a.seen == nil || ch.all || o.now.Sub(a.lastFull) >= fullPassEvery {
+		a.seen = nil // a failure half-way leaves nothing half-read behind
+		seen, err := a.observeAll(ctx)
+		if err != nil {
+			return o, nil, err
+		}
+		a.seen, a.lastFull = seen, o.now
+	} else if o.changed, err = a.observeChanged(ctx, ch); err != nil {
+		a.seen = nil
+		return o, nil, err
+	}
+	s := a.seen
+	o.vips, o.ledger, o.alive, o.known, o.peers = s.vips, s.ledger, s.alive, s.known, s.peers
+	return o, s.self, nil
+}
+
+// observeAll reads everything: each kind is listed once.
+func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	var ledger paasv1.IPList
 	if err := a.Client.List(ctx, &ledger); err != nil {
-		return o, nil, fmt.Errorf("list IPs: %w", err)
+		return nil, fmt.Errorf("list IPs: %w", err)
 	}
 	byName := make(map[string]*paasv1.IP, len(ledger.Items))
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	if o.vips, o.ledger, err = a.candidacies(ctx, byName); err != nil {
-		return o, nil, err
-	}
 	var nodes corev1.NodeList
 	if err := a.Client.List(ctx, &nodes); err != nil {
-		return o, nil, fmt.Errorf("list Nodes: %w", err)
+		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
-	o.alive, o.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining(), a.OnCordon)
+	s, err := a.readServices(ctx, byName, nodeAddresses(nodes.Items))
+	if err != nil {
+		return nil, err
+	}
+	s.alive, s.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining(), a.OnCordon)
 	if a.nodes != nil {
 		a.nodes.update(nodes.Items)
 	}
 	for i := range nodes.Items {
 		if nodes.Items[i].Name == a.NodeName {
-			self = &nodes.Items[i]
+			s.self = &nodes.Items[i]
 		}
 	}
 	if a.BGP != nil {
 		var peers paasv1.BGPPeerList
 		if err := a.Client.List(ctx, &peers); err != nil {
-			return o, nil, fmt.Errorf("list BGPPeers: %w", err)
+			return nil, fmt.Errorf("list BGPPeers: %w", err)
 		}
-		o.peers = peers.Items
+		s.peers = peers.Items
 	}
-	return o, self, nil
+	return s, nil
 }
 
 // candidacies maps every VIP this agent's cluster announces (L2 or BGP) to
-// what it asks of the nodes that carry it, and to its ledger entry. ledger is the ledger by object name: a VIP is announced only
-// when its entry gives it to the Service.
+// what it asks of the nodes that carry it, and to its ledger entry. ledger is
+// the ledger by object name: a VIP is announced only when its entry gives it
+// to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
+	var nodes corev1.NodeList
+	if err := a.Client.List(ctx, &nodes); err != nil {
+		return nil, nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes.Items))
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.vips, s.ledger, nil
+}
+
+// readServices reads every Service and IPGroup and makes, with the ledger
+// (by object name) and the Nodes' addresses, the Services' part of observed.
+func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.IP, nodeAddrs map[netip.Addr]string) (*observed, error) {
 	var services corev1.ServiceList
 	if err := a.Client.List(ctx, &services); err != nil {
-		return nil, nil, fmt.Errorf("list Services: %w", err)
+		return nil, fmt.Errorf("list Services: %w", err)
 	}
 	var groups paasv1.IPGroupList
 	if err := a.Client.List(ctx, &groups); err != nil {
-		return nil, nil, fmt.Errorf("list IPGroups: %w", err)
+		return nil, fmt.Errorf("list IPGroups: %w", err)
 	}
-	byName := map[string]*paasv1.IPGroup{}
+	s := &observed{groups: map[string]*paasv1.IPGroup{}, nodeAddrs: nodeAddrs,
+		held: map[types.NamespacedName][]netip.Addr{}, holders: map[netip.Addr]map[types.NamespacedName]bool{},
+		vips: map[netip.Addr]vipCandidacy{}, ledger: map[netip.Addr]*paasv1.IP{}}
 	for i := range groups.Items {
-		byName[groups.Items[i].Name] = &groups.Items[i]
+		s.groups[groups.Items[i].Name] = &groups.Items[i]
 	}
 	// What the data plane refuses to carry is not announced either (trust.go):
 	// a Node's address, one of this node's own, one the ledger does not give
 	// to the Service. The data plane reports it.
-	trust, err := readTrust(ctx, a.Client, services.Items, a.OwnClassOnly, a.localAddresses)
+	trust, err := readTrustWith(ctx, a.Client, services.Items, a.OwnClassOnly, a.localAddresses, nodeAddrs)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out, entries := map[netip.Addr]vipCandidacy{}, map[netip.Addr]*paasv1.IP{}
+	byKey := map[types.NamespacedName]*corev1.Service{}
 	for i := range services.Items {
 		svc := &services.Items[i]
-		if !lbclass.Handles(svc, a.OwnClassOnly) {
-			continue
-		}
-		var local map[string]bool
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			vip, err := netip.ParseAddr(in.IP)
-			if err != nil || vip.Zone() != "" {
-				continue
-			}
-			vip = vip.Unmap()
-			if _, refused := trust.refusalOf(svc, vip); refused {
-				continue
-			}
-			entry := ledger[paasv1.IPObjectName(vip)]
-			group := groupOf(entry, byName)
-			if group == nil {
-				continue // in no group we know: nothing says how to announce it
-			}
-			c, ok := election.CandidacyOf(group)
-			if !ok {
-				continue
-			}
-			if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-				if local == nil {
-					if local, err = a.endpointNodes(ctx, svc); err != nil {
-						return nil, nil, err
-					}
-				}
-				c.LocalNodes = local
-			}
-			prev, had := out[vip] // a shared VIP: every Service on it asks
-			out[vip] = jointCandidacy(prev, had, vipCandidacy{Candidacy: c, group: group})
-			entries[vip] = entry
+		key := client.ObjectKeyFromObject(svc)
+		byKey[key] = svc
+		s.hold(key, vipsOf(svc, a.OwnClassOnly))
+	}
+	for vip := range s.holders {
+		if err := a.elect(ctx, s, vip, s.holding(vip, byKey), trust, ledger[paasv1.IPObjectName(vip)]); err != nil {
+			return nil, err
 		}
 	}
-	return out, entries, nil
+	return s, nil
+}
+
+// observeChanged refreshes a.seen for the Services and VIPs in ch (a few
+// cache reads each) and returns the VIPs whose candidacy may have changed.
+func (a *Announcer) observeChanged(ctx context.Context, ch changes) (map[netip.Addr]bool, error) {
+	s := a.seen
+	dirty := map[netip.Addr]bool{}
+	for vip := range ch.vips {
+		dirty[vip] = true
+	}
+	read := map[types.NamespacedName]*corev1.Service{}
+	for key := range ch.services {
+		var vips []netip.Addr
+		svc := &corev1.Service{}
+		switch err := a.Client.Get(ctx, key, svc); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get Service %s: %w", key, err)
+		default:
+			read[key] = svc
+			vips = vipsOf(svc, a.OwnClassOnly)
+		}
+		for _, vip := range s.held[key] {
+			dirty[vip] = true
+		}
+		for _, vip := range vips {
+			dirty[vip] = true
+		}
+		s.hold(key, vips)
+	}
+	// The Services holding a changed VIP are read once, and so is the
+	// trust view of their addresses.
+	var holding []corev1.Service
+	for vip := range dirty {
+		for key := range s.holders[vip] {
+			if _, ok := read[key]; ok {
+				continue
+			}
+			svc := &corev1.Service{}
+			if err := a.Client.Get(ctx, key, svc); err != nil {
+				return nil, fmt.Errorf("get Service %s: %w", key, err)
+			}
+			read[key] = svc
+		}
+	}
+	for _, svc := range read {
+		holding = append(holding, *svc)
+	}
+	trust, err := readTrustWith(ctx, a.Client, holding, a.OwnClassOnly, a.localAddresses, s.nodeAddrs)
+	if err != nil {
+		return nil, err
+	}
+	for vip := range dirty {
+		var entry *paasv1.IP
+		ip := &paasv1.IP{}
+		switch err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, ip); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get ledger IP %s: %w", paasv1.IPObjectName(vip), err)
+		default:
+			entry = ip
+		}
+		if err := a.elect(ctx, s, vip, s.holding(vip, read), trust, entry); err != nil {
+			return nil, err
+		}
+	}
+	return dirty, nil
+}
+
+// hold records that the Service key holds vips (none: it holds nothing).
+func (s *observed) hold(key types.NamespacedName, vips []netip.Addr) {
+	for _, vip := range s.held[key] {
+		delete(s.holders[vip], key)
+		if len(s.holders[vip]) == 0 {
+			delete(s.holders, vip)
+		}
+	}
+	if len(vips) == 0 {
+		delete(s.held, key)
+		return
+	}
+	s.held[key] = vips
+	for _, vip := range vips {
+		if s.holders[vip] == nil {
+			s.holders[vip] = map[types.NamespacedName]bool{}
+		}
+		s.holders[vip][key] = true
+	}
+}
+
+// holding are the Services (from byKey) that hold vip, in the order of their keys.
+func (s *observed) holding(vip netip.Addr, byKey map[types.NamespacedName]*corev1.Service) []*corev1.Service {
+	keys := make([]types.NamespacedName, 0, len(s.holders[vip]))
+	for key := range s.holders[vip] {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]*corev1.Service, 0, len(keys))
+	for _, key := range keys {
+		if svc := byKey[key]; svc != nil {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// elect records in s what vip asks of the nodes that carry it: the candidacy
+// of its group (per its ledger entry) joined over the Services holding it that
+// this node may carry it for (trust.go), or nothing (not announced).
+func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, holding []*corev1.Service, trust trustView, entry *paasv1.IP) error {
+	delete(s.vips, vip)
+	delete(s.ledger, vip)
+	group := groupOf(entry, s.groups)
+	if group == nil {
+		return nil // in no group we know: nothing says how to announce it
+	}
+	c, ok := election.CandidacyOf(group)
+	if !ok {
+		return nil
+	}
+	// A shared VIP: every Service on it asks (announce_share.go).
+	var joint vipCandidacy
+	had := false
+	for _, svc := range holding {
+		if _, refused := trust.refusalOf(svc, vip); refused {
+			continue
+		}
+		next := vipCandidacy{Candidacy: c, group: group}
+		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+			local, err := a.endpointNodes(ctx, svc)
+			if err != nil {
+				return err
+			}
+			next.LocalNodes = local
+		}
+		joint, had = jointCandidacy(joint, had, next), true
+	}
+	if had {
+		s.vips[vip] = joint
+		s.ledger[vip] = entry
+	}
+	return nil
+}
+
+// vipsOf are the VIPs in the status of svc, when it is a Service of ours.
+func vipsOf(svc *corev1.Service, ownClassOnly bool) []netip.Addr {
+	if !lbclass.Handles(svc, ownClassOnly) {
+		return nil
+	}
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		vip, err := netip.ParseAddr(in.IP)
+		if err != nil || vip.Zone() != "" {
+			continue
+		}
+		if vip = vip.Unmap(); !slices.Contains(out, vip) {
+			out = append(out, vip)
+		}
+	}
+	return out
 }
 
 // groupOf is the IPGroup a VIP was allocated from, per its ledger entry ip

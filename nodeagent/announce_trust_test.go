@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -19,15 +18,7 @@ import (
 // would carry (trust.go): not a forged status, not a ledger naming another
 // Service, not a Node's address, not this node's own; the ledger's own VIP is.
 func TestAnnouncerCandidacies(t *testing.T) {
-	svc := func(name string, ips ...string) *corev1.Service {
-		s := lb(corev1.LoadBalancerIPModeProxy, nil, ips...)
-		s.Name, s.UID = name, types.UID("uid-"+name)
-		return s
-	}
-	ledger := func(addr, owner string) *paasv1.IP {
-		return &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: addr, Labels: map[string]string{paasv1.IPGroupLabel: "lan"}},
-			Spec: paasv1.IPSpec{Address: addr, Owner: &paasv1.IPOwner{Namespace: "ns", Name: owner, UID: types.UID("uid-" + owner)}}}
-	}
+	svc, ledger := uidService, lanLedger
 	legacy := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.14", Labels: map[string]string{paasv1.IPGroupLabel: "lan"},
 		Annotations: map[string]string{paasv1.OwnerAnnotation: "ns/orphan"}}}
 	objs := []client.Object{

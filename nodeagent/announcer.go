@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -71,6 +73,11 @@ type Announcer struct {
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
 	last memory
+	// changes are what the events said changed since the last pass; seen is
+	// what the passes read so far (nil: read everything next).
+	changes  changeTracker
+	seen     *observed
+	lastFull time.Time
 	// nodes is the index of the Nodes' MACs and addresses each pass
 	// refreshes, for the L2 speaker and the gossip (nil: none kept).
 	nodes *nodeIndex
@@ -90,12 +97,20 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if a.Settled != nil && !a.Settled() {
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-	o, self, err := a.observe(ctx)
+	start := time.Now()
+	ch := a.changes.take()
+	o, self, err := a.observe(ctx, ch)
 	if err != nil {
+		a.changes.putBack(ch)
 		return reconcile.Result{}, err
 	}
 	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil}, o, a.last)
 	a.last = next
+	kind := "incremental"
+	if o.changed == nil {
+		kind = "full"
+	}
+	announceDecideDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	var bgpErr error
 	if a.BGP != nil {
 		// BGP first: a route needs no election among the agents, and a
@@ -110,6 +125,9 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	vipsAnnounced.Set(float64(len(d.own) + len(d.release)))
 	agentsAlive.Set(float64(len(o.alive)))
 	requeue := d.requeue
+	if next := fullPassEvery - time.Since(a.lastFull); requeue == 0 || next < requeue {
+		requeue = max(next, time.Second)
+	}
 	if a.BGP != nil {
 		if r := a.BGP.retryAfter(); r > 0 && (requeue == 0 || r < requeue) {
 			requeue = r
@@ -170,12 +188,15 @@ func (a *Announcer) logChanges(ctx context.Context, d decision, o observation) {
 // SetupWithManager funnels every relevant change, and every change of the
 // agents' liveness, into the single announce request.
 func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
-	toAnnounce := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+	// Every event says what changed (changeTracker) before it asks for a pass.
+	toAnnounce := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		a.changes.observe(o)
 		return []reconcile.Request{announceRequest}
 	})
 	changed := make(chan event.GenericEvent, 1)
 	go func() {
 		for range a.Liveness.Changed() {
+			a.changes.everything()
 			select {
 			case changed <- event.GenericEvent{Object: &corev1.Node{}}:
 			default:
@@ -186,8 +207,10 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		Named("announce").
 		Watches(&corev1.Service{}, toAnnounce).
 		Watches(&discoveryv1.EndpointSlice{}, toAnnounce).
-		Watches(&corev1.Node{}, toAnnounce).
-		Watches(&paasv1.IPGroup{}, toAnnounce).
+		Watches(&corev1.Node{}, toAnnounce, builder.WithPredicates(nodeAnnounceChanged)).
+		// An IPGroup's spec says how its VIPs are announced; its status (the
+		// operator's counts, rewritten as it allocates) says nothing to us.
+		Watches(&paasv1.IPGroup{}, toAnnounce, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.IP{}, toAnnounce).
 		Watches(&paasv1.BGPPeer{}, toAnnounce).
 		WatchesRawSource(source.Channel(changed, toAnnounce)).

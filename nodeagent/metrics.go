@@ -66,6 +66,11 @@ var (
 		Name: "vip_allocator_agent_bfd_session_up",
 		Help: "1 when this node's BFD session with the peer is Up, else 0; absent for peers without bfd.",
 	}, []string{"peer"})
+	announceDecideDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vip_allocator_agent_announce_decide_seconds",
+		Help:    "Time an announce pass takes to read (from the cache) and decide, before it writes anything, by kind: full (every VIP read and elected again: a Node, an IPGroup's spec, a BGPPeer or the liveness changed, and once a minute) or incremental (only the Services and VIPs that changed).",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+	}, []string{"kind"})
 	bfdStateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_bfd_state_changes_total",
 		Help: "Times this node's BFD session with the peer entered a state (Up, Init, Down, AdminDown); each Down from Up reset the BGP session.",
@@ -73,7 +78,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses, bfdSessionUp, bfdStateChanges)
+	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses, bfdSessionUp, bfdStateChanges, announceDecideDuration)
 }
 
 // registerCounterFunc exports a count kept elsewhere (a package below this

@@ -20,7 +20,17 @@ import (
 // addresses, and the migrating VirtualIPs only when one of those addresses is
 // local.
 func readTrust(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
-	v := trustView{holders: map[netip.Addr][]types.UID{}, reserved: map[netip.Addr]string{}}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return trustView{}, fmt.Errorf("list Nodes: %w", err)
+	}
+	return readTrustWith(ctx, c, services, ownClassOnly, localAddrs, nodeAddresses(nodes.Items))
+}
+
+// readTrustWith is readTrust with the Nodes' addresses already read (see
+// nodeAddresses): the announcer keeps them from pass to pass.
+func readTrustWith(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error), nodeAddrs map[netip.Addr]string) (trustView, error) {
+	v := trustView{holders: map[netip.Addr][]types.UID{}, reserved: map[netip.Addr]string{}, nodeAddrs: nodeAddrs}
 	local, err := localAddrs()
 	if err != nil {
 		return v, fmt.Errorf("read this node's addresses: %w", err)
@@ -57,11 +67,6 @@ func readTrust(ctx context.Context, c client.Reader, services []corev1.Service, 
 			}
 		}
 	}
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
-		return v, fmt.Errorf("list Nodes: %w", err)
-	}
-	v.nodeAddrs = nodeAddresses(nodes.Items)
 	if anyLocal {
 		var legacy paasv1.VirtualIPList
 		if err := c.List(ctx, &legacy); err != nil {
