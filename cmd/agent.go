@@ -8,12 +8,14 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -38,6 +40,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&c.BindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&c.HandoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")
 	fs.StringVar(&c.OnStop, "on-stop", nodeagent.OnStopAuto, "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
+	onCordon := fs.String("on-cordon", string(election.OnCordonHandover), "what cordoning a node does to its VIPs: handover (they move to other nodes, a planned move) or keep (they stay; only the label "+corev1.LabelNodeExcludeBalancers+", a drain that stops the agent, or the node's death moves them). The operator sets it to its own --on-cordon")
 	fs.StringVar(&c.LivenessTimers, "liveness-timers", nodeagent.TimersTuned, "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
 	fs.DurationVar(&c.ARPProbePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
 	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
@@ -57,6 +60,11 @@ func runAgent(args []string) error {
 	if c.NodeName == "" {
 		return errors.New("agent: --node-name is required")
 	}
+	onCordonPolicy, err := election.ParseOnCordon(*onCordon)
+	if err != nil {
+		return fmt.Errorf("agent: --on-cordon %w", err)
+	}
+	c.OnCordon = onCordonPolicy
 	cfg, err := loadKubeconfig(*kubeconfig)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
@@ -84,6 +85,7 @@ func runOperator(args []string) error {
 	serviceCIDRs := fs.String("service-cidrs", "", "Service CIDRs never handed out, comma-separated (e.g. 10.96.0.0/12,fd00:10:96::/112): for clusters whose API server serves no networking.k8s.io/v1 ServiceCIDR objects (before Kubernetes 1.33), or in addition to them")
 	nodeSelector := fs.String("agent-node-selector", "", "node selector of the agent DaemonSet, as key=value,key2=value2")
 	agentFlags := fs.String("agent-args", "", `flags added to every agent, separated by spaces, e.g. "--dataplane=iptables --liveness-timers=lan" (see vip-allocator agent -h)`)
+	onCordon := fs.String("on-cordon", string(election.OnCordonHandover), "what cordoning a node does to its VIPs: handover (they move to other nodes, a planned move, without losing a request) or keep (they stay, as MetalLB does; the label "+corev1.LabelNodeExcludeBalancers+" still moves them). Passed on to the agents")
 	tolerations := fs.String("agent-tolerations", "", `tolerations of the agent DaemonSet as JSON, e.g. [{"key":"role","operator":"Equal","value":"edge","effect":"NoSchedule"}]; empty tolerates every taint`)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
@@ -124,6 +126,11 @@ func runOperator(args []string) error {
 			return fmt.Errorf("--agent-tolerations: %w", err)
 		}
 	}
+	onCordonPolicy, err := election.ParseOnCordon(*onCordon)
+	if err != nil {
+		return fmt.Errorf("--on-cordon %w", err)
+	}
+	o.Agent.OnCordon = onCordonPolicy
 	extra, err := controllers.ParseAgentArgs(*agentFlags)
 	if err != nil {
 		return fmt.Errorf("--agent-args: %w", err)

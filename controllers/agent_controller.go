@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 
 	"github.com/redhat-cop/operator-utils/pkg/util"
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,6 +42,9 @@ type AgentOptions struct {
 	Tolerations []corev1.Toleration
 	// ExtraArgs are appended to "agent --node-name=$(NODE_NAME)".
 	ExtraArgs []string
+	// OnCordon is the operator's --on-cordon, given to every agent so they
+	// and the operator's Announceable condition judge a cordoned node alike.
+	OnCordon election.OnCordon
 }
 
 // AgentReconciler keeps the agent DaemonSet as the operator wants it: it
@@ -140,8 +144,7 @@ func (r *AgentReconciler) desired() *appsv1.DaemonSet {
 					Containers: []corev1.Container{{
 						Name:  "agent",
 						Image: o.Image,
-						Args: append([]string{"agent", "--node-name=$(NODE_NAME)", "--daemonset=" + o.Namespace + "/" + AgentName},
-							o.ExtraArgs...),
+						Args:  agentArgs(o),
 						Env: []corev1.EnvVar{
 							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -181,4 +184,14 @@ func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&appsv1.DaemonSet{}, builder.WithPredicates(ours)).
 		WatchesRawSource(source.Channel(start, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// agentArgs is the agent's command line. --on-cordon is passed only when it
+// is not the default, so that upgrading the operator restarts no agent.
+func agentArgs(o AgentOptions) []string {
+	args := []string{"agent", "--node-name=$(NODE_NAME)", "--daemonset=" + o.Namespace + "/" + AgentName}
+	if o.OnCordon != "" && o.OnCordon != election.OnCordonHandover {
+		args = append(args, "--on-cordon="+string(o.OnCordon))
+	}
+	return append(args, o.ExtraArgs...)
 }

@@ -11,16 +11,20 @@ import (
 )
 
 // ParseAgentArgs splits the operator's --agent-args into the agents' extra
-// flags (AgentOptions.ExtraArgs). The operator sets --node-name and
-// --daemonset itself: a second value would fight it.
+// flags (AgentOptions.ExtraArgs). The operator sets --node-name,
+// --daemonset and --on-cordon itself: a second value would fight it.
 func ParseAgentArgs(s string) ([]string, error) {
 	args := strings.Fields(s)
 	for _, a := range args {
 		if !strings.HasPrefix(a, "--") {
 			return nil, fmt.Errorf("%q: want flags such as --dataplane=iptables, each with its value after '='", a)
 		}
-		if name, _, _ := strings.Cut(a, "="); name == "--node-name" || name == "--daemonset" {
+		switch name, _, _ := strings.Cut(a, "="); name {
+		case "--node-name", "--daemonset":
 			return nil, fmt.Errorf("%s is set by the operator", name)
+		case "--on-cordon":
+			// The operator's Announceable condition must judge cordoned nodes as the agents do.
+			return nil, fmt.Errorf("--on-cordon is set by the operator: use the operator's own --on-cordon")
 		}
 	}
 	return args, nil

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 func TestParseAgentArgs(t *testing.T) {
@@ -29,5 +31,20 @@ func TestParseAgentArgs(t *testing.T) {
 		if err != nil || !slices.Equal(got, tt.want) {
 			t.Errorf("ParseAgentArgs(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+func TestOnCordonReachesTheAgents(t *testing.T) {
+	if _, err := ParseAgentArgs("--on-cordon=keep"); err == nil {
+		t.Error("--on-cordon in --agent-args accepted: the operator and the agents could disagree")
+	}
+	base := AgentOptions{Namespace: "ns", ExtraArgs: []string{"--dataplane=iptables"}}
+	if got := agentArgs(base); slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--on-cordon") }) {
+		t.Errorf("the default policy adds a flag (an upgrade would restart every agent): %v", got)
+	}
+	base.OnCordon = election.OnCordonKeep
+	got := agentArgs(base)
+	if !slices.Contains(got, "--on-cordon=keep") || got[len(got)-1] != "--dataplane=iptables" {
+		t.Errorf("args %v", got)
 	}
 }

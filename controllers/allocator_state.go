@@ -44,14 +44,14 @@ type allocatorState struct {
 	inFlight struct {
 		sync.Mutex
 		statusFrom map[types.NamespacedName]string // resourceVersion our last status patch was computed from
-		ledger     map[string]types.UID            // ledger objects created, not yet in the cache
+		ledger     map[ledgerWrite]bool            // ledger objects created or joined, not yet in the cache
 	}
 }
 
 func newAllocatorState() *allocatorState {
 	a := &allocatorState{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
 	a.inFlight.statusFrom = map[types.NamespacedName]string{}
-	a.inFlight.ledger = map[string]types.UID{}
+	a.inFlight.ledger = map[ledgerWrite]bool{}
 	a.reservedStale.Store(true)
 	return a
 }
@@ -75,25 +75,34 @@ func (a *allocatorState) staleStatus(key types.NamespacedName, rv string) bool {
 	return ok && from == rv
 }
 
+// ledgerWrite is a ledger object written for one holder.
+type ledgerWrite struct {
+	name  string
+	owner types.UID
+}
+
 func (a *allocatorState) ledgerCreated(name string, owner types.UID) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
-	a.inFlight.ledger[name] = owner
+	a.inFlight.ledger[ledgerWrite{name, owner}] = true
 }
 
-// ledgerSeen forgets a created ledger object once the cache has shown it.
-func (a *allocatorState) ledgerSeen(name string) {
+// ledgerSeen forgets the writes to a ledger object for the holders it shows:
+// the cache has them now.
+func (a *allocatorState) ledgerSeen(ip *paasv1.IP) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
-	delete(a.inFlight.ledger, name)
+	for _, o := range ip.Holders() {
+		delete(a.inFlight.ledger, ledgerWrite{ip.Name, o.UID})
+	}
 }
 
-// ledgerInFlight reports whether we created ledger object name for owner and
-// the cache has not shown it yet.
+// ledgerInFlight reports whether we created or joined ledger object name for
+// owner and the cache has not shown it yet.
 func (a *allocatorState) ledgerInFlight(name string, owner types.UID) bool {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
-	return a.inFlight.ledger[name] == owner
+	return a.inFlight.ledger[ledgerWrite{name, owner}]
 }
 
 // forget drops what is known about key's writes: the Service is gone.
@@ -182,6 +191,14 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 		return fmt.Errorf("rebuild: list IPs: %w", err)
 	}
 	ledgerHolders := liveLedgerHolders(services.Items, ledger.Items)
+	// Before any address is imported: whether a Service may share decides
+	// whether a second holder of an address is imported at all.
+	for i := range services.Items {
+		svc := &services.Items[i]
+		if sharing, err := k8salloc.SharingOf(svc); err == nil && lbclass.Handles(svc, ownClassOnly) {
+			a.alloc.SetSharing(client.ObjectKeyFromObject(svc).String(), sharing)
+		}
+	}
 	imported := 0
 	for i := range services.Items {
 		svc := &services.Items[i]
@@ -191,7 +208,7 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 		key := client.ObjectKeyFromObject(svc).String()
 		var addrs []netip.Addr
 		for _, addr := range k8salloc.IngressAddrs(svc) {
-			if holder, ok := ledgerHolders[addr]; ok && holder != key {
+			if holder, ok := ledgerHolders[addr]; ok && !slices.Contains(holder, key) {
 				log.Info("rebuild: the status shows an address the ledger gives another live Service; the ledger wins", "service", key, "address", addr, "ledgerHolder", holder)
 				continue
 			}
@@ -209,6 +226,9 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 			// ErrInUse here means a status said otherwise for a ledger object
 			// whose holder is gone, and the status wins.
 			_ = a.alloc.Assign(ledgerOwnerKey(&ledger.Items[i]), addr)
+			for _, key := range holderKeys(&ledger.Items[i]) {
+				_ = a.alloc.Assign(key, addr) // the other holders of a shared address
+			}
 		}
 	}
 	var vips paasv1.VirtualIPList
@@ -229,18 +249,23 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	return nil
 }
 
-// liveLedgerHolders maps each ledger address whose spec.owner is a Service
-// that exists (same uid) to that Service's key.
-func liveLedgerHolders(services []corev1.Service, ledger []paasv1.IP) map[netip.Addr]string {
+// liveLedgerHolders maps each ledger address held by a Service that exists
+// (same uid) to the keys of those of its holders (spec.owner, spec.sharedWith).
+func liveLedgerHolders(services []corev1.Service, ledger []paasv1.IP) map[netip.Addr][]string {
 	live := map[types.UID]bool{}
 	for i := range services {
 		live[services[i].UID] = true
 	}
-	out := map[netip.Addr]string{}
+	out := map[netip.Addr][]string{}
 	for i := range ledger {
-		o := ledger[i].Spec.Owner
-		if addr, ok := ledger[i].Addr(); ok && o != nil && live[o.UID] {
-			out[addr] = o.Namespace + "/" + o.Name
+		addr, ok := ledger[i].Addr()
+		if !ok {
+			continue
+		}
+		for _, o := range ledger[i].Holders() {
+			if live[o.UID] {
+				out[addr] = append(out[addr], o.Namespace+"/"+o.Name)
+			}
 		}
 	}
 	return out

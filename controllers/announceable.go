@@ -22,10 +22,10 @@ import (
 // published in the Node's interfaces annotation. Groups announced otherwise
 // carry no such condition. Which node may carry the VIPs is the agents' own
 // rule (internal/election), asked here of every Node over the whole segment.
-func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer) {
+func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer, onCordon election.OnCordon) {
 	an := group.Spec.Announce
 	if an != nil && an.Mode == paasv1.AnnounceBGP {
-		meta.SetStatusCondition(&status.Conditions, bgpAnnounceable(group, nodes, peers))
+		meta.SetStatusCondition(&status.Conditions, bgpAnnounceable(group, nodes, peers, onCordon))
 		return
 	}
 	if an != nil && an.Mode != "" && an.Mode != paasv1.AnnounceL2 {
@@ -42,7 +42,7 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 	if an != nil {
 		allowed = an.Interfaces
 	}
-	selected, able := groupNodes(group, nodes, func(n election.Node, c election.Candidacy) bool {
+	selected, able := groupNodes(group, nodes, onCordon, func(n election.Node, c election.Candidacy) bool {
 		return slices.ContainsFunc(parts, func(p netip.Prefix) bool {
 			_, ok := election.EligibleIn(n, p, c)
 			return ok
@@ -58,8 +58,8 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes on the segment's network"
 	default:
 		c.Status, c.Reason = metav1.ConditionFalse, "NoInterfaceOnSegment"
-		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable with an interface on %s%s: the VIPs would be unreachable; put the group's addresses on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
-			len(selected), firstNames(selected), group.Spec.DescribeParts(), interfacesNote(allowed))
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, not labelled %s, with an interface on %s%s: the VIPs would be unreachable; put the group's addresses on the nodes' network, set announce.nodeSelector to the nodes on it, or use announce.mode BGP/None",
+			len(selected), firstNames(selected), corev1.LabelNodeExcludeBalancers, group.Spec.DescribeParts(), interfacesNote(allowed))
 	}
 	meta.SetStatusCondition(&status.Conditions, c)
 }
@@ -67,7 +67,7 @@ func setAnnounceableCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGrou
 // bgpAnnounceable says whether any node can advertise a BGP group's VIPs:
 // one that matches announce.nodeSelector, is not cordoned, and is selected
 // by a BGPPeer the group advertises to (announce.bgp.peers, or any).
-func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer) metav1.Condition {
+func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer, onCordon election.OnCordon) metav1.Condition {
 	an := group.Spec.Announce
 	c := metav1.Condition{Type: paasv1.IPGroupAnnounceable, ObservedGeneration: group.Generation, Status: metav1.ConditionFalse}
 	var named []string
@@ -94,7 +94,7 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 		}
 		return c
 	}
-	selected, able := groupNodes(group, nodes, func(n election.Node, c election.Candidacy) bool {
+	selected, able := groupNodes(group, nodes, onCordon, func(n election.Node, c election.Candidacy) bool {
 		return election.Allowed(n, c) && n.Agent && slices.ContainsFunc(usable, func(p paasv1.BGPPeer) bool { return election.PeerSelects(&p, n) })
 	})
 	switch {
@@ -109,18 +109,19 @@ func bgpAnnounceable(group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.
 		c.Message = "no node matches announce.nodeSelector: fix the selector or label the nodes"
 	default:
 		c.Reason = "NoPeerForNodes"
-		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, runs an agent and is selected by a BGPPeer the group uses: fix the BGPPeers' nodeSelector or the group's announce.nodeSelector", len(selected), firstNames(selected))
+		c.Message = fmt.Sprintf("none of the %d selected node(s) (%s) is schedulable, not labelled %s, runs an agent and is selected by a BGPPeer the group uses: fix the BGPPeers' nodeSelector or the group's announce.nodeSelector", len(selected), firstNames(selected), corev1.LabelNodeExcludeBalancers)
 	}
 	return c
 }
 
 // groupNodes are the nodes matching the group's announce.nodeSelector, and
 // those of them that can carry its VIPs (can, given what the group asks of a
-// node; election.Allowed leaves out the cordoned ones).
-func groupNodes(group *paasv1.IPGroup, nodes []corev1.Node, can func(election.Node, election.Candidacy) bool) (selected, able []string) {
+// node; election.Allowed leaves out the cordoned ones, as onCordon says, and
+// the excluded ones).
+func groupNodes(group *paasv1.IPGroup, nodes []corev1.Node, onCordon election.OnCordon, can func(election.Node, election.Candidacy) bool) (selected, able []string) {
 	c, _ := election.CandidacyOf(group) // a bad selector selects no node
 	for i := range nodes {
-		n := election.NodeOf(&nodes[i])
+		n := onCordon.NodeOf(&nodes[i])
 		if !election.Selects(c, n) {
 			continue
 		}

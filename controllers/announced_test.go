@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 func TestAnnouncedCondition(t *testing.T) {
@@ -90,6 +91,14 @@ func TestAnnounceableCondition(t *testing.T) {
 		{"a node on the segment", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NodesAvailable", "n1", nil},
 		{"nodes elsewhere", group(nil), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false, nil)}, "NoInterfaceOnSegment", "192.0.2.0/24", nil},
 		{"only node cordoned", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", true, nil)}, "NoInterfaceOnSegment", "n1", nil},
+		{"only node excluded from load balancers", group(nil), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false,
+			map[string]string{corev1.LabelNodeExcludeBalancers: "true"})}, "NoInterfaceOnSegment", "n1", nil},
+		{"a group of addresses only, one on the node's subnet", &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Generation: 2},
+			Spec: paasv1.IPGroupSpec{Addresses: []string{"198.51.100.20-198.51.100.30", "192.0.2.64/28"}}},
+			[]corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NodesAvailable", "n1", nil},
+		{"a group of addresses only, none on the node's subnet", &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Generation: 2},
+			Spec: paasv1.IPGroupSpec{Addresses: []string{"198.51.100.20-198.51.100.30"}}},
+			[]corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoInterfaceOnSegment", "addresses 198.51.100.20-198.51.100.30", nil},
 		{"selector picks no node", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{node("n1", "eth0", "192.0.2.11/24", false, nil)}, "NoNodeSelected", "nodeSelector", nil},
 		{"selector picks the node on the segment", group(&paasv1.Announce{NodeSelector: rackA}), []corev1.Node{
 			node("n1", "eth0", "198.51.100.11/24", false, map[string]string{"rack": "b"}),
@@ -104,6 +113,8 @@ func TestAnnounceableCondition(t *testing.T) {
 			"NodesAvailable", "n1", []paasv1.BGPPeer{peer("tor-a", nil)}},
 		{"BGP group, the only node cordoned", group(bgpAnnounce(nil, nil)), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", true, nil)},
 			"NoPeerForNodes", "n1", []paasv1.BGPPeer{peer("tor-a", nil)}},
+		{"BGP group, the only node excluded", group(bgpAnnounce(nil, nil)), []corev1.Node{node("n1", "eth0", "198.51.100.11/24", false,
+			map[string]string{corev1.LabelNodeExcludeBalancers: ""})}, "NoPeerForNodes", "n1", []paasv1.BGPPeer{peer("tor-a", nil)}},
 		{"BGP group, the peer selects other nodes", group(bgpAnnounce(rackA, nil)), []corev1.Node{
 			node("n1", "eth0", "198.51.100.11/24", false, map[string]string{"rack": "a"}),
 			node("n2", "eth0", "198.51.100.12/24", false, map[string]string{"rack": "b"})},
@@ -116,7 +127,7 @@ func TestAnnounceableCondition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			var st paasv1.IPGroupStatus
-			setAnnounceableCondition(&st, tt.group, tt.nodes, tt.peers)
+			setAnnounceableCondition(&st, tt.group, tt.nodes, tt.peers, election.OnCordonHandover)
 			c := meta.FindStatusCondition(st.Conditions, paasv1.IPGroupAnnounceable)
 			if tt.wantReason == "" {
 				if c != nil {
@@ -165,5 +176,28 @@ func TestEstablishedCondition(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With --on-cordon=keep a cordoned node still counts; an excluded one never.
+func TestAnnounceableConditionOnCordonKeep(t *testing.T) {
+	cordoned := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
+		paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","mac":"02:00:00:00:00:01","addrs":["192.0.2.11/24"]}]`}},
+		Spec: corev1.NodeSpec{Unschedulable: true}}
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24"}}
+	for policy, want := range map[election.OnCordon]metav1.ConditionStatus{election.OnCordonKeep: metav1.ConditionTrue, election.OnCordonHandover: metav1.ConditionFalse} {
+		var st paasv1.IPGroupStatus
+		setAnnounceableCondition(&st, g, []corev1.Node{cordoned}, nil, policy)
+		if c := meta.FindStatusCondition(st.Conditions, paasv1.IPGroupAnnounceable); c == nil || c.Status != want {
+			t.Errorf("%s: %+v, want %s", policy, c, want)
+		}
+	}
+	excluded := *cordoned.DeepCopy()
+	excluded.Spec.Unschedulable = false
+	excluded.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
+	var st paasv1.IPGroupStatus
+	setAnnounceableCondition(&st, g, []corev1.Node{excluded}, nil, election.OnCordonKeep)
+	if c := meta.FindStatusCondition(st.Conditions, paasv1.IPGroupAnnounceable); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("excluded node: %+v", c)
 	}
 }

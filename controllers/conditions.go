@@ -31,6 +31,9 @@ func reasonOf(err error) string {
 		{allocator.ErrOutsideGroups, paasv1.ReasonRequestedIPOutsideGroups},
 		{allocator.ErrGroupNotAllowed, paasv1.ReasonGroupNotAllowed},
 		{allocator.ErrReserved, paasv1.ReasonRequestedIPReserved},
+		{allocator.ErrSharedPortCollision, paasv1.ReasonSharedPortCollision},
+		{allocator.ErrSharedEndpointsDiffer, paasv1.ReasonSharedEndpointsDiffer},
+		{allocator.ErrSharedIPFull, paasv1.ReasonSharedIPFull},
 	} {
 		if errors.Is(err, r.sentinel) {
 			return r.reason
@@ -82,7 +85,7 @@ func requiresDualStack(svc *corev1.Service) bool {
 // hear about it even while it holds addresses.
 func hasRequestError(err error) bool {
 	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed,
-		allocator.ErrReserved, allocator.ErrCannotRelocate} {
+		allocator.ErrReserved, allocator.ErrCannotRelocate, allocator.ErrSharedPortCollision, allocator.ErrSharedEndpointsDiffer, allocator.ErrSharedIPFull} {
 		if errors.Is(err, s) {
 			return true
 		}

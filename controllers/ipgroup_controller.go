@@ -27,6 +27,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // statusDelay batches a burst of allocations into one IPGroup status write.
@@ -38,6 +39,9 @@ type IPGroupReconciler struct {
 	util.ReconcilerBase
 	// Reserved reads the addresses the cluster reserves, counted in status.reserved.
 	Reserved *ReservedSource
+	// OnCordon is what cordon does to VIPs (the operator's --on-cordon, which
+	// the agents it deploys get too): the Announceable condition asks the same.
+	OnCordon election.OnCordon
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
@@ -90,7 +94,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.GetClient().List(ctx, &peers); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list BGPPeers: %w", err)
 	}
-	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items)
+	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
 	desired.Status.ObservedGeneration = group.Generation
 	if parsed != nil {
 		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()

@@ -57,7 +57,7 @@ func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name 
 	shown := k8salloc.IngressAddrs(svc)
 	for _, ip := range ledger {
 		switch {
-		case ip.Spec.Owner != nil && ip.Spec.Owner.UID == svc.UID:
+		case ip.HeldBy(svc.UID):
 			current = append(current, ip)
 		case ip.Spec.Owner != nil:
 			stale = append(stale, ip)

@@ -79,7 +79,7 @@ func addressChanges(had, held []netip.Addr) (moves []move, allocated, released [
 // settleLedger runs once the Service's status shows result.held: it deletes the
 // Service's ledger objects of addresses it no longer holds (the old side of a
 // move) and relabels those now in another group than recorded.
-func (r *ServiceReconciler) settleLedger(ctx context.Context, result allocOutcome, current []paasv1.IP) error {
+func (r *ServiceReconciler) settleLedger(ctx context.Context, svc *corev1.Service, result allocOutcome, current []paasv1.IP) error {
 	var released []paasv1.IP
 	for i := range current {
 		ip := &current[i]
@@ -91,8 +91,11 @@ func (r *ServiceReconciler) settleLedger(ctx context.Context, result allocOutcom
 		if err := r.relabelLedger(ctx, ip, result.groupOf[addr]); err != nil {
 			return err
 		}
+		if err := r.syncLedgerSharingKey(ctx, ip, result.sharingKey); err != nil {
+			return err
+		}
 	}
-	return r.deleteLedger(ctx, released)
+	return r.leaveLedger(ctx, released, dropUID(svc.UID))
 }
 
 // relabelLedger records group on ip when the address is now in another group
@@ -145,7 +148,7 @@ func (r *ServiceReconciler) servicesAffectedBy(c client.Reader) handler.MapFunc 
 			return out
 		}
 		for _, ip := range ledger.Items {
-			if o := ip.Spec.Owner; o != nil {
+			for _, o := range ip.Holders() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.Namespace, Name: o.Name}})
 			}
 		}
@@ -184,6 +187,9 @@ func countRelocating(name string, g *allocator.Group, ledger []paasv1.IP) int64 
 			continue
 		}
 		holders[ledgerOwnerKey(ip)] = true
+		for _, key := range holderKeys(ip) { // every Service sharing it moves
+			holders[key] = true
+		}
 	}
 	return int64(len(holders))
 }

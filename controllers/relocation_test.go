@@ -80,11 +80,14 @@ func TestCountRelocating(t *testing.T) {
 		ledgerIP("192.0.2.11", "other", "ingress"), // another group's
 		ledgerIP("192.0.2.12", "", "imported"),     // no group recorded
 	}
-	if got := countRelocating("ext", moved, ledger); got != 3 {
-		t.Errorf("relocating %d, want 3 (api, db, dual)", got)
+	shared := ledgerIP("192.0.2.13", "ext", "dns-tcp") // shared: both holders move
+	shared.Spec.SharingKey, shared.Spec.SharedWith = "dns", []paasv1.IPOwner{{Namespace: "ns", Name: "dns-udp"}}
+	ledger = append(ledger, shared)
+	if got := countRelocating("ext", moved, ledger); got != 5 {
+		t.Errorf("relocating %d, want 5 (api, db, dual, dns-tcp, dns-udp)", got)
 	}
-	if got := countRelocating("ext", nil, ledger); got != 4 {
-		t.Errorf("an unusable group allows nothing: relocating %d, want 4", got)
+	if got := countRelocating("ext", nil, ledger); got != 6 {
+		t.Errorf("an unusable group allows nothing: relocating %d, want 6", got)
 	}
 	if got := countRelocating("gone", moved, ledger); got != 0 {
 		t.Errorf("relocating %d for a group the ledger does not name, want 0", got)
@@ -126,7 +129,7 @@ func TestStrandedConditions(t *testing.T) {
 	held, err = a.Allocate("ns/auto", auto)
 	c = ipAllocatedCondition(svc, held, groupOf, err)
 	if !slices.Equal(held, addrList("192.0.2.1")) || c.Status != metav1.ConditionFalse || c.Reason != paasv1.ReasonIPGroupFull ||
-		c.Message != "192.0.2.1 is no longer allowed by an IPGroup that admits this Service (segment, excludedIPs or selectors changed) and cannot move: "+
+		c.Message != "192.0.2.1 is no longer allowed by an IPGroup that admits this Service (segment, addresses, excludedIPs, avoidBuggyIPs or selectors changed) and cannot move: "+
 			"no free IPv4 address in IPGroup ext (0 of 0 in use); add addresses to a group, create another group, or free an address (keeps 192.0.2.1 meanwhile)" {
 		t.Errorf("nowhere to move: holds %v, condition %s/%s %q", held, c.Status, c.Reason, c.Message)
 	}

@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +71,9 @@ func TestLiveLedgerHolders(t *testing.T) {
 	ip := func(name string, owner *paasv1.IPOwner) paasv1.IP {
 		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.IPSpec{Owner: owner}}
 	}
+	shared := func(name string, owner paasv1.IPOwner, with ...paasv1.IPOwner) paasv1.IP {
+		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.IPSpec{Owner: &owner, SharingKey: "k", SharedWith: with}}
+	}
 	got := liveLedgerHolders(
 		[]corev1.Service{svc("a", "live", "u1"), svc("a", "recreated", "u3")},
 		[]paasv1.IP{
@@ -77,9 +82,10 @@ func TestLiveLedgerHolders(t *testing.T) {
 			ip("192.0.2.3", &paasv1.IPOwner{Namespace: "a", Name: "recreated", UID: "old-uid"}), // an earlier Service of that name
 			ip("192.0.2.4", nil), // legacy: names a VirtualIP
 			ip("garbage", &paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
+			shared("192.0.2.5", paasv1.IPOwner{Namespace: "a", Name: "gone", UID: "u2"}, paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
 		})
-	want := map[netip.Addr]string{netip.MustParseAddr("192.0.2.1"): "a/live"}
-	if len(got) != len(want) || got[netip.MustParseAddr("192.0.2.1")] != "a/live" {
+	want := map[netip.Addr][]string{netip.MustParseAddr("192.0.2.1"): {"a/live"}, netip.MustParseAddr("192.0.2.5"): {"a/live"}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -111,7 +111,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	// Entries of an earlier Service of the same name are garbage; those the
 	// original operator wrote for this one become ours.
 	current, adopt, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
-	if err := r.forgetLedger(ctx, stale); err != nil {
+	if err := r.forgetLedger(ctx, key, svc.UID, stale); err != nil {
 		return err
 	}
 	adopted, err := r.adoptOriginal(ctx, svc, adopt)
@@ -163,7 +163,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		return err
 	}
 	if shown {
-		if err := r.settleLedger(ctx, result, current); err != nil {
+		if err := r.settleLedger(ctx, svc, result, current); err != nil {
 			return err
 		}
 	}
@@ -183,6 +183,8 @@ type allocOutcome struct {
 	conflicts map[netip.Addr]allocator.Reservation
 	err       error
 	released  bool // an address was freed: pending Services may now fit
+	// sharingKey is the Service's sharing key, recorded on its ledger objects.
+	sharingKey string
 	// notAdopted are the addresses the status showed with no ledger object (another load
 	// balancer wrote them) that the Service does not keep, each with why.
 	notAdopted map[netip.Addr]string
@@ -205,9 +207,14 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	} else if requestErr != nil {
 		out.held, out.err = before, requestErr
 	} else {
-		importShown(s.alloc, key.String(), shown)
+		shared := s.alloc.SharingOf(key.String())
+		importShown(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
+		out.sharingKey = req.Sharing.Key
+		// A sharer that dropped a port or changed its key may let a pending
+		// Service of its key in.
+		out.released = shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
 	}
 	out.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
 	for _, addr := range shown {
@@ -215,7 +222,7 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 			out.adopted = append(out.adopted, addr)
 		}
 	}
-	out.released = len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
+	out.released = out.released || len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
 	out.conflicts = map[netip.Addr]allocator.Reservation{}
 	for _, addr := range out.held {
@@ -249,7 +256,7 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 		if name := paasv1.IPObjectName(addr); have[name] || r.state.ledgerInFlight(name, svc.UID) {
 			continue
 		}
-		won, err := r.createLedger(ctx, svc, addr, result.groupOf[addr], reservedBy(result.conflicts, addr), slices.Contains(result.adopted, addr))
+		won, err := r.createLedger(ctx, svc, addr, result)
 		if err != nil {
 			return false, err
 		}
@@ -260,19 +267,23 @@ func (r *ServiceReconciler) writeLedger(ctx context.Context, svc *corev1.Service
 
 // createLedger creates the ledger object of addr for svc. won is false when the
 // address turns out to be held by someone else; the allocator then learns it.
-// adopted marks an address another load balancer wrote into the status (status_adoption.go).
-func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, group, reserved string, adopted bool) (won bool, err error) {
+// The outcome says the address's group, whether it is reserved elsewhere, the
+// Service's sharing key and whether another load balancer wrote it into the
+// status (adopted, status_adoption.go). An object the allocator lets svc share
+// is joined instead (ledger_sharing.go).
+func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, result allocOutcome) (won bool, err error) {
+	group, reserved, sharingKey := result.groupOf[addr], reservedBy(result.conflicts, addr), result.sharingKey
 	owner := &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 	ip := &paasv1.IP{}
 	ip.Name = paasv1.IPObjectName(addr)
 	ip.Annotations = map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}
-	if adopted {
+	if slices.Contains(result.adopted, addr) {
 		ip.Annotations[paasv1.AdoptedAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	}
 	if group != "" {
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}
-	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved}
+	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved, SharingKey: sharingKey}
 	err = r.GetClient().Create(ctx, ip, paasv1.FieldOwner)
 	if err == nil {
 		r.state.ledgerCreated(ip.Name, svc.UID)
@@ -287,40 +298,39 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 		// Deleted in between: the next reconcile creates it.
 		return false, fmt.Errorf("get ledger IP %s: %w", ip.Name, err)
 	}
-	if existing.Spec.Owner != nil && existing.Spec.Owner.UID == svc.UID {
+	if existing.HeldBy(svc.UID) {
 		return true, nil // ours; the cache had not seen it yet
+	}
+	if sharingKey != "" && r.mayJoin(client.ObjectKeyFromObject(svc).String(), addr, existing) {
+		return true, r.joinLedger(ctx, svc, existing, sharingKey)
 	}
 	r.state.mu.Lock()
 	r.state.alloc.ReleaseAddr(addr)
-	_ = r.state.alloc.Assign(ledgerOwnerKey(existing), addr)
+	for _, key := range holderKeys(existing) {
+		_ = r.state.alloc.Assign(key, addr)
+	}
+	if len(holderKeys(existing)) == 0 {
+		_ = r.state.alloc.Assign(ledgerOwnerKey(existing), addr)
+	}
 	r.state.mu.Unlock()
 	return false, nil
 }
 
-// forgetLedger frees stale ledger entries in memory too.
-func (r *ServiceReconciler) forgetLedger(ctx context.Context, ips []paasv1.IP) error {
+// forgetLedger drops key from stale ledger entries (an earlier Service of the
+// same name, uid no longer live), in memory too; other holders of a shared
+// address keep it.
+func (r *ServiceReconciler) forgetLedger(ctx context.Context, key types.NamespacedName, live types.UID, ips []paasv1.IP) error {
 	if len(ips) == 0 {
 		return nil
 	}
 	r.state.mu.Lock()
 	for _, ip := range ips {
 		if addr, ok := ip.Addr(); ok {
-			r.state.alloc.ReleaseAddr(addr)
+			r.state.alloc.Leave(key.String(), addr)
 		}
 	}
 	r.state.mu.Unlock()
-	return r.deleteLedger(ctx, ips)
-}
-
-func (r *ServiceReconciler) deleteLedger(ctx context.Context, ips []paasv1.IP) error {
-	for i := range ips {
-		uid := ips[i].UID
-		err := r.GetClient().Delete(ctx, &ips[i], client.Preconditions{UID: &uid})
-		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return fmt.Errorf("delete ledger IP %s: %w", ips[i].Name, err)
-		}
-	}
-	return nil
+	return r.leaveLedger(ctx, ips, dropStale(key, live))
 }
 
 func (r *ServiceReconciler) ledgerOf(ctx context.Context, key types.NamespacedName) ([]paasv1.IP, error) {
@@ -391,7 +401,7 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 			freed = append(freed, addr)
 		}
 	}
-	if err := r.deleteLedger(ctx, ledger); err != nil {
+	if err := r.leaveLedger(ctx, ledger, dropName(key)); err != nil {
 		return err
 	}
 	if len(freed) > 0 {
@@ -466,10 +476,7 @@ func (r *ServiceReconciler) wakePending() {
 func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.state = newAllocatorState()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &paasv1.IP{}, ownerIndex, func(o client.Object) []string {
-		if holder, ok := ledgerHolder(o.(*paasv1.IP)); ok {
-			return []string{holder.String()}
-		}
-		return nil
+		return holderKeys(o.(*paasv1.IP))
 	}); err != nil {
 		return fmt.Errorf("index IPs by owner: %w", err)
 	}
@@ -482,13 +489,12 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
 		ip := o.(*paasv1.IP)
-		if ip.Spec.Owner != nil {
-			r.state.ledgerSeen(ip.Name) // an adopted object is seen once it shows its owner
+		r.state.ledgerSeen(ip) // an adopted or joined object is seen once it shows its holder
+		var out []reconcile.Request
+		for _, holder := range ledgerHolders(ip) {
+			out = append(out, reconcile.Request{NamespacedName: holder})
 		}
-		if holder, ok := ledgerHolder(ip); ok {
-			return []reconcile.Request{{NamespacedName: holder}}
-		}
-		return nil
+		return out
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("service").

@@ -36,12 +36,12 @@ func unledgered(svc *corev1.Service, current []paasv1.IP, inFlight func(name str
 }
 
 // importShown lets key hold the unledgered addresses its status shows that no one else holds,
+// or that it may share with their holders (MetalLB's allow-shared-ip is a sharing key here),
 // before Allocate judges them like any address the key holds. Callers hold the state's lock.
-func importShown(a *allocator.Allocator, key string, shown []netip.Addr) {
+func importShown(a *allocator.Allocator, key string, shown []netip.Addr, sharing allocator.Sharing) {
+	a.SetSharing(key, sharing)
 	for _, addr := range shown {
-		if _, held := a.Owner(addr); !held {
-			_ = a.Assign(key, addr)
-		}
+		_ = a.Assign(key, addr) // refused when held by a Service it may not share with
 	}
 }
 

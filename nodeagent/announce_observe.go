@@ -34,7 +34,7 @@ func (a *Announcer) observe(ctx context.Context) (o observation, self *corev1.No
 	if err := a.Client.List(ctx, &nodes); err != nil {
 		return o, nil, fmt.Errorf("list Nodes: %w", err)
 	}
-	o.alive, o.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining())
+	o.alive, o.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining(), a.OnCordon)
 	if a.nodes != nil {
 		a.nodes.update(nodes.Items)
 	}
@@ -109,7 +109,8 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 				}
 				c.LocalNodes = local
 			}
-			out[vip] = vipCandidacy{Candidacy: c, group: group}
+			prev, had := out[vip] // a shared VIP: every Service on it asks
+			out[vip] = jointCandidacy(prev, had, vipCandidacy{Candidacy: c, group: group})
 			entries[vip] = entry
 		}
 	}
@@ -155,7 +156,7 @@ func (a *Announcer) endpointNodes(ctx context.Context, svc *corev1.Service) (map
 // aliveNodes are the Nodes whose agents are alive (members maps each alive
 // agent to whether it is draining), as the election sees them, and how many
 // Nodes run an agent at all.
-func aliveNodes(nodes []corev1.Node, members map[string]bool) (alive []election.Node, known int) {
+func aliveNodes(nodes []corev1.Node, members map[string]bool, onCordon election.OnCordon) (alive []election.Node, known int) {
 	for i := range nodes {
 		n := &nodes[i]
 		if !n.DeletionTimestamp.IsZero() {
@@ -168,7 +169,7 @@ func aliveNodes(nodes []corev1.Node, members map[string]bool) (alive []election.
 		if !ok {
 			continue
 		}
-		en := election.NodeOf(n)
+		en := onCordon.NodeOf(n)
 		en.Draining = draining
 		alive = append(alive, en)
 	}

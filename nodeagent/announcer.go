@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 )
@@ -52,6 +53,9 @@ type Announcer struct {
 	// lost it while alive: the new owner's gratuitous ARP comes first, then we
 	// go quiet, so a planned move drops nothing.
 	HandoverDelay time.Duration
+	// OnCordon is what cordoning a node does to its VIPs; the election skips
+	// excluded nodes whatever it says.
+	OnCordon election.OnCordon
 
 	// BGP advertises the VIPs of BGP-mode groups (nil: this agent does not
 	// speak BGP).

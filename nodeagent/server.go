@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
@@ -41,8 +42,11 @@ type Config struct {
 	ARPProbePeriod time.Duration
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossipKeyPoll).
-	GossipKeyPoll  time.Duration
-	OnStop         string // OnStopAuto, OnStopHandover or OnStopRestart
+	GossipKeyPoll time.Duration
+	OnStop        string // OnStopAuto, OnStopHandover or OnStopRestart
+	// OnCordon is what cordoning a node does to its VIPs (the operator's
+	// --on-cordon, which it passes to the agents it deploys).
+	OnCordon       election.OnCordon
 	LivenessTimers string // TimersTuned or TimersLAN
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
 	// planned move on to their previous owner.
@@ -225,6 +229,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       liveness{cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
+		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
 		// Settled once another agent is seen, or after a few seconds alone
 		// (the first agent of a cluster, or a one-node cluster).

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,9 +24,10 @@ import (
 
 // trustView is what refusalOf decides from, read once per pass.
 type trustView struct {
-	// holders maps each address asked about to the uid of the Service its
-	// ledger object names (absent: no ledger object, or one naming nobody).
-	holders map[netip.Addr]types.UID
+	// holders maps each address asked about to the uids of the Services its
+	// ledger object names: spec.owner, and spec.sharedWith when it is shared
+	// (absent: no ledger object, or one naming nobody).
+	holders map[netip.Addr][]types.UID
 	// reserved maps the addresses whose ledger object the operator marked
 	// reserved (spec.reservedBy: a Node or a CIDR of the cluster came to hold
 	// them after they were allocated) to what holds them.
@@ -78,21 +80,28 @@ func (v trustView) refusalOf(svc *corev1.Service, vip netip.Addr) (r refusal, re
 		r.reason, r.detail = paasv1.ReasonReserved, fmt.Sprintf("is reserved in the cluster (%s) since it was allocated: the Service keeps it (condition %s) but no agent programs or announces it until an admin decides; give the Service another address, or free the address in the cluster", by, paasv1.ConditionAddressConflict)
 		return r, true
 	}
-	if holder, ok := v.holders[vip]; !ok || holder != svc.UID {
+	if !slices.Contains(v.holders[vip], svc.UID) || svc.UID == "" {
 		r.reason, r.detail = paasv1.ReasonNotInLedger, fmt.Sprintf("is in the status of Service %s/%s but the ledger (IP object %s) does not give it to this Service: the agents program only what the operator allocated; remove it from the status, or let the operator allocate it", svc.Namespace, svc.Name, paasv1.IPObjectName(vip))
 		return r, true
 	}
 	return r, false
 }
 
-// ledgerHolder is the uid of the Service ip's spec.owner names; ok is false
-// for an object naming none (a legacy or not yet adopted object: the operator
-// adopts it before it shows its address with ipMode Proxy).
-func ledgerHolder(ip *paasv1.IP) (types.UID, bool) {
-	if ip == nil || ip.Spec.Owner == nil || ip.Spec.Owner.UID == "" {
-		return "", false
+// ledgerHolders are the uids of the Services ip names: spec.owner and, for a
+// shared address, spec.sharedWith; none for an object naming nobody (a legacy
+// or not yet adopted object: the operator adopts it before it shows its
+// address with ipMode Proxy).
+func ledgerHolders(ip *paasv1.IP) []types.UID {
+	if ip == nil {
+		return nil
 	}
-	return ip.Spec.Owner.UID, true
+	var out []types.UID
+	for _, o := range ip.Holders() {
+		if o.UID != "" {
+			out = append(out, o.UID)
+		}
+	}
+	return out
 }
 
 // nodeAddresses maps every address of every Node to the Node's name. Only

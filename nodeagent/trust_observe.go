@@ -20,7 +20,7 @@ import (
 // addresses, and the migrating VirtualIPs only when one of those addresses is
 // local.
 func readTrust(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
-	v := trustView{holders: map[netip.Addr]types.UID{}, reserved: map[netip.Addr]string{}}
+	v := trustView{holders: map[netip.Addr][]types.UID{}, reserved: map[netip.Addr]string{}}
 	local, err := localAddrs()
 	if err != nil {
 		return v, fmt.Errorf("read this node's addresses: %w", err)
@@ -49,8 +49,8 @@ func readTrust(ctx context.Context, c client.Reader, services []corev1.Service, 
 				}
 				return v, fmt.Errorf("get ledger IP %s: %w", paasv1.IPObjectName(vip), err)
 			}
-			if uid, ok := ledgerHolder(&ip); ok {
-				v.holders[vip] = uid
+			if uids := ledgerHolders(&ip); len(uids) > 0 {
+				v.holders[vip] = uids
 			}
 			if ip.Reserved() {
 				v.reserved[vip] = ip.Spec.ReservedBy

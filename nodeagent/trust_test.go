@@ -57,14 +57,15 @@ func addrSet(pairs ...string) map[netip.Addr]string {
 func TestProgrammable(t *testing.T) {
 	const web, other = types.UID("uid-web"), types.UID("uid-other")
 	view := trustView{
-		holders: map[netip.Addr]types.UID{
-			netip.MustParseAddr("192.0.2.10"):  web,
-			netip.MustParseAddr("192.0.2.11"):  other,
-			netip.MustParseAddr("2001:db8::a"): web,
-			netip.MustParseAddr("192.0.2.251"): web, // the ledger gives it, the Node holds it
-			netip.MustParseAddr("192.0.2.50"):  web,
-			netip.MustParseAddr("192.0.2.60"):  web,
-			netip.MustParseAddr("192.0.2.70"):  web,
+		holders: map[netip.Addr][]types.UID{
+			netip.MustParseAddr("192.0.2.10"):  {web},
+			netip.MustParseAddr("192.0.2.11"):  {other},
+			netip.MustParseAddr("2001:db8::a"): {web},
+			netip.MustParseAddr("192.0.2.251"): {web}, // the ledger gives it, the Node holds it
+			netip.MustParseAddr("192.0.2.50"):  {web},
+			netip.MustParseAddr("192.0.2.60"):  {web},
+			netip.MustParseAddr("192.0.2.70"):  {web},
+			netip.MustParseAddr("192.0.2.12"):  {other, web}, // shared: web is in spec.sharedWith
 		},
 		reserved:   map[netip.Addr]string{netip.MustParseAddr("192.0.2.70"): "in the pod CIDR 192.0.2.64/26 of Node node2"},
 		nodeAddrs:  addrSet("192.0.2.251", "node1", "2001:db8::251", "node1"),
@@ -83,6 +84,7 @@ func TestProgrammable(t *testing.T) {
 		{desc: "allocated by the operator: carried", ingress: []string{"192.0.2.10", "2001:db8::a"}, wantVIPs: []string{"192.0.2.10", "2001:db8::a"}},
 		{desc: "forged status, no ledger object", ingress: []string{"192.0.2.99"}, wantReasons: []string{paasv1.ReasonNotInLedger}, wantInDetail: "IP object 192.0.2.99"},
 		{desc: "forged status, the ledger names another Service", ingress: []string{"192.0.2.10", "192.0.2.11"}, wantVIPs: []string{"192.0.2.10"}, wantReasons: []string{paasv1.ReasonNotInLedger}},
+		{desc: "a shared address whose ledger object lists the Service after its owner: carried", ingress: []string{"192.0.2.12"}, wantVIPs: []string{"192.0.2.12"}},
 		{desc: "a Node's address, even when the ledger gives it", ingress: []string{"192.0.2.251"}, wantReasons: []string{paasv1.ReasonNodeAddress}, wantInDetail: "Node node1"},
 		{desc: "a Node's IPv6 address, without a ledger object: the Node's reason first", ingress: []string{"2001:db8::251"}, wantReasons: []string{paasv1.ReasonNodeAddress}},
 		{desc: "reserved since it was allocated (the operator's spec.reservedBy): held, not carried", ingress: []string{"192.0.2.10", "192.0.2.70"}, wantVIPs: []string{"192.0.2.10"}, wantReasons: []string{paasv1.ReasonReserved}, wantInDetail: "pod CIDR 192.0.2.64/26 of Node node2"},
@@ -118,21 +120,24 @@ func TestProgrammable(t *testing.T) {
 	}
 }
 
-// TestLedgerHolder: only spec.owner with a uid gives an address to a Service.
-func TestLedgerHolder(t *testing.T) {
+// TestLedgerHolders: spec.owner and, for a shared address, spec.sharedWith,
+// each with a uid, give an address to Services; nothing else does.
+func TestLedgerHolders(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
 		ip   *paasv1.IP
-		want types.UID
-		ok   bool
+		want []types.UID
 	}{
 		{desc: "none", ip: nil},
 		{desc: "no owner (legacy or the original operator's, not adopted yet)", ip: &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{paasv1.OwnerAnnotation: "ns/web"}}}},
 		{desc: "owner without uid", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "web"}}}},
-		{desc: "owner", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "web", UID: "u"}}}, want: "u", ok: true},
+		{desc: "owner", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "web", UID: "u"}}}, want: []types.UID{"u"}},
+		{desc: "shared", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "tcp", UID: "u1"}, SharingKey: "dns",
+			SharedWith: []paasv1.IPOwner{{Namespace: "ns", Name: "udp", UID: "u2"}, {Namespace: "ns", Name: "nouid"}}}}, want: []types.UID{"u1", "u2"}},
+		{desc: "sharedWith without an owner names nobody", ip: &paasv1.IP{Spec: paasv1.IPSpec{SharedWith: []paasv1.IPOwner{{Namespace: "ns", Name: "udp", UID: "u2"}}}}},
 	} {
-		if got, ok := ledgerHolder(tc.ip); got != tc.want || ok != tc.ok {
-			t.Errorf("%s: %q %v", tc.desc, got, ok)
+		if got := ledgerHolders(tc.ip); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q", tc.desc, got)
 		}
 	}
 }

@@ -17,7 +17,29 @@ const (
 	IPsAnnotation = "vip.paas.org/ips"
 	// IPGroupAnnotation names the IPGroups (comma-separated) the Service may get addresses from.
 	IPGroupAnnotation = "vip.paas.org/ipgroup"
+	// SharingKeyAnnotation lets Services share one address: those carrying the
+	// same key in one namespace get the same address when their ports
+	// (protocol and port) do not collide (docs/api.md, "Shared addresses").
+	SharingKeyAnnotation = "vip.paas.org/sharing-key"
+	// SharingCrossNamespaceAnnotation lists the other namespaces (comma-separated,
+	// or "*" for all) whose Services with the same sharing key may share the
+	// address; both sides must list each other. Modelled on Cilium's.
+	SharingCrossNamespaceAnnotation = "vip.paas.org/sharing-cross-namespace"
 )
+
+// Other implementations' sharing annotations, honoured as SharingKeyAnnotation
+// and SharingCrossNamespaceAnnotation so that manifests written for them work
+// unchanged. A Service carrying several must give them one value.
+const (
+	MetalLBSharingAnnotation              = "metallb.io/allow-shared-ip"
+	MetalLBLegacySharingAnnotation        = "metallb.universe.tf/allow-shared-ip"
+	CiliumSharingKeyAnnotation            = "lbipam.cilium.io/sharing-key"
+	CiliumSharingCrossNamespaceAnnotation = "lbipam.cilium.io/sharing-cross-namespace"
+)
+
+// MaxSharers is how many Services may hold one shared address (the ledger's
+// spec.owner and spec.sharedWith together).
+const MaxSharers = 100
 
 // MetalLB's Service annotations, honoured as ours so that Services written for MetalLB need no
 // edit when it is replaced (docs/migration.md "From MetalLB"): each list is in precedence order
@@ -58,6 +80,16 @@ const (
 	// broadcast address of a subnet an L2 group announces on); the message
 	// names what holds it.
 	ReasonRequestedIPReserved = "RequestedIPReserved"
+	// ReasonSharedPortCollision: the Service carries a sharing key, but a
+	// Service already holding the key's address uses one of its ports (same
+	// protocol and port); the message names that Service and the port.
+	ReasonSharedPortCollision = "SharedPortCollision"
+	// ReasonSharedEndpointsDiffer: the Service and a Service holding the
+	// key's address both have externalTrafficPolicy Local but different
+	// selectors, so no node may have local endpoints of both.
+	ReasonSharedEndpointsDiffer = "SharedEndpointsDiffer"
+	// ReasonSharedIPFull: MaxSharers Services already hold the key's address.
+	ReasonSharedIPFull = "SharedIPFull"
 )
 
 // ConditionAddressConflict is the Service condition that says an address the

@@ -44,10 +44,23 @@ type IPSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	IPGroup string `json:"ipGroup,omitempty"`
-	// Owner is the Service holding the address. Legacy objects have none and
-	// name their VirtualIP in the virtualips.paas.il/owner annotation.
+	// Owner is the Service holding the address (the first of them when it is
+	// shared). Legacy objects have none and name their VirtualIP in the
+	// virtualips.paas.il/owner annotation.
 	// +optional
 	Owner *IPOwner `json:"owner,omitempty"`
+	// SharingKey is the sharing key (vip.paas.org/sharing-key or an alias) of
+	// the Services holding the address; empty when it is not shared.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	SharingKey string `json:"sharingKey,omitempty"`
+	// SharedWith are the Services other than Owner holding the address under
+	// SharingKey, in the order they joined. When Owner leaves, the first of
+	// them becomes Owner; the address is released when the last one leaves.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=99
+	SharedWith []IPOwner `json:"sharedWith,omitempty"`
 	// ReservedBy, when set, says what else in the cluster holds the address,
 	// e.g. "the address of Node node1": it became reserved after it was
 	// allocated. The Service keeps it (and carries the condition
@@ -99,6 +112,7 @@ const (
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
 // +kubebuilder:printcolumn:name="IPGroup",type=string,JSONPath=`.metadata.labels.ipgroup`
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.metadata.annotations.virtualips\.paas\.il/owner`
+// +kubebuilder:printcolumn:name="Sharing Key",type=string,JSONPath=`.spec.sharingKey`,priority=1
 // +kubebuilder:printcolumn:name="Reserved By",type=string,JSONPath=`.spec.reservedBy`,priority=1
 // +kubebuilder:printcolumn:name="Announced By",type=string,JSONPath=`.status.announcedBy[*]`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -118,6 +132,28 @@ type IPList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []IP `json:"items"`
+}
+
+// Holders are the Services the address is allocated to: Owner first, then
+// SharedWith.
+func (ip *IP) Holders() []IPOwner {
+	if ip.Spec.Owner == nil {
+		return nil
+	}
+	return append([]IPOwner{*ip.Spec.Owner}, ip.Spec.SharedWith...)
+}
+
+// HeldBy reports whether the Service with uid is one of the holders.
+func (ip *IP) HeldBy(uid types.UID) bool {
+	if uid == "" {
+		return false
+	}
+	for _, o := range ip.Holders() {
+		if o.UID == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // Reserved reports whether the address is reserved elsewhere in the cluster

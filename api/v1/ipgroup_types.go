@@ -205,7 +205,8 @@ type IPGroupStatus struct {
 
 	// Relocating counts the Services (or legacy VirtualIPs) holding an address
 	// that the ledger records as this group's but that the group no longer
-	// allows: its segment or excludedIPs changed and they have not moved yet.
+	// allows: its segment, addresses, excludedIPs or avoidBuggyIPs changed and
+	// they have not moved yet.
 	// It is 0 once a relocation is complete; each such Service's condition
 	// vip.paas.org/IPAllocated says why it has not moved.
 	// +optional

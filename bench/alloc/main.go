@@ -15,7 +15,10 @@
 //     Services changed IP (must be 0) or share one;
 //   - relocation: the IPGroup's segment moves, time until all N Services moved
 //     (relocate.go), against a plain client making the same three writes per move;
-//   - the operator's resident memory at the end.
+//   - the operator's resident memory at the end;
+//   - sharing (sharing.go): 3T Services in T sharing triples, time until all
+//     hold an address against the same writes from a plain client, 0 addresses
+//     held by two keys, 0 changed across a SIGKILL restart.
 package main
 
 import (
@@ -61,14 +64,18 @@ func main() {
 	workers := flag.Int("baseline-workers", 32, "the baseline's concurrent writers")
 	opArgs := flag.String("operator-args", "", "flags added to the operator's, separated by spaces (e.g. \"--workers 8 --kube-api-qps 200\" for an older default)")
 	waits := flag.Bool("waits", true, "sample the operator's goroutines during the allocation and tell where its workers wait")
+	triples := flag.Int("share-triples", -1, "sharing triples of the sharing case (3 Services each); -1: n/3, 0: no sharing case")
 	flag.Parse()
-	if err := run(*n, *workers, strings.Fields(*opArgs), *waits); err != nil {
+	if *triples < 0 {
+		*triples = *n / 3
+	}
+	if err := run(*n, *workers, strings.Fields(*opArgs), *waits, *triples); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-alloc:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers int, opArgs []string, waits bool) error {
+func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	root := testenv.RepoRoot()
 	dir, down, err := operatorproc.ClusterUp(root, 17443, 13379)
 	if err != nil {
@@ -210,8 +217,7 @@ func run(n, workers int, opArgs []string, waits bool) error {
 	time.Sleep(2 * time.Second) // a late second move or a doubled IP would show by now
 	_, relocDoubled := compare(after, watch.snapshot())
 	relocRSS, relocHWM := procmem.Read(fmt.Sprint(op.Process.Pid))
-	_ = op.Process.Signal(syscall.SIGTERM)
-	_ = op.Wait()
+	stopOperator(op)
 
 	baseRate1, baseRate2 := float64(n)/baseline.Seconds(), float64(n)/baseline2.Seconds()
 	baseRate := (baseRate1 + baseRate2) / 2
@@ -238,8 +244,18 @@ func run(n, workers int, opArgs []string, waits bool) error {
 	fmt.Printf("  IPs held by two Services after the relocation:         %8d   (target 0)\n", relocDoubled)
 	fmt.Printf("  operator RSS at the end / peak:                        %5.1f MiB / %.1f MiB (target < 100 MiB; at the end %.0f MiB anonymous, %.0f MiB of the binary)\n", rss, hwm, anon, file)
 	fmt.Printf("  operator RSS after the relocation / peak:              %5.1f MiB / %.1f MiB\n", relocRSS, relocHWM)
+	var shared sharingResult
+	if triples > 0 {
+		if shared, err = runSharing(ctx, root, dir, opArgs, admin, operator, adminCS, triples, workers); err != nil {
+			return fmt.Errorf("sharing case: %w", err)
+		}
+		shared.print(triples)
+	}
 	if changed > 0 || doubled > 0 || relocDoubled > 0 {
 		return fmt.Errorf("%d IPs changed, %d doubled, %d doubled after the relocation", changed, doubled, relocDoubled)
+	}
+	if shared.changed > 0 || shared.twoKeys > 0 || shared.split > 0 {
+		return fmt.Errorf("sharing case: %d IPs changed, %d held by two keys, %d keys split", shared.changed, shared.twoKeys, shared.split)
 	}
 	return nil
 }
@@ -288,6 +304,11 @@ func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i
 	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
 	}
+	return patchServed(ctx, c, svc, addr)
+}
+
+// patchServed is the operator's status patch of svc holding addr.
+func patchServed(ctx context.Context, c client.Client, svc *corev1.Service, addr netip.Addr) error {
 	patched := svc.DeepCopy()
 	mode := corev1.LoadBalancerIPModeProxy
 	patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}

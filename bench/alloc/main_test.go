@@ -10,7 +10,8 @@ import (
 func TestMain(m *testing.M) { benchtest.Main(m, main) }
 
 // TestSmoke is 'make bench-alloc' at a size 'make test' affords (20 Services): every phase runs
-// (baseline, allocation, restart, relocation), and it fails when an IP changed or is held twice.
+// (baseline, allocation, restart, relocation, the sharing case with 6 triples), and it fails when
+// an IP changed or is held twice, or a shared one by two sharing keys.
 func TestSmoke(t *testing.T) {
-	benchtest.Run(t, 3*time.Minute, []string{"-n", "20"}, "ratio operator/baseline (mean):", "IPs held by two Services after the relocation:")
+	benchtest.Run(t, 3*time.Minute, []string{"-n", "20"}, "ratio operator/baseline (mean):", "IPs held by two Services after the relocation:", "shared IPs held by two sharing keys:")
 }

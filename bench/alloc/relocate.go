@@ -44,12 +44,7 @@ func baselineMove(ctx context.Context, c client.Client, svc *corev1.Service, i i
 	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
 	}
-	patched := svc.DeepCopy()
-	mode := corev1.LoadBalancerIPModeProxy
-	patched.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: to.String(), IPMode: &mode}}
-	patched.Status.Conditions = []metav1.Condition{{Type: paasv1.ConditionIPAllocated, Status: "True",
-		Reason: paasv1.ReasonAllocated, Message: "holds " + to.String() + " from IPGroup bench", LastTransitionTime: metav1.Now()}}
-	if err := c.Status().Patch(ctx, patched, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
+	if err := patchServed(ctx, c, svc, to); err != nil {
 		return err
 	}
 	old := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(from)}}

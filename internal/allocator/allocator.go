@@ -73,14 +73,22 @@ type Request struct {
 	Groups []string
 	// Labels of the Service's namespace and of the Service, for group selectors.
 	NamespaceLabels, ServiceLabels map[string]string
+	// Sharing says whether and with whom the Service may share its addresses (sharing.go).
+	Sharing Sharing
 }
 
 // Allocator maps addresses to the keys (namespace/name) that hold them.
 type Allocator struct {
-	groups []*Group // by priority, then name
-	owner  map[netip.Addr]string
+	groups []*Group              // by priority, then name
+	owner  map[netip.Addr]string // the first holder
 	held   map[string][]netip.Addr
 	hints  map[hintKey]hint
+	// joined are the holders after the first of shared addresses, in the
+	// order they joined; sharing is how each key may share, byShareKey the
+	// addresses taken by keys of each sharing key (may be stale: checked on use).
+	joined     map[netip.Addr][]string
+	sharing    map[string]Sharing
+	byShareKey map[string]map[netip.Addr]struct{}
 	// reserved are addresses held elsewhere in the cluster (reserved.go).
 	reserved reservations
 }
@@ -100,9 +108,12 @@ type hint struct {
 // New returns an empty allocator with no groups.
 func New() *Allocator {
 	return &Allocator{
-		owner: map[netip.Addr]string{},
-		held:  map[string][]netip.Addr{},
-		hints: map[hintKey]hint{},
+		owner:      map[netip.Addr]string{},
+		held:       map[string][]netip.Addr{},
+		hints:      map[hintKey]hint{},
+		joined:     map[netip.Addr][]string{},
+		sharing:    map[string]Sharing{},
+		byShareKey: map[string]map[netip.Addr]struct{}{},
 	}
 }
 
@@ -130,7 +141,7 @@ func (a *Allocator) Group(name string) (*Group, bool) {
 	return nil, false
 }
 
-// Owner returns the key holding addr.
+// Owner returns the key holding addr (its first holder when it is shared).
 func (a *Allocator) Owner(addr netip.Addr) (string, bool) {
 	k, ok := a.owner[addr]
 	return k, ok
@@ -163,46 +174,66 @@ func (a *Allocator) inUseOf(g *Group, fam Family) int {
 
 // Assign records that key holds addrs, whatever the groups say: it imports what
 // the cluster already holds. It is idempotent; an address held by another key
-// is refused with ErrInUse and the others are still assigned.
+// is refused with ErrInUse, unless both are in one sharing group (SetSharing
+// first), and the others are still assigned.
 func (a *Allocator) Assign(key string, addrs ...netip.Addr) error {
 	var errs []error
 	for _, addr := range addrs {
-		if other, ok := a.owner[addr]; ok {
-			if other != key {
-				errs = append(errs, fail(ErrInUse, "%s is already held by %s", addr, other))
-			}
+		if a.holds(key, addr) {
 			continue
+		}
+		if _, ok := a.owner[addr]; ok {
+			if err := a.joinError(key, a.sharing[key], addr, false); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		a.take(key, addr)
 	}
 	return errors.Join(errs...)
 }
 
-// Release frees every address key holds and returns them.
+// Release makes key give up every address it holds and returns them; a
+// shared address stays held by the others.
 func (a *Allocator) Release(key string) []netip.Addr {
-	addrs := a.held[key]
+	addrs := slices.Clone(a.held[key])
 	for _, addr := range addrs {
-		a.ReleaseAddr(addr)
+		a.Leave(key, addr)
 	}
+	delete(a.sharing, key)
 	return addrs
 }
 
-// ReleaseAddr frees one address, whoever holds it.
+// ReleaseAddr frees one address, whoever holds it (every holder of a shared one).
 func (a *Allocator) ReleaseAddr(addr netip.Addr) {
-	key, ok := a.owner[addr]
-	if !ok {
+	holders := a.Holders(addr)
+	if len(holders) == 0 {
 		return
 	}
 	delete(a.owner, addr)
-	a.held[key] = slices.DeleteFunc(a.held[key], func(x netip.Addr) bool { return x == addr })
-	if len(a.held[key]) == 0 {
-		delete(a.held, key)
+	delete(a.joined, addr)
+	for _, key := range holders {
+		a.dropHeld(key, addr)
+		if s, ok := a.sharing[key]; ok {
+			delete(a.byShareKey[s.Key], addr)
+			if len(a.byShareKey[s.Key]) == 0 {
+				delete(a.byShareKey, s.Key)
+			}
+		}
 	}
 	for _, g := range a.groups {
 		k := hintKey{g.Name, FamilyOf(addr)}
 		if h, ok := a.hints[k]; ok && g.Contains(addr) && (h.full || addr.Less(h.from)) {
 			a.hints[k] = hint{from: addr}
 		}
+	}
+}
+
+// dropHeld removes addr from what key holds.
+func (a *Allocator) dropHeld(key string, addr netip.Addr) {
+	a.held[key] = slices.DeleteFunc(a.held[key], func(x netip.Addr) bool { return x == addr })
+	if len(a.held[key]) == 0 {
+		delete(a.held, key)
 	}
 }
 
@@ -213,6 +244,7 @@ func (a *Allocator) ReleaseAddr(addr netip.Addr) {
 // more is replaced as relocate.go describes. On failure key keeps what it held;
 // the error joins one error per family that failed.
 func (a *Allocator) Allocate(key string, req Request) ([]netip.Addr, error) {
+	a.SetSharing(key, req.Sharing)
 	var errs []error
 	for _, addr := range req.IPs {
 		if !slices.Contains(req.Families, FamilyOf(addr)) {
@@ -233,7 +265,7 @@ func (a *Allocator) Allocate(key string, req Request) ([]netip.Addr, error) {
 	// A family the Service no longer uses (dual-stack turned single) is released.
 	for _, addr := range a.Held(key) {
 		if !slices.Contains(req.Families, FamilyOf(addr)) {
-			a.ReleaseAddr(addr)
+			a.Leave(key, addr)
 		}
 	}
 	return a.heldIn(key, req.Families), errors.Join(errs...)
@@ -255,7 +287,7 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 	var reqErr error
 	if requests {
 		if reqErr = a.checkRequested(key, want, req); reqErr == nil {
-			if a.owner[want] != key {
+			if !a.holds(key, want) {
 				a.take(key, want)
 			}
 			a.keepOnly(key, fam, want)
@@ -263,8 +295,12 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 		}
 	}
 	held := a.heldOfFamily(key, fam, want)
-	if i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) }); i >= 0 {
+	if i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) && a.keepable(key, req.Sharing, addr) }); i >= 0 {
 		a.keepOnly(key, fam, held[i])
+		if reqErr == nil {
+			// Still held, but an edit may have made it collide: say so.
+			return a.sharingError(key, req.Sharing, held[i])
+		}
 		return reqErr
 	}
 	if len(held) > 0 && keepsStrandedAddress(reqErr) {
@@ -275,7 +311,10 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 		// A Service that holds nothing gets what it asks for or nothing.
 		return reqErr
 	}
-	addr, err := a.nextFree(key, fam, req)
+	addr, found, err := a.sharedAddress(key, fam, req)
+	if !found {
+		addr, err = a.nextFree(key, fam, req)
+	}
 	if err != nil {
 		if len(held) > 0 {
 			// Never IP-less because of an edit: it keeps the address it has.
@@ -360,7 +399,7 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
 	}
-	mine := a.owner[addr] == key
+	mine := a.holds(key, addr)
 	if !mine {
 		if err := a.checkReserved(addr, &usable); err != nil {
 			return err
@@ -376,8 +415,14 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 				addr, fence.Name)
 		}
 	}
-	if other, ok := a.owner[addr]; ok && other != key {
-		return fail(ErrInUse, "requested %s is already held by %s; request a free address or release it there", addr, other)
+	if _, ok := a.owner[addr]; ok && !mine {
+		if err := a.joinError(key, req.Sharing, addr, true); err != nil {
+			var e *Error
+			if errors.As(err, &e) && errors.Is(err, ErrInUse) {
+				return fail(ErrInUse, "requested %s; request a free address or release it there", e.Msg)
+			}
+			return err
+		}
 	}
 	return nil
 }
@@ -517,14 +562,22 @@ func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bo
 func (a *Allocator) keepOnly(key string, fam Family, addr netip.Addr) {
 	for _, other := range a.Held(key) {
 		if other != addr && FamilyOf(other) == fam {
-			a.ReleaseAddr(other)
+			a.Leave(key, other)
 		}
 	}
 }
 
+// take makes key hold addr: as its owner when it is free, else joining it.
 func (a *Allocator) take(key string, addr netip.Addr) {
-	a.owner[addr] = key
+	if _, held := a.owner[addr]; held {
+		a.joined[addr] = append(a.joined[addr], key)
+	} else {
+		a.owner[addr] = key
+	}
 	a.held[key] = append(a.held[key], addr)
+	if s, ok := a.sharing[key]; ok {
+		a.indexShared(s.Key, addr)
+	}
 }
 
 func (a *Allocator) heldOf(key string, fam Family) (netip.Addr, bool) {

@@ -95,18 +95,28 @@ func runSteps(t *testing.T, steps []step) {
 	}
 }
 
-// checkNoDuplicates verifies the two indexes agree: every address has one owner.
+// checkNoDuplicates verifies the indexes agree: every address's holders are
+// the keys that hold it, and the holders of a shared address are one sharing
+// group (never two sharing keys, never a key that does not share).
 func checkNoDuplicates(t *testing.T, a *Allocator) {
 	t.Helper()
-	seen := map[netip.Addr]string{}
+	seen := map[netip.Addr][]string{}
 	for key, held := range a.held {
 		for _, addr := range held {
-			if other, dup := seen[addr]; dup {
-				t.Fatalf("%s held by %s and %s", addr, other, key)
+			if slices.Contains(seen[addr], key) {
+				t.Fatalf("%s held twice by %s", addr, key)
 			}
-			seen[addr] = key
-			if a.owner[addr] != key {
-				t.Fatalf("%s: owner index says %q, held index says %q", addr, a.owner[addr], key)
+			seen[addr] = append(seen[addr], key)
+		}
+	}
+	for addr, keys := range seen {
+		holders := a.Holders(addr)
+		if len(holders) != len(keys) || slices.ContainsFunc(keys, func(k string) bool { return !slices.Contains(holders, k) }) {
+			t.Fatalf("%s: holders index says %v, held index says %v", addr, holders, keys)
+		}
+		for _, k := range holders[1:] {
+			if !sameGroup(a.sharing[holders[0]], a.sharing[k]) {
+				t.Fatalf("%s held by %s and %s, which are not one sharing group", addr, holders[0], k)
 			}
 		}
 	}

@@ -147,3 +147,27 @@ func TestParts(t *testing.T) {
 		t.Fatalf("families %v", fams)
 	}
 }
+
+// Reserved addresses are counted over every part, once: an excluded or
+// avoided (.0, .255) address is not counted again as reserved.
+func TestPartsReservedCount(t *testing.T) {
+	g := mustGroup(t, Group{Name: "g", AutoAssign: true, AvoidBuggyIPs: true, Segment: pfx("192.0.2.0/24"),
+		Ranges: []Range{rng("198.51.100.250", "198.51.101.5"), RangeOf(pfx("2001:db8::/120"))}, Excluded: pfxs("192.0.2.7")})
+	a := New()
+	a.SetGroups([]*Group{g})
+	a.SetReserved([]Reservation{
+		{Prefix: pfx("192.0.2.0/29"), Holder: "pods"},        // 8, minus .0 (avoided) and .7 (excluded)
+		{Prefix: pfx("198.51.101.0/30"), Holder: "services"}, // 4, minus .0 (avoided)
+		{Prefix: pfx("2001:db8::5"), Holder: "a Node"},       // 1
+		{Prefix: pfx("203.0.113.1"), Holder: "elsewhere"},    // outside every part
+	})
+	if got := a.ReservedCount(g).String(); got != "10" {
+		t.Fatalf("reserved %s, want 6 + 3 + 1 = 10", got)
+	}
+	if _, err := a.Allocate("k", Request{Families: v4}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Held("k"); len(got) != 1 || got[0] != addr("192.0.2.8") {
+		t.Fatalf("first free %v, want 192.0.2.8 (past the reserved /29)", got)
+	}
+}

@@ -36,7 +36,7 @@ type relocationError struct {
 }
 
 func (e *relocationError) Error() string {
-	return fmt.Sprintf("%s is no longer allowed by an IPGroup that admits this Service (segment, excludedIPs or selectors changed) and cannot move: %s",
+	return fmt.Sprintf("%s is no longer allowed by an IPGroup that admits this Service (segment, addresses, excludedIPs, avoidBuggyIPs or selectors changed) and cannot move: %s",
 		e.held, e.cause)
 }
 

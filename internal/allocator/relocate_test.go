@@ -172,7 +172,7 @@ func TestRelocationErrorNamesAddressCauseAndFix(t *testing.T) {
 	if !errors.Is(err, ErrCannotRelocate) || !errors.Is(err, ErrGroupFull) {
 		t.Fatalf("error %v: want ErrCannotRelocate and ErrGroupFull", err)
 	}
-	want := "192.0.2.0 is no longer allowed by an IPGroup that admits this Service (segment, excludedIPs or selectors changed) and cannot move: " +
+	want := "192.0.2.0 is no longer allowed by an IPGroup that admits this Service (segment, addresses, excludedIPs, avoidBuggyIPs or selectors changed) and cannot move: " +
 		"no free IPv4 address in IPGroup g (1 of 1 in use); add addresses to a group, create another group, or free an address"
 	if err.Error() != want {
 		t.Fatalf("got %q\nwant %q", err, want)

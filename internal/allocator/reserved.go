@@ -197,8 +197,12 @@ func minAddr(x, y netip.Addr) netip.Addr {
 // Conflicts returns the keys holding reserved addresses, with what holds each.
 func (a *Allocator) Conflicts() map[string]map[netip.Addr]Reservation {
 	out := map[string]map[netip.Addr]Reservation{}
-	for addr, key := range a.owner {
-		if r, ok := a.Reserved(addr); ok {
+	for addr := range a.owner {
+		r, ok := a.Reserved(addr)
+		if !ok {
+			continue
+		}
+		for _, key := range a.Holders(addr) {
 			if out[key] == nil {
 				out[key] = map[netip.Addr]Reservation{}
 			}

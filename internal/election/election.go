@@ -15,6 +15,7 @@
 package election
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -36,8 +37,12 @@ type Interface struct {
 type Node struct {
 	Name   string
 	Labels labels.Set
-	// Cordoned nodes (spec.unschedulable) hand their VIPs over.
+	// Cordoned nodes (spec.unschedulable) hand their VIPs over, under the
+	// default OnCordon (OnCordonHandover).
 	Cordoned bool
+	// Excluded nodes carry the label node.kubernetes.io/exclude-from-external-load-balancers
+	// (any value, as Kubernetes defines it): they never carry a VIP.
+	Excluded bool
 	// Draining nodes are alive but handing their VIPs over (agent stopping).
 	Draining bool
 	// Agent is true when an agent runs on the node: it published its
@@ -46,12 +51,45 @@ type Node struct {
 	Interfaces []Interface
 }
 
+// OnCordon says what cordoning a node (spec.unschedulable) does to its VIPs.
+// Excluding a node (the label), stopping its agent to drain it, deleting it
+// or its dying move them whatever it says.
+type OnCordon string
+
+const (
+	// OnCordonHandover moves the VIPs of a cordoned node to other nodes, as a
+	// planned move (no request lost). The default, and the behaviour before
+	// there was a choice.
+	OnCordonHandover OnCordon = "handover"
+	// OnCordonKeep leaves the VIPs where they are: cordon only stops new pods
+	// (MetalLB's behaviour since it reverted withdraw-on-cordon, metallb#2470).
+	OnCordonKeep OnCordon = "keep"
+)
+
+// ParseOnCordon reads the --on-cordon flag value; empty is the default.
+func ParseOnCordon(s string) (OnCordon, error) {
+	switch p := OnCordon(s); p {
+	case "":
+		return OnCordonHandover, nil
+	case OnCordonHandover, OnCordonKeep:
+		return p, nil
+	}
+	return "", fmt.Errorf("%q: want %s (cordoned nodes hand their VIPs over) or %s (they keep them)", s, OnCordonHandover, OnCordonKeep)
+}
+
 // NodeOf is what the election knows of n from the Node object: its labels,
-// whether it is cordoned, and the interfaces its agent published. Draining
-// is the agents' liveness to add.
-func NodeOf(n *corev1.Node) Node {
+// whether it is cordoned or excluded, and the interfaces its agent published.
+// Draining is the agents' liveness to add.
+func NodeOf(n *corev1.Node) Node { return OnCordonHandover.NodeOf(n) }
+
+// NodeOf is NodeOf under policy p: with OnCordonKeep a cordoned node is not
+// Cordoned to the election. The operator and every agent must use the same
+// p; the operator passes its --on-cordon to the agents it deploys.
+func (p OnCordon) NodeOf(n *corev1.Node) Node {
 	value, agent := n.Annotations[paasv1.NodeInterfacesAnnotation]
-	out := Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable, Agent: agent}
+	_, excluded := n.Labels[corev1.LabelNodeExcludeBalancers]
+	out := Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable && p != OnCordonKeep,
+		Excluded: excluded, Agent: agent}
 	for _, ifc := range paasv1.ParseNodeInterfaces(value) {
 		for _, p := range ifc.Addrs {
 			out.Interfaces = append(out.Interfaces, Interface{Name: ifc.Name, Prefix: p})
@@ -125,7 +163,7 @@ func Selects(c Candidacy, n Node) bool {
 // Allowed reports whether n may carry a VIP that asks c, wherever its
 // interfaces are: the whole test for BGP, where the router reaches any node.
 func Allowed(n Node, c Candidacy) bool {
-	if n.Cordoned || n.Draining {
+	if n.Cordoned || n.Draining || n.Excluded {
 		return false
 	}
 	if !Selects(c, n) {

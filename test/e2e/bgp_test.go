@@ -326,6 +326,24 @@ func TestBGPAnnouncement(t *testing.T) {
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 	})
 
+	t.Run("exclusion label: the node withdraws, no request fails, and advertises again once the label goes", func(t *testing.T) {
+		node := d.clientPath(t, webVIP)
+		loop := d.curlLoop("http://" + webVIP + "/")
+		time.Sleep(500 * time.Millisecond)
+		d.setNodeLabel(t, node, corev1.LabelNodeExcludeBalancers, "true")
+		rest := slices.DeleteFunc([]string{"node1", "node2", "node3"}, func(n string) bool { return n == node })
+		took := d.waitNextHops(t, webVIP, rest...)
+		time.Sleep(time.Second)
+		loop.atLeast(t, 20)
+		ok, failed, firstErr := loop.end()
+		t.Logf("excluded %s: withdrawn after %s; %d requests, %d failed", node, took, ok+failed, failed)
+		if failed > 0 || ok < 20 {
+			t.Fatalf("%d of %d requests failed (first: %v)", failed, ok+failed, firstErr)
+		}
+		d.setNodeLabel(t, node, corev1.LabelNodeExcludeBalancers, "")
+		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
+	})
+
 	t.Run("agent restart: it withdraws before it stops, no request fails", func(t *testing.T) {
 		node := d.clientPath(t, webVIP)
 		loop := d.curlLoop("http://" + webVIP + "/")

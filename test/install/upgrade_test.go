@@ -233,7 +233,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		if got := c.mustKubectl(t, "get", "crd", "ipgroups.paas.org", "-o", "jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.required}"); got != `["segment"]` {
 			t.Errorf("IPGroup spec.required %s, want only segment (the original required excludedIPs)", got)
 		}
-		if got := c.mustKubectl(t, "get", "crd", "ips.paas.org", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"); got != "Address IPGroup Owner Reserved By Announced By Age" {
+		if got := c.mustKubectl(t, "get", "crd", "ips.paas.org", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"); got != "Address IPGroup Owner Sharing Key Reserved By Announced By Age" {
 			t.Errorf("IP print columns %q", got)
 		}
 	})

@@ -120,8 +120,8 @@ func deleteAllServices(ns string) {
 		var ips paasv1.IPList
 		g.Expect(k8s.List(ctx, &ips)).To(Succeed())
 		for _, ip := range ips.Items {
-			if ip.Spec.Owner != nil {
-				g.Expect(ip.Spec.Owner.Namespace).NotTo(Equal(ns), "ledger %s still held", ip.Name)
+			for _, o := range ip.Holders() {
+				g.Expect(o.Namespace).NotTo(Equal(ns), "ledger %s still held", ip.Name)
 			}
 		}
 	}).Should(Succeed())

@@ -157,6 +157,11 @@ func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request
 		return req, err
 	}
 	req.Groups = NamedGroups(svc)
+	sharing, err := SharingOf(svc)
+	if err != nil {
+		return req, err
+	}
+	req.Sharing = sharing
 	return req, nil
 }
 
