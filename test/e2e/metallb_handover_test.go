@@ -12,15 +12,14 @@ import (
 
 	"github.com/mdlayher/arp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // metallbSpeaker stands in for MetalLB's L2 speaker on a node, and for kube-proxy's rules for
@@ -260,13 +259,8 @@ router bgp 64513
 func writeStatusAsMetalLB(t *testing.T, k8s client.Client, svc *corev1.Service, vip string) {
 	t.Helper()
 	ctx := context.Background()
-	binding := &unstructured.Unstructured{}
-	binding.SetAPIVersion("admissionregistration.k8s.io/v1")
-	binding.SetKind("ValidatingAdmissionPolicyBinding")
-	if err := k8s.Get(ctx, client.ObjectKey{Name: "vip-allocator-service-status-writers"}, binding); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctx, binding); err != nil {
+	restore, err := testenv.WithoutStatusPolicy(ctx, k8s)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The API server enforces the binding's removal once its informer has seen it.
@@ -277,9 +271,7 @@ func writeStatusAsMetalLB(t *testing.T, k8s client.Client, svc *corev1.Service, 
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
 		return k8s.Status().Update(ctx, svc)
 	})
-	binding.SetResourceVersion("")
-	binding.SetUID("")
-	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := restore(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -86,28 +85,18 @@ func applyFixture(ctx context.Context, t *testing.T, env *testenv.Env, name stri
 	}
 }
 
-// statusPolicyBinding is the binding of config/admission/service_status_writers.yaml: while it
-// is in force only our operator may write Services' addresses. MetalLB ran before this project
-// was installed, so the scenario removes it for MetalLB's time and installs it again after.
-const statusPolicyBinding = "vip-allocator-service-status-writers"
-
+// withoutStatusPolicy: MetalLB ran before this project was installed, so the scenario lifts the
+// status policy for MetalLB's time and puts it back after.
 func withoutStatusPolicy(ctx context.Context, t *testing.T, c client.Client) (restore func()) {
 	t.Helper()
-	b := &unstructured.Unstructured{}
-	b.SetAPIVersion("admissionregistration.k8s.io/v1")
-	b.SetKind("ValidatingAdmissionPolicyBinding")
-	if err := c.Get(ctx, client.ObjectKey{Name: statusPolicyBinding}, b); err != nil {
-		t.Fatalf("get %s: %v", statusPolicyBinding, err)
-	}
-	if err := c.Delete(ctx, b); err != nil {
+	put, err := testenv.WithoutStatusPolicy(ctx, c)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return func() {
 		t.Helper()
-		again := &unstructured.Unstructured{Object: map[string]any{"apiVersion": b.GetAPIVersion(), "kind": b.GetKind(),
-			"metadata": map[string]any{"name": b.GetName()}, "spec": b.Object["spec"]}}
-		if err := c.Create(ctx, again); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("restore %s: %v", statusPolicyBinding, err)
+		if err := put(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

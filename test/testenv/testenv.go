@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
@@ -204,4 +205,32 @@ func (e *Env) ApplyYAML(ctx context.Context, data []byte) error {
 			return fmt.Errorf("create %s %s: %w", strings.ToLower(obj.GetKind()), obj.GetName(), err)
 		}
 	}
+}
+
+// StatusPolicyBinding binds config/admission/service_status_writers.yaml: while it is in force
+// only the operator writes the addresses of the Services it serves.
+const StatusPolicyBinding = "vip-allocator-service-status-writers"
+
+// WithoutStatusPolicy lifts StatusPolicyBinding, so that c may write Services' addresses as
+// another load balancer (MetalLB) did before this project was installed, and returns what
+// puts it back. The API server enforces the removal once its informer has seen it: a write
+// right after may still be refused, and is retried by the caller.
+func WithoutStatusPolicy(ctx context.Context, c client.Client) (restore func() error, err error) {
+	b := &unstructured.Unstructured{}
+	b.SetAPIVersion("admissionregistration.k8s.io/v1")
+	b.SetKind("ValidatingAdmissionPolicyBinding")
+	if err := c.Get(ctx, client.ObjectKey{Name: StatusPolicyBinding}, b); err != nil {
+		return nil, fmt.Errorf("get %s: %w", StatusPolicyBinding, err)
+	}
+	if err := c.Delete(ctx, b); err != nil {
+		return nil, fmt.Errorf("delete %s: %w", StatusPolicyBinding, err)
+	}
+	return func() error {
+		again := &unstructured.Unstructured{Object: map[string]any{"apiVersion": b.GetAPIVersion(), "kind": b.GetKind(),
+			"metadata": map[string]any{"name": b.GetName()}, "spec": b.Object["spec"]}}
+		if err := c.Create(ctx, again); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("restore %s: %w", StatusPolicyBinding, err)
+		}
+		return nil
+	}, nil
 }
