@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-arpflood bench-membership controlplane packages clean
+.PHONY: all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build build-static verify-install-files
 
 all: build
@@ -67,11 +67,15 @@ packages:
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
-## controlplane: kube-apiserver, etcd and kubectl from the Go module proxy, into bin/k8s
-controlplane: $(K8S)/kube-apiserver $(K8S)/etcd $(K8S)/kubectl
+## controlplane: kube-apiserver, etcd, kubectl and kube-proxy (bench-agent's peer) from the Go
+## module proxy, into bin/k8s; 'make kube-proxy K8S=DIR' builds kube-proxy alone into DIR
+controlplane: $(K8S)/kube-apiserver $(K8S)/etcd $(K8S)/kubectl $(K8S)/kube-proxy
+kube-proxy: $(K8S)/kube-proxy
 
 $(K8S)/kube-apiserver: hack/controlplane/go.mod
 	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+$(K8S)/kube-proxy: hack/controlplane/go.mod
+	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kube-proxy
 $(K8S)/kubectl: hack/controlplane/go.mod
 	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kubectl
 $(K8S)/etcd: hack/controlplane/go.mod
