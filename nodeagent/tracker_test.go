@@ -194,8 +194,8 @@ func TestDesiredState(t *testing.T) {
 			wantStale: []string{"a/1", "b/2", "c/3"}, wantReports: []string{"a/1", "b/2", "c/3"},
 		},
 		{
-			name: "a Service that no longer names an address is no longer reached by it",
-			ops: []setOp{{"a/1", dsvc("a/1", []string{"192.0.2.1"}, false, false)}, {"a/1", dsvc("a/1", []string{"192.0.2.9"}, false, false)}},
+			name:       "a Service that no longer names an address is no longer reached by it",
+			ops:        []setOp{{"a/1", dsvc("a/1", []string{"192.0.2.1"}, false, false)}, {"a/1", dsvc("a/1", []string{"192.0.2.9"}, false, false)}},
 			wantServed: []string{"a/1"}, wantFam: map[dataplane.Family]int{dataplane.IPv4: 1},
 			stale:     stale{addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}},
 			wantStale: nil, wantReports: nil,
@@ -209,8 +209,8 @@ func TestDesiredState(t *testing.T) {
 			wantStale: []string{"a/local"}, wantReports: []string{"a/local", "a/refused"},
 		},
 		{
-			name: "a gone Service leaves the refused and local sets and the index",
-			ops: []setOp{{"a/refused", dsvc("a/refused", []string{"192.0.2.1"}, true, true)}, {"a/refused", nil}},
+			name:       "a gone Service leaves the refused and local sets and the index",
+			ops:        []setOp{{"a/refused", dsvc("a/refused", []string{"192.0.2.1"}, true, true)}, {"a/refused", nil}},
 			wantServed: nil, wantFam: map[dataplane.Family]int{},
 			stale:     stale{addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}},
 			wantStale: nil, wantReports: nil,
