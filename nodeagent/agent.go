@@ -87,7 +87,7 @@ type Agent struct {
 func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
 	stale := a.changes.take()
-	derivedNow, err := a.derive(ctx, stale, full)
+	derivedNow, derivedAll, err := a.derive(ctx, stale, full)
 	if err != nil {
 		a.changes.giveBack(stale)
 		return reconcile.Result{}, err
@@ -122,8 +122,22 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 			}
 		}
 	}
+	// A plane that can be told what changed compares only that (dataplane.ChangeSyncer).
+	var changed map[string]bool
+	if !derivedAll {
+		changed = make(map[string]bool, len(derivedNow))
+		for _, k := range derivedNow {
+			changed[k.Namespace+"/"+k.Name] = true
+		}
+	}
 	for _, p := range planes {
-		stats, err := p.Sync(desired, full)
+		var stats dataplane.SyncStats
+		var err error
+		if cs, ok := p.(dataplane.ChangeSyncer); ok && !full && changed != nil {
+			stats, err = cs.SyncChanged(desired, changed)
+		} else {
+			stats, err = p.Sync(desired, full)
+		}
 		if err != nil {
 			syncFailures.WithLabelValues(string(p.Family())).Inc()
 			a.lastFull = time.Time{} // the next sync rewrites everything
@@ -159,19 +173,19 @@ func (a *Agent) Handoff(h dataplane.Handoffs) error {
 // sync, at the periodic full one (full), when a Node's addresses or this
 // node's changed (trust is read from them for every Service); otherwise only
 // the stale ones, so one changed endpoint costs one Service's derivation. It
-// returns the Services it derived.
-func (a *Agent) derive(ctx context.Context, stale stale, full bool) ([]types.NamespacedName, error) {
+// returns the Services it derived, and whether that was all of them.
+func (a *Agent) derive(ctx context.Context, stale stale, full bool) (keys []types.NamespacedName, all bool, err error) {
 	local, err := a.localAddresses()
 	if err != nil {
-		return nil, fmt.Errorf("read this node's addresses: %w", err)
+		return nil, false, fmt.Errorf("read this node's addresses: %w", err)
 	}
 	var services []corev1.Service
 	var gone []types.NamespacedName
-	all := a.state == nil || stale.all || full || !maps.Equal(local, a.local)
+	all = a.state == nil || stale.all || full || !maps.Equal(local, a.local)
 	if all {
 		var list corev1.ServiceList
 		if err := a.Client.List(ctx, &list); err != nil {
-			return nil, fmt.Errorf("list Services: %w", err)
+			return nil, false, fmt.Errorf("list Services: %w", err)
 		}
 		services = list.Items
 	} else {
@@ -181,19 +195,19 @@ func (a *Agent) derive(ctx context.Context, stale stale, full bool) ([]types.Nam
 				gone = append(gone, key)
 				continue
 			} else if err != nil {
-				return nil, fmt.Errorf("get Service %s: %w", key, err)
+				return nil, false, fmt.Errorf("get Service %s: %w", key, err)
 			}
 			services = append(services, svc)
 		}
 	}
 	view, err := readTrust(ctx, a.Client, services, a.Options.OwnClassOnly, func() (map[netip.Addr]string, error) { return local, nil })
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	results := make([]*derived, len(services))
 	for i := range services {
 		if results[i], err = a.deriveOne(ctx, &services[i], view); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	// Nothing failed: the state changes only now.
@@ -201,7 +215,7 @@ func (a *Agent) derive(ctx context.Context, stale stale, full bool) ([]types.Nam
 		a.state = newDesiredState()
 	}
 	a.local = local
-	keys := make([]types.NamespacedName, 0, len(services)+len(gone))
+	keys = make([]types.NamespacedName, 0, len(services)+len(gone))
 	for i := range services {
 		key := types.NamespacedName{Namespace: services[i].Namespace, Name: services[i].Name}
 		a.state.set(key, results[i])
@@ -211,7 +225,7 @@ func (a *Agent) derive(ctx context.Context, stale stale, full bool) ([]types.Nam
 		a.state.set(key, nil)
 		keys = append(keys, key)
 	}
-	return keys, nil
+	return keys, all, nil
 }
 
 // deriveOne is what the data plane gets of svc (its served VIPs, ports and

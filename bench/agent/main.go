@@ -97,6 +97,12 @@ func run(root string, c config) error {
 		return err
 	}
 	defer down()
+	// The agents' logs outlive the control plane's directory, for a run that failed.
+	logs, err := os.MkdirTemp("", "bench-agent-logs")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("logs of both agents: %s\n", logs)
 	admin, err := newClient(filepath.Join(dir, "kubeconfig"))
 	if err != nil {
 		return err
@@ -153,7 +159,7 @@ func run(root string, c config) error {
 		monitors[name] = m
 		all := m.expectAll(allEndpoints(c.n))
 		start := time.Now()
-		if err := n.start(dir, commands[name]...); err != nil {
+		if err := n.start(logs, commands[name]...); err != nil {
 			return err
 		}
 		if err := waitCold(n, m, all, start, results[name], c.n); err != nil {
@@ -226,7 +232,7 @@ func timeChanges(ctx context.Context, admin client.Client, c config, nodes map[s
 				if err := nodes[name].alive(); err != nil {
 					return err
 				}
-				return fmt.Errorf("%s: change %d (endpoint %s of %s) not in the kernel after 60 s", name, k, addr, svcName(i))
+				return fmt.Errorf("%s: change %d (endpoint %s of %s) not in the kernel after 60 s (monitor: %v); the end of its log:\n%s", name, k, addr, svcName(i), monitors[name].trouble(), tail(nodes[name].log, 30))
 			}
 		}
 		time.Sleep(time.Until(start.Add(c.gap)))

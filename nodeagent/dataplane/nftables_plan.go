@@ -35,13 +35,19 @@ type nftPlan struct {
 // It updates last in place and returns it as the new state: the plane forgets last until the
 // transaction succeeds.
 func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
-	return planNFTablesReusing(fam, services, last, nil)
+	return planNFTablesReusing(fam, services, last, nil, nil)
 }
 
 // planNFTablesReusing is planNFTables, but a full plan (last nil) takes the records of
 // unchanged Services from reuse instead of allocating them again: a full Sync at 10,000
 // Services would otherwise leave ~5 MB of garbage.
-func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) *nftPlan {
+//
+// changed (partial plans only; nil: every Service) names the Services that may differ from
+// last: the others keep their records without being rendered again, which is most of a
+// partial plan's cost. Until a Service port is released in the plan: from then on every
+// Service is rendered, since one that lost that port to another may now take it, exactly as
+// if all were rendered.
+func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, changed map[string]bool) *nftPlan {
 	p := &nftPlan{full: last == nil}
 	if p.full {
 		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}}
@@ -54,10 +60,13 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		wanted[s.Namespace+"/"+s.Name] = true
 	}
 	// Services gone first, so that their ports are free for the others.
+	renderAll := changed == nil || p.full
 	for key, prev := range last.services {
 		if !wanted[key] {
 			p.retract(prev)
-			st.releasePorts(key, prev, nftService{})
+			if st.releasePorts(key, prev, nftService{}) {
+				renderAll = true
+			}
 		}
 	}
 	er := newElemRenderer(fam)
@@ -67,7 +76,11 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		if _, dup := st.services[key]; dup {
 			continue
 		}
-		prev := last.services[key]
+		prev, had := last.services[key]
+		if had && !renderAll && !changed[key] {
+			st.services[key] = prev
+			continue
+		}
 		scratch = er.serviceElements(s, st.ports, key, scratch[:0])
 		if prev.records != "" && string(scratch) == prev.records {
 			st.services[key] = prev
@@ -79,7 +92,9 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		} else {
 			cur = nftService{records: string(scratch)}
 		}
-		st.releasePorts(key, prev, cur)
+		if st.releasePorts(key, prev, cur) {
+			renderAll = true
+		}
 		p.change(prev, cur)
 		st.services[key] = cur
 	}
@@ -101,8 +116,9 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 	return p
 }
 
-// releasePorts forgets the Service port keys owner served in prev and no longer does in cur.
-func (st *nftState) releasePorts(owner string, prev, cur nftService) {
+// releasePorts forgets the Service port keys owner served in prev and no longer does in cur,
+// and says whether there were any.
+func (st *nftState) releasePorts(owner string, prev, cur nftService) (released bool) {
 	kept := map[string]bool{}
 	eachElem(cur.records, func(e nftElem) {
 		if k := e.portKey(); k != "" {
@@ -112,8 +128,10 @@ func (st *nftState) releasePorts(owner string, prev, cur nftService) {
 	eachElem(prev.records, func(e nftElem) {
 		if k := e.portKey(); k != "" && !kept[k] && st.ports[k] == owner {
 			delete(st.ports, k)
+			released = true
 		}
 	})
+	return released
 }
 
 // change records what turns a Service's elements old into new: elements in only one of them,

@@ -194,3 +194,77 @@ func TestNFTPlanIgnoresOrder(t *testing.T) {
 		t.Fatalf("reordered input wrote:\n%s", strings.Join(got, "\n"))
 	}
 }
+
+// TestNFTPlanChangedHint: a partial plan told which Services changed writes exactly what one
+// comparing every Service writes, also when a released Service port goes to a Service that
+// was not named (it had lost that port to the Service that released it).
+func TestNFTPlanChangedHint(t *testing.T) {
+	web2 := web(ep("198.51.100.1", true, "http/8080"), ep("198.51.100.2", false, "http/8080"))
+	web1 := web(ep("198.51.100.2", false, "http/8080"))
+	dnsA := dns(ep("198.51.100.3", false, "dns/UDP/5353"))
+	// zz-late claims web's VIP:port but sorts after web: it serves it only once web lets go.
+	late := Service{Namespace: "default", Name: "zz-late", VIPs: addrs("192.0.2.10"),
+		Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.9", false, "http/80")}}
+	lateGone := late
+	lateGone.Namespace = "other"
+	for _, tc := range []struct {
+		name  string
+		start []Service
+		steps []struct {
+			services []Service
+			changed  []string
+		}
+		wantLast []string // what the last step writes
+	}{
+		{name: "one endpoint of one Service", start: []Service{web2, dnsA},
+			steps: []struct {
+				services []Service
+				changed  []string
+			}{{[]Service{web1, dnsA}, []string{"default/web"}}, {[]Service{web2, dnsA}, []string{"default/web"}}},
+			wantLast: []string{
+				"+endpoints_2 192.0.2.10 . 6 . 80 . 0 : 198.51.100.1 . 8080",
+				"+endpoints_2 192.0.2.10 . 6 . 80 . 1 : 198.51.100.2 . 8080",
+				"-endpoints_1 192.0.2.10 . 6 . 80 . 0 : 198.51.100.2 . 8080",
+			}},
+		{name: "a Service added, then one gone: the loser not named takes the port", start: []Service{web2},
+			steps: []struct {
+				services []Service
+				changed  []string
+			}{{[]Service{web2, late}, []string{"default/zz-late"}}, {[]Service{late}, []string{"default/web"}}},
+			wantLast: []string{
+				"+endpoints_1 192.0.2.10 . 6 . 80 . 0 : 198.51.100.9 . 80",
+				"+masquerade 192.0.2.10 . 6 . 80",
+				"-endpoints_2 192.0.2.10 . 6 . 80 . 0 : 198.51.100.1 . 8080",
+				"-endpoints_2 192.0.2.10 . 6 . 80 . 1 : 198.51.100.2 . 8080",
+				"-masquerade 192.0.2.10 . 6 . 80",
+				"map endpoints_1",
+			}},
+		{name: "a Service changed to release the port: the loser takes it", start: []Service{web2, late},
+			steps: []struct {
+				services []Service
+				changed  []string
+			}{{[]Service{multi(), late}, []string{"default/web"}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hinted := planNFTables(IPv4, tc.start, nil).state
+			plain := planNFTables(IPv4, tc.start, nil).state
+			var last []string
+			for i, s := range tc.steps {
+				changed := map[string]bool{}
+				for _, k := range s.changed {
+					changed[k] = true
+				}
+				hp := planNFTablesReusing(IPv4, s.services, hinted, nil, changed)
+				pp := planNFTables(IPv4, s.services, plain)
+				if got, want := changes(hp), changes(pp); !slices.Equal(got, want) {
+					t.Fatalf("step %d: told %v, the plan writes:\n%s\ncomparing all, it writes:\n%s", i, s.changed, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				hinted, plain, last = hp.state, pp.state, changes(hp)
+			}
+			if tc.wantLast != nil && !slices.Equal(last, tc.wantLast) {
+				t.Fatalf("the last step writes:\n%s\nwant:\n%s", strings.Join(last, "\n"), strings.Join(tc.wantLast, "\n"))
+			}
+		})
+	}
+}
