@@ -46,6 +46,7 @@ func runAgent(args []string) error {
 	burst := fs.Int("kube-api-burst", 40, "burst of requests to the API server")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "Prometheus metrics address; 0 disables")
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over TLS to callers allowed to get /metrics (ClusterRole "+metricsauth.ReaderClusterRole+"); false: plain HTTP to anyone on the node's networks")
+	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", paasv1.AgentProbePort), "healthz/readyz address (the kubelet probes the host network's loopback); 0 disables")
 	fs.StringVar(&c.DaemonSet, "daemonset", "", "namespace/name of the DaemonSet that runs this agent: on stop, remove the rules when it is gone (uninstall) and keep them otherwise (restart); empty: always keep")
 	zapOpts := zap.Options{}

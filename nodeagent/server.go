@@ -51,6 +51,8 @@ type Config struct {
 	// removed when it is gone (uninstall); empty: always kept.
 	DaemonSet              string
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves Go's pprof, for profiling (empty: off).
+	PprofAddr string
 	// MetricsSecure serves metrics over TLS to authorized callers only (internal/metricsauth).
 	MetricsSecure bool
 }
@@ -112,6 +114,7 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		Scheme:                 cfg.Scheme,
 		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
+		PprofBindAddress:       cfg.PprofAddr,
 		Cache:                  cache.Options{DefaultTransform: slimcache.Transform},
 	})
 	if err != nil {

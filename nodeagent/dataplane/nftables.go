@@ -104,7 +104,13 @@ func (n *NFTables) sync(services []Service, full bool, changed map[string]bool) 
 	if full {
 		last, reuse = nil, n.last
 	}
-	p := planNFTablesReusing(n.cfg.Family, services, last, reuse, changed)
+	var p *nftPlan
+	if changed != nil && !full {
+		p = planNFTablesChanged(n.cfg.Family, services, last, changed)
+	}
+	if p == nil {
+		p = planNFTablesReusing(n.cfg.Family, services, last, reuse, changed)
+	}
 	stats := SyncStats{Full: p.full, Elements: p.fullCount + len(p.add) + len(p.del)}
 	if !p.full && stats.Elements == 0 {
 		n.last = p.state

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"slices"
+	"strings"
 )
 
 // nftState is what the nftables plane remembers after a successful Sync, to write only what
@@ -205,4 +206,102 @@ func (p *nftPlan) drop(e nftElem) {
 		delete(p.state.vipRefs, e.key)
 	}
 	p.del = append(p.del, e)
+}
+
+// planNFTablesChanged is the partial plan of a Sync told which Services changed (see
+// ChangeSyncer): it renders only those, and finds them with one pass over services, so a
+// change costs the plan the work of the Services it touched. A Service named in changed and
+// missing from services is gone. It returns nil, having changed nothing, when a Service port
+// would be released: which Service takes a released port depends on the order of them all
+// (planNFTablesReusing decides then).
+func planNFTablesChanged(fam Family, services []Service, last *nftState, changed map[string]bool) *nftPlan {
+	if last == nil {
+		return nil
+	}
+	type item struct {
+		key       string
+		svc       *Service
+		prev, cur nftService
+	}
+	var items []item
+	seen := make(map[string]bool, len(changed))
+	var buf []byte
+	for i := range services {
+		s := &services[i]
+		buf = append(append(append(buf[:0], s.Namespace...), '/'), s.Name...)
+		if !changed[string(buf)] || seen[string(buf)] {
+			continue // unchanged, or a duplicate: the first one counts, as when sorted
+		}
+		key := string(buf)
+		seen[key] = true
+		items = append(items, item{key: key, svc: s, prev: last.services[key]})
+	}
+	var gone []string
+	for key := range changed {
+		if prev, ok := last.services[key]; ok && !seen[key] {
+			if len(portKeys(prev.records)) > 0 {
+				return nil
+			}
+			gone = append(gone, key)
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.key, b.key) })
+	er := newElemRenderer(fam)
+	var scratch []byte
+	for i := range items {
+		it := &items[i]
+		scratch = er.serviceElements(it.svc, last.ports, it.key, scratch[:0])
+		if string(scratch) == it.prev.records {
+			it.cur = it.prev
+		} else {
+			it.cur = nftService{records: string(scratch)}
+		}
+		kept := portKeys(it.cur.records)
+		for k := range portKeys(it.prev.records) {
+			if !kept[k] && last.ports[k] == it.key {
+				// Released: undo this pass's claims (the ports rendering took that the
+				// Services did not hold before) and leave it to the full order.
+				for _, done := range items[:i+1] {
+					had := portKeys(done.prev.records)
+					for k := range portKeys(done.cur.records) {
+						if !had[k] && last.ports[k] == done.key {
+							delete(last.ports, k)
+						}
+					}
+				}
+				return nil
+			}
+		}
+	}
+	p := &nftPlan{state: last}
+	for _, key := range gone {
+		p.retract(last.services[key])
+		delete(last.services, key)
+	}
+	for _, it := range items {
+		if it.cur.records == it.prev.records && it.prev.records != "" {
+			continue
+		}
+		p.change(it.prev, it.cur)
+		last.services[it.key] = it.cur
+	}
+	for _, e := range p.add {
+		if k := e.set.endpointCount(); k > 0 && !last.maps[k] {
+			last.maps[k] = true
+			p.newMaps = append(p.newMaps, k)
+		}
+	}
+	slices.Sort(p.newMaps)
+	return p
+}
+
+// portKeys are the Service port keys records serve.
+func portKeys(records string) map[string]bool {
+	out := map[string]bool{}
+	eachElem(records, func(e nftElem) {
+		if k := e.portKey(); k != "" {
+			out[k] = true
+		}
+	})
+	return out
 }
