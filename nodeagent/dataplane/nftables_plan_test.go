@@ -234,7 +234,7 @@ func TestNFTPlanChangedHint(t *testing.T) {
 		{name: "named but unchanged: nothing to write", start: []Service{web2, dnsA},
 			steps: []step{{[]Service{dnsA, web2}, []string{"default/web", "kube-system/dns"}, true}}},
 		{name: "a Service added, one without endpoints gone", start: []Service{noEndpoints},
-			steps: []step{{[]Service{noEndpoints, dnsA}, []string{"kube-system/dns"}, true}, {[]Service{dnsA}, []string{"default/web"}, true}},
+			steps:    []step{{[]Service{noEndpoints, dnsA}, []string{"kube-system/dns"}, true}, {[]Service{dnsA}, []string{"default/web"}, true}},
 			wantLast: []string{"-vips 192.0.2.10"}},
 		{name: "a Service added that loses the port to the incumbent, then the incumbent gone: the loser not named takes the port", start: []Service{web2},
 			steps: []step{{[]Service{web2, late}, []string{"default/zz-late"}, true}, {[]Service{late}, []string{"default/web"}, false}},
