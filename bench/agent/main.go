@@ -99,7 +99,7 @@ func run(root string, c config) error {
 			return fmt.Errorf("%s is missing: 'make controlplane build' builds kube-proxy and the agent", b)
 		}
 	}
-	dir, down, err := operatorproc.ClusterUp(root, 17543, 13479)
+	dir, down, err := operatorproc.ClusterUp(root, 17643, 13579) // ports of its own: make test runs the benches' smokes at once
 	if err != nil {
 		return err
 	}

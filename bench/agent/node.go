@@ -11,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 )
 
@@ -52,7 +52,7 @@ func newNode(name string, ip netip.Addr, api string) (*node, error) {
 			return nil, fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	err := inNetns(n.ns, func() (err error) {
+	err := netnstest.Do(n.ns, func() (err error) {
 		n.ln, err = net.Listen("tcp", "127.0.0.1:6443")
 		return err
 	})
@@ -82,28 +82,6 @@ func forward(ln net.Listener, target string) {
 			_, _ = io.Copy(c, up)
 		}()
 	}
-}
-
-// inNetns runs f on an OS thread switched into namespace ns, then switches back. A socket
-// stays in the namespace it was created in.
-func inNetns(ns string, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(self)
-	target, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(target)
-	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-		return err
-	}
-	defer unix.Setns(self, unix.CLONE_NEWNET)
-	return f()
 }
 
 // start runs args inside the namespace ('ip netns exec' execs it: the pid is the program's),

@@ -107,31 +107,31 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, 
 		})
 		return p
 	}
+	p.declareNewMaps()
+	return p
+}
+
+// declareNewMaps lists the endpoint maps a partial plan's additions need and the state lacks.
+func (p *nftPlan) declareNewMaps() {
 	for _, e := range p.add {
-		if k := e.set.endpointCount(); k > 0 && !st.maps[k] {
-			st.maps[k] = true
+		if k := e.set.endpointCount(); k > 0 && !p.state.maps[k] {
+			p.state.maps[k] = true
 			p.newMaps = append(p.newMaps, k)
 		}
 	}
 	slices.Sort(p.newMaps)
-	return p
 }
 
 // releasePorts forgets the Service port keys owner served in prev and no longer does in cur,
 // and says whether there were any.
 func (st *nftState) releasePorts(owner string, prev, cur nftService) (released bool) {
-	kept := map[string]bool{}
-	eachElem(cur.records, func(e nftElem) {
-		if k := e.portKey(); k != "" {
-			kept[k] = true
-		}
-	})
-	eachElem(prev.records, func(e nftElem) {
-		if k := e.portKey(); k != "" && !kept[k] && st.ports[k] == owner {
+	kept := portKeys(cur.records)
+	for k := range portKeys(prev.records) {
+		if !kept[k] && st.ports[k] == owner {
 			delete(st.ports, k)
 			released = true
 		}
-	})
+	}
 	return released
 }
 
@@ -285,13 +285,7 @@ func planNFTablesChanged(fam Family, services []Service, last *nftState, changed
 		p.change(it.prev, it.cur)
 		last.services[it.key] = it.cur
 	}
-	for _, e := range p.add {
-		if k := e.set.endpointCount(); k > 0 && !last.maps[k] {
-			last.maps[k] = true
-			p.newMaps = append(p.newMaps, k)
-		}
-	}
-	slices.Sort(p.newMaps)
+	p.declareNewMaps()
 	return p
 }
 
