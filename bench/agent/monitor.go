@@ -31,6 +31,7 @@ type monitor struct {
 	coldDone chan time.Time
 	overflow int // ENOBUFS: the socket dropped notifications
 	err      error
+	last     time.Time // the last notification
 }
 
 var docPrefix = []byte{0x20, 0x01, 0x0d, 0xb8}
@@ -74,6 +75,7 @@ func (m *monitor) read() {
 			return
 		}
 		m.mu.Lock()
+		m.last = now
 		for _, msg := range msgs {
 			m.scan(msg.Data, now)
 		}
@@ -125,6 +127,13 @@ func (m *monitor) expectAll(addrs []netip.Addr) <-chan time.Time {
 	}
 	m.coldDone = make(chan time.Time, 1)
 	return m.coldDone
+}
+
+// quietFor is how long the namespace's rules have not changed.
+func (m *monitor) quietFor() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Since(m.last)
 }
 
 // missing is how many of expectAll's addresses are not in yet.
