@@ -33,8 +33,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
@@ -67,6 +69,7 @@ func main() {
 	flag.StringVar(&c.kubeProxyBin, "kube-proxy", "", "kube-proxy binary (default $KUBE_PROXY, else bin/k8s/kube-proxy: 'make controlplane' builds it)")
 	flag.StringVar(&c.profile, "profile", "", "write our agent's CPU profile over the load phase to this file ('go tool pprof -top bin/vip-allocator FILE')")
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard()) // the bench's clients log nothing worth reading here
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench-agent: needs root (it makes network namespaces)")
 		os.Exit(1)
