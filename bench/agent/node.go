@@ -110,15 +110,20 @@ func (n *node) alive() error {
 	return fmt.Errorf("%s exited; the end of %s:\n%s", n.name, n.log, tail(n.log, 20))
 }
 
-// cpu is the CPU time the node's program used so far (user + system), in seconds.
+// cpu is the CPU time the node's program used so far (user + system), with that of the
+// children it waited for, in seconds: kube-proxy writes through the nft tool, a process of its
+// own each sync.
 func (n *node) cpu() float64 {
 	f := statFields(n.proc.Process.Pid)
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0
 	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	var sum float64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		v, _ := strconv.ParseFloat(f[i], 64)
+		sum += v
+	}
+	return sum / 100 // USER_HZ
 }
 
 // mem is the program's resident memory and its peak, in MiB.
