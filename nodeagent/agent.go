@@ -15,13 +15,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,8 +53,9 @@ type Options struct {
 
 const serviceNameIndex = "kubernetes.io/service-name"
 
-// syncRequest is the only work item: every change leads to one sync of the
-// whole node, and the work queue folds bursts of events into one.
+// syncRequest is the only work item: every event marks what it made stale
+// (tracker.go) and asks for a sync, and the work queue folds bursts of events
+// into one; a sync derives again only what is stale.
 var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sync"}}
 
 // Agent keeps one data plane per address family in sync with the cluster.
@@ -64,6 +68,12 @@ type Agent struct {
 	Reporter *Reporter
 
 	lastFull, lastCheck time.Time
+	// changes is what events made stale since the last sync; state is every
+	// Service's last derivation (nil until the first sync derives them all);
+	// local is this node's addresses as that derivation saw them.
+	changes dataChanges
+	state   *desiredState
+	local   map[netip.Addr]string
 	// active planes have written rules; a family with no VIP yet is left
 	// untouched, so a node without IPv6 VIPs keeps its ip6tables as they are.
 	active map[dataplane.Family]bool
@@ -75,10 +85,14 @@ type Agent struct {
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
 
 func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	desired, reports, err := a.desired(ctx)
+	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
+	stale := a.changes.take()
+	derivedNow, derivedAll, err := a.derive(ctx, stale, full)
 	if err != nil {
+		a.changes.giveBack(stale)
 		return reconcile.Result{}, err
 	}
+	desired, reports := a.state.served, a.state.reports(derivedNow)
 	requeue := a.Options.CheckPeriod
 	if a.Reporter != nil {
 		// Before the sync, which may fail: a refusal is reported whatever
@@ -92,12 +106,11 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	}
 	var planes []dataplane.Plane
 	for _, p := range a.Planes {
-		if a.active[p.Family()] || hasFamily(desired, p.Family()) {
+		if a.active[p.Family()] || a.state.families[p.Family()] > 0 {
 			a.active[p.Family()] = true
 			planes = append(planes, p)
 		}
 	}
-	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
 	// Checking costs a listing (about 1 s with legacy iptables at 10,000
 	// Services), so it runs on its own period, not on every event.
 	if !full && time.Since(a.lastCheck) >= a.Options.CheckPeriod {
@@ -109,8 +122,22 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 			}
 		}
 	}
+	// A plane that can be told what changed compares only that (dataplane.ChangeSyncer).
+	var changed map[string]bool
+	if !derivedAll {
+		changed = make(map[string]bool, len(derivedNow))
+		for _, k := range derivedNow {
+			changed[k.Namespace+"/"+k.Name] = true
+		}
+	}
 	for _, p := range planes {
-		stats, err := p.Sync(desired, full)
+		var stats dataplane.SyncStats
+		var err error
+		if cs, ok := p.(dataplane.ChangeSyncer); ok && !full && changed != nil {
+			stats, err = cs.SyncChanged(desired, changed)
+		} else {
+			stats, err = p.Sync(desired, full)
+		}
 		if err != nil {
 			syncFailures.WithLabelValues(string(p.Family())).Inc()
 			a.lastFull = time.Time{} // the next sync rewrites everything
@@ -142,37 +169,87 @@ func (a *Agent) Handoff(h dataplane.Handoffs) error {
 	return errors.Join(errs...)
 }
 
-// desired lists the served Services with their endpoints, from the cache,
-// each with only the addresses this node may carry (trust.go), and what it
-// refused, for every Service (report.go).
-func (a *Agent) desired(ctx context.Context) ([]dataplane.Service, []serviceReport, error) {
-	var services corev1.ServiceList
-	if err := a.Client.List(ctx, &services); err != nil {
-		return nil, nil, fmt.Errorf("list Services: %w", err)
-	}
-	view, err := readTrust(ctx, a.Client, services.Items, a.Options.OwnClassOnly, a.localAddresses)
+// derive brings the desired state up to date: every Service at the first
+// sync, at the periodic full one (full), when a Node's addresses or this
+// node's changed (trust is read from them for every Service); otherwise only
+// the stale ones, so one changed endpoint costs one Service's derivation. It
+// returns the Services it derived, and whether that was all of them.
+func (a *Agent) derive(ctx context.Context, stale stale, full bool) (keys []types.NamespacedName, all bool, err error) {
+	local, err := a.localAddresses()
 	if err != nil {
-		return nil, nil, err
+		return nil, false, fmt.Errorf("read this node's addresses: %w", err)
 	}
-	var out []dataplane.Service
-	reports := make([]serviceReport, 0, len(services.Items))
-	for i := range services.Items {
-		svc := &services.Items[i]
-		if !Served(svc, a.Options.OwnClassOnly) {
-			reports = append(reports, serviceReport{svc: svc})
-			continue
+	var services []corev1.Service
+	var gone []types.NamespacedName
+	all = a.state == nil || stale.all || full || !maps.Equal(local, a.local)
+	if all {
+		var list corev1.ServiceList
+		if err := a.Client.List(ctx, &list); err != nil {
+			return nil, false, fmt.Errorf("list Services: %w", err)
 		}
-		var slices discoveryv1.EndpointSliceList
-		if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{serviceNameIndex: svc.Name}); err != nil {
-			return nil, nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
-		ds, report := programmable(dataplaneService(svc, slices.Items, a.Options.NodeName), svc, view)
-		reports = append(reports, report)
-		if len(ds.VIPs) > 0 {
-			out = append(out, ds)
+		services = list.Items
+	} else {
+		for _, key := range a.state.staleKeys(stale) {
+			var svc corev1.Service
+			if err := a.Client.Get(ctx, key, &svc); apierrors.IsNotFound(err) {
+				gone = append(gone, key)
+				continue
+			} else if err != nil {
+				return nil, false, fmt.Errorf("get Service %s: %w", key, err)
+			}
+			services = append(services, svc)
 		}
 	}
-	return out, reports, nil
+	view, err := readTrust(ctx, a.Client, services, a.Options.OwnClassOnly, func() (map[netip.Addr]string, error) { return local, nil })
+	if err != nil {
+		return nil, false, err
+	}
+	results := make([]*derived, len(services))
+	for i := range services {
+		if results[i], err = a.deriveOne(ctx, &services[i], view); err != nil {
+			return nil, false, err
+		}
+	}
+	// Nothing failed: the state changes only now.
+	if all {
+		a.state = newDesiredState()
+	}
+	a.local = local
+	keys = make([]types.NamespacedName, 0, len(services)+len(gone))
+	for i := range services {
+		key := types.NamespacedName{Namespace: services[i].Namespace, Name: services[i].Name}
+		a.state.set(key, results[i])
+		keys = append(keys, key)
+	}
+	for _, key := range gone {
+		a.state.set(key, nil)
+		keys = append(keys, key)
+	}
+	return keys, all, nil
+}
+
+// deriveOne is what the data plane gets of svc (its served VIPs, ports and
+// ready endpoints, from the cache), with only the addresses this node may
+// carry (trust.go), and what it refused (report.go).
+func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trustView) (*derived, error) {
+	d := &derived{report: serviceReport{svc: svc}}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if addr, err := netip.ParseAddr(in.IP); err == nil && addr.Zone() == "" {
+			d.addrs = append(d.addrs, addr.Unmap())
+			_, isLocal := view.local[addr.Unmap()]
+			d.onLocal = d.onLocal || isLocal
+		}
+	}
+	if !Served(svc, a.Options.OwnClassOnly) {
+		return d, nil
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{serviceNameIndex: svc.Name}); err != nil {
+		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	d.ds, d.report = programmable(dataplaneService(svc, slices.Items, a.Options.NodeName), svc, view)
+	d.served = len(d.ds.VIPs) > 0
+	return d, nil
 }
 
 // localAddresses are this node's own addresses (Options.LocalAddresses, or
@@ -195,31 +272,49 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	toSync := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{syncRequest}
+	service := marking(func(o client.Object) {
+		if key, ok := serviceOf(o); ok {
+			a.changes.mark(key)
+		}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("dataplane").
-		Watches(&corev1.Service{}, toSync).
-		Watches(&discoveryv1.EndpointSlice{}, toSync).
+		Watches(&corev1.Service{}, service).
+		Watches(&discoveryv1.EndpointSlice{}, service).
 		// The ledger and the Nodes' addresses decide what may be carried
 		// (trust.go): a ledger object's spec (its generation; its status is the
-		// announcers'), and a Node's addresses.
-		Watches(&paasv1.IP{}, toSync, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, toSync, builder.WithPredicates(nodeAddressesChanged)).
+		// announcers'), and a Node's addresses, which every Service's trust reads.
+		Watches(&paasv1.IP{}, marking(func(o client.Object) {
+			if ip, ok := o.(*paasv1.IP); ok {
+				a.changes.markLedger(ip)
+			}
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, marking(func(client.Object) { a.changes.markAll() }), builder.WithPredicates(nodeAddressesChanged)).
 		Complete(a)
 }
 
-// hasFamily reports whether any Service has a VIP of family fam.
-func hasFamily(services []dataplane.Service, fam dataplane.Family) bool {
-	for _, s := range services {
-		for _, vip := range s.VIPs {
-			if (fam == dataplane.IPv4) == vip.Unmap().Is4() {
-				return true
-			}
-		}
+// marking is the event handler that calls mark with each object an event
+// carries (the old and the new one of an update) and asks for a sync.
+func marking(mark func(client.Object)) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mark(e.Object)
+			q.Add(syncRequest)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mark(e.ObjectOld)
+			mark(e.ObjectNew)
+			q.Add(syncRequest)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mark(e.Object)
+			q.Add(syncRequest)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mark(e.Object)
+			q.Add(syncRequest)
+		},
 	}
-	return false
 }
 
 // nodeAddressesChanged passes the Node events that can change which addresses

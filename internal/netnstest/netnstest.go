@@ -69,3 +69,26 @@ func Enter(prefix string) (name string, leave func() error, err error) {
 	}
 	return name, leave, nil
 }
+
+// Do runs f on an OS thread switched into the named network namespace (under /run/netns),
+// then switches the thread back. A socket f opens stays in that namespace, so a caller can
+// listen inside a namespace and serve from any goroutine.
+func Do(name string, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(self)
+	target, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+		return err
+	}
+	defer unix.Setns(self, unix.CLONE_NEWNET)
+	return f()
+}

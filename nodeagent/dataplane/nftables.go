@@ -88,6 +88,15 @@ func nftConn() (*nftables.Conn, error) {
 
 // Sync makes the table match services, the complete desired set (see Plane).
 func (n *NFTables) Sync(services []Service, full bool) (SyncStats, error) {
+	return n.sync(services, full, nil)
+}
+
+// SyncChanged is a partial Sync told which Services may have changed (see ChangeSyncer).
+func (n *NFTables) SyncChanged(services []Service, changed map[string]bool) (SyncStats, error) {
+	return n.sync(services, false, changed)
+}
+
+func (n *NFTables) sync(services []Service, full bool, changed map[string]bool) (SyncStats, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	start := time.Now()
@@ -95,7 +104,13 @@ func (n *NFTables) Sync(services []Service, full bool) (SyncStats, error) {
 	if full {
 		last, reuse = nil, n.last
 	}
-	p := planNFTablesReusing(n.cfg.Family, services, last, reuse)
+	var p *nftPlan
+	if changed != nil && !full {
+		p = planNFTablesChanged(n.cfg.Family, services, last, changed)
+	}
+	if p == nil {
+		p = planNFTablesReusing(n.cfg.Family, services, last, reuse, changed)
+	}
 	stats := SyncStats{Full: p.full, Elements: p.fullCount + len(p.add) + len(p.del)}
 	if !p.full && stats.Elements == 0 {
 		n.last = p.state

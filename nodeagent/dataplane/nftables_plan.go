@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"slices"
+	"strings"
 )
 
 // nftState is what the nftables plane remembers after a successful Sync, to write only what
@@ -35,13 +36,19 @@ type nftPlan struct {
 // It updates last in place and returns it as the new state: the plane forgets last until the
 // transaction succeeds.
 func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
-	return planNFTablesReusing(fam, services, last, nil)
+	return planNFTablesReusing(fam, services, last, nil, nil)
 }
 
 // planNFTablesReusing is planNFTables, but a full plan (last nil) takes the records of
 // unchanged Services from reuse instead of allocating them again: a full Sync at 10,000
 // Services would otherwise leave ~5 MB of garbage.
-func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) *nftPlan {
+//
+// changed (partial plans only; nil: every Service) names the Services that may differ from
+// last: the others keep their records without being rendered again, which is most of a
+// partial plan's cost. Until a Service port is released in the plan: from then on every
+// Service is rendered, since one that lost that port to another may now take it, exactly as
+// if all were rendered.
+func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, changed map[string]bool) *nftPlan {
 	p := &nftPlan{full: last == nil}
 	if p.full {
 		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}}
@@ -54,10 +61,13 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		wanted[s.Namespace+"/"+s.Name] = true
 	}
 	// Services gone first, so that their ports are free for the others.
+	renderAll := changed == nil || p.full
 	for key, prev := range last.services {
 		if !wanted[key] {
 			p.retract(prev)
-			st.releasePorts(key, prev, nftService{})
+			if st.releasePorts(key, prev, nftService{}) {
+				renderAll = true
+			}
 		}
 	}
 	er := newElemRenderer(fam)
@@ -67,7 +77,11 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		if _, dup := st.services[key]; dup {
 			continue
 		}
-		prev := last.services[key]
+		prev, had := last.services[key]
+		if had && !renderAll && !changed[key] {
+			st.services[key] = prev
+			continue
+		}
 		scratch = er.serviceElements(s, st.ports, key, scratch[:0])
 		if prev.records != "" && string(scratch) == prev.records {
 			st.services[key] = prev
@@ -79,7 +93,9 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		} else {
 			cur = nftService{records: string(scratch)}
 		}
-		st.releasePorts(key, prev, cur)
+		if st.releasePorts(key, prev, cur) {
+			renderAll = true
+		}
 		p.change(prev, cur)
 		st.services[key] = cur
 	}
@@ -91,29 +107,32 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState) 
 		})
 		return p
 	}
+	p.declareNewMaps()
+	return p
+}
+
+// declareNewMaps lists the endpoint maps a partial plan's additions need and the state lacks.
+func (p *nftPlan) declareNewMaps() {
 	for _, e := range p.add {
-		if k := e.set.endpointCount(); k > 0 && !st.maps[k] {
-			st.maps[k] = true
+		if k := e.set.endpointCount(); k > 0 && !p.state.maps[k] {
+			p.state.maps[k] = true
 			p.newMaps = append(p.newMaps, k)
 		}
 	}
 	slices.Sort(p.newMaps)
-	return p
 }
 
-// releasePorts forgets the Service port keys owner served in prev and no longer does in cur.
-func (st *nftState) releasePorts(owner string, prev, cur nftService) {
-	kept := map[string]bool{}
-	eachElem(cur.records, func(e nftElem) {
-		if k := e.portKey(); k != "" {
-			kept[k] = true
-		}
-	})
-	eachElem(prev.records, func(e nftElem) {
-		if k := e.portKey(); k != "" && !kept[k] && st.ports[k] == owner {
+// releasePorts forgets the Service port keys owner served in prev and no longer does in cur,
+// and says whether there were any.
+func (st *nftState) releasePorts(owner string, prev, cur nftService) (released bool) {
+	kept := portKeys(cur.records)
+	for k := range portKeys(prev.records) {
+		if !kept[k] && st.ports[k] == owner {
 			delete(st.ports, k)
+			released = true
 		}
-	})
+	}
+	return released
 }
 
 // change records what turns a Service's elements old into new: elements in only one of them,
@@ -187,4 +206,96 @@ func (p *nftPlan) drop(e nftElem) {
 		delete(p.state.vipRefs, e.key)
 	}
 	p.del = append(p.del, e)
+}
+
+// planNFTablesChanged is the partial plan of a Sync told which Services changed (see
+// ChangeSyncer): it renders only those, and finds them with one pass over services, so a
+// change costs the plan the work of the Services it touched. A Service named in changed and
+// missing from services is gone. It returns nil, having changed nothing, when a Service port
+// would be released: which Service takes a released port depends on the order of them all
+// (planNFTablesReusing decides then).
+func planNFTablesChanged(fam Family, services []Service, last *nftState, changed map[string]bool) *nftPlan {
+	if last == nil {
+		return nil
+	}
+	type item struct {
+		key       string
+		svc       *Service
+		prev, cur nftService
+	}
+	var items []item
+	seen := make(map[string]bool, len(changed))
+	var buf []byte
+	for i := range services {
+		s := &services[i]
+		buf = append(append(append(buf[:0], s.Namespace...), '/'), s.Name...)
+		if !changed[string(buf)] || seen[string(buf)] {
+			continue // unchanged, or a duplicate: the first one counts, as when sorted
+		}
+		key := string(buf)
+		seen[key] = true
+		items = append(items, item{key: key, svc: s, prev: last.services[key]})
+	}
+	var gone []string
+	for key := range changed {
+		if prev, ok := last.services[key]; ok && !seen[key] {
+			if len(portKeys(prev.records)) > 0 {
+				return nil
+			}
+			gone = append(gone, key)
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.key, b.key) })
+	er := newElemRenderer(fam)
+	var scratch []byte
+	for i := range items {
+		it := &items[i]
+		scratch = er.serviceElements(it.svc, last.ports, it.key, scratch[:0])
+		if string(scratch) == it.prev.records {
+			it.cur = it.prev
+		} else {
+			it.cur = nftService{records: string(scratch)}
+		}
+		kept := portKeys(it.cur.records)
+		for k := range portKeys(it.prev.records) {
+			if !kept[k] && last.ports[k] == it.key {
+				// Released: undo this pass's claims (the ports rendering took that the
+				// Services did not hold before) and leave it to the full order.
+				for _, done := range items[:i+1] {
+					had := portKeys(done.prev.records)
+					for k := range portKeys(done.cur.records) {
+						if !had[k] && last.ports[k] == done.key {
+							delete(last.ports, k)
+						}
+					}
+				}
+				return nil
+			}
+		}
+	}
+	p := &nftPlan{state: last}
+	for _, key := range gone {
+		p.retract(last.services[key])
+		delete(last.services, key)
+	}
+	for _, it := range items {
+		if it.cur.records == it.prev.records && it.prev.records != "" {
+			continue
+		}
+		p.change(it.prev, it.cur)
+		last.services[it.key] = it.cur
+	}
+	p.declareNewMaps()
+	return p
+}
+
+// portKeys are the Service port keys records serve.
+func portKeys(records string) map[string]bool {
+	out := map[string]bool{}
+	eachElem(records, func(e nftElem) {
+		if k := e.portKey(); k != "" {
+			out[k] = true
+		}
+	})
+	return out
 }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -192,5 +193,92 @@ func TestNFTPlanIgnoresOrder(t *testing.T) {
 	p := planNFTables(IPv4, a, nil)
 	if got := changes(planNFTables(IPv4, b, p.state)); len(got) != 0 {
 		t.Fatalf("reordered input wrote:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// TestNFTPlanChangedHint: a partial plan told which Services changed writes exactly what one
+// comparing every Service writes, also when a released Service port goes to a Service that
+// was not named (it had lost that port to the Service that released it): the plan that
+// renders only the named Services (planNFTablesChanged) gives way to the ordered one then,
+// and only then.
+func TestNFTPlanChangedHint(t *testing.T) {
+	web2 := web(ep("198.51.100.1", true, "http/8080"), ep("198.51.100.2", false, "http/8080"))
+	web1 := web(ep("198.51.100.2", false, "http/8080"))
+	dnsA := dns(ep("198.51.100.3", false, "dns/UDP/5353"))
+	// zz-late claims web's VIP:port but sorts after web: it serves it only once web lets go.
+	late := Service{Namespace: "default", Name: "zz-late", VIPs: addrs("192.0.2.10"),
+		Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.9", false, "http/80")}}
+	noEndpoints := web()
+	webMoved := web2 // to another port: port 80 is released
+	webMoved.Ports = []Port{{Name: "http", Protocol: TCP, Port: 8081}}
+	aaa := Service{Namespace: "default", Name: "aaa", VIPs: addrs("192.0.2.30"), // sorts first
+		Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.7", false, "http/80")}}
+	type step struct {
+		services []Service
+		changed  []string
+		inPlace  bool // planNFTablesChanged plans it (no port released)
+	}
+	for _, tc := range []struct {
+		name     string
+		start    []Service
+		steps    []step
+		wantLast []string // what the last step writes
+	}{
+		{name: "one endpoint of one Service, back and forth", start: []Service{web2, dnsA},
+			steps: []step{{[]Service{web1, dnsA}, []string{"default/web"}, true}, {[]Service{web2, dnsA}, []string{"default/web"}, true}},
+			wantLast: []string{
+				"+endpoints_2 192.0.2.10 . 6 . 80 . 0 : 198.51.100.1 . 8080",
+				"+endpoints_2 192.0.2.10 . 6 . 80 . 1 : 198.51.100.2 . 8080",
+				"-endpoints_1 192.0.2.10 . 6 . 80 . 0 : 198.51.100.2 . 8080",
+			}},
+		{name: "named but unchanged: nothing to write", start: []Service{web2, dnsA},
+			steps: []step{{[]Service{dnsA, web2}, []string{"default/web", "kube-system/dns"}, true}}},
+		{name: "a Service added, one without endpoints gone", start: []Service{noEndpoints},
+			steps:    []step{{[]Service{noEndpoints, dnsA}, []string{"kube-system/dns"}, true}, {[]Service{dnsA}, []string{"default/web"}, true}},
+			wantLast: []string{"-vips 192.0.2.10"}},
+		{name: "a Service added that loses the port to the incumbent, then the incumbent gone: the loser not named takes the port", start: []Service{web2},
+			steps: []step{{[]Service{web2, late}, []string{"default/zz-late"}, true}, {[]Service{late}, []string{"default/web"}, false}},
+			wantLast: []string{
+				"+endpoints_1 192.0.2.10 . 6 . 80 . 0 : 198.51.100.9 . 80",
+				"+masquerade 192.0.2.10 . 6 . 80",
+				"-endpoints_2 192.0.2.10 . 6 . 80 . 0 : 198.51.100.1 . 8080",
+				"-endpoints_2 192.0.2.10 . 6 . 80 . 1 : 198.51.100.2 . 8080",
+				"-masquerade 192.0.2.10 . 6 . 80",
+				"map endpoints_1",
+			}},
+		{name: "a Service moved to another port, after another one claimed one: the loser takes the old port, the claims are undone first", start: []Service{web2, late},
+			steps: []step{{[]Service{aaa, webMoved, late}, []string{"default/aaa", "default/web"}, false}}},
+		{name: "a Service gone with its port, another one replacing it", start: []Service{web2, late},
+			steps: []step{{[]Service{multi(), late}, []string{"default/multi", "default/web"}, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hinted := planNFTables(IPv4, tc.start, nil).state
+			plain := planNFTables(IPv4, tc.start, nil).state
+			var last []string
+			for i, s := range tc.steps {
+				changed := map[string]bool{}
+				for _, k := range s.changed {
+					changed[k] = true
+				}
+				hp := planNFTablesChanged(IPv4, s.services, hinted, changed)
+				if (hp != nil) != s.inPlace {
+					t.Fatalf("step %d: planned in place: %v, want %v", i, hp != nil, s.inPlace)
+				}
+				if hp == nil { // a port released: the ordered plan, as NFTables.sync does
+					hp = planNFTablesReusing(IPv4, s.services, hinted, nil, changed)
+				}
+				pp := planNFTables(IPv4, s.services, plain)
+				if got, want := changes(hp), changes(pp); !slices.Equal(got, want) {
+					t.Fatalf("step %d: told %v, the plan writes:\n%s\ncomparing all, it writes:\n%s", i, s.changed, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				if !maps.Equal(hp.state.ports, pp.state.ports) || !maps.Equal(hp.state.vipRefs, pp.state.vipRefs) || len(hp.state.services) != len(pp.state.services) {
+					t.Fatalf("step %d: the states differ: ports %v / %v, VIPs %v / %v", i, hp.state.ports, pp.state.ports, hp.state.vipRefs, pp.state.vipRefs)
+				}
+				hinted, plain, last = hp.state, pp.state, changes(hp)
+			}
+			if tc.wantLast != nil && !slices.Equal(last, tc.wantLast) {
+				t.Fatalf("the last step writes:\n%s\nwant:\n%s", strings.Join(last, "\n"), strings.Join(tc.wantLast, "\n"))
+			}
+		})
 	}
 }

@@ -22,6 +22,15 @@ type Plane interface {
 	SetHandoffs(h Handoffs) error
 }
 
+// ChangeSyncer is a Plane whose partial Sync can be told which Services (by
+// "namespace/name") may differ from its last successful Sync: it compares only those, so a
+// change costs the plane the work of the Services it touched, not of all of them. services is
+// still the complete desired set; a Service missing from it is gone, named or not. After a
+// failed Sync the plane rewrites everything whatever it is told.
+type ChangeSyncer interface {
+	SyncChanged(services []Service, changed map[string]bool) (SyncStats, error)
+}
+
 // The values of Config.Plane.
 const (
 	PlaneAuto     = "auto"     // nftables when the kernel takes our ruleset, else iptables

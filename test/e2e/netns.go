@@ -10,12 +10,13 @@ import (
 	"io"
 	"net"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
 // lab is a set of network namespaces owned by one test.
@@ -112,25 +113,7 @@ func (l *lab) listen(short, addr string) net.Listener {
 }
 
 // inNetns runs f on an OS thread switched into namespace short, then switches back.
-func (l *lab) inNetns(short string, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(self)
-	target, err := unix.Open("/run/netns/"+l.ns(short), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(target)
-	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-		return err
-	}
-	defer unix.Setns(self, unix.CLONE_NEWNET)
-	return f()
-}
+func (l *lab) inNetns(short string, f func() error) error { return netnstest.Do(l.ns(short), f) }
 
 // forward makes the API server (on the root namespace's loopback) reachable at
 // listen inside namespace short, as a node reaches its control plane.
