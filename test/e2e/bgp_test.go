@@ -364,7 +364,11 @@ func TestBGPAnnouncement(t *testing.T) {
 	t.Run("a hung node's routes go when the router's hold timer fires", func(t *testing.T) {
 		// A hung node: its agent stops sending keepalives, nothing closes the
 		// session, only the router's hold timer (3 s) can tell.
-		agent := d.agents["node2"].Process
+		cmd := d.agents["node2"]
+		if cmd == nil {
+			t.Fatal("node2's agent is not running: an earlier subtest failed before restarting it")
+		}
+		agent := cmd.Process
 		if err := agent.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
