@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -64,11 +65,11 @@ func runSharing(ctx context.Context, root, dir string, opArgs []string, admin, o
 		}
 	}
 	if err := fanout.Run(16, n, func(i int) error {
-		return admin.Create(ctx, sharedService(shareBaselineNS, i, ptr.To("bench.example/baseline")))
+		return createRetrying(ctx, admin, sharedService(shareBaselineNS, i, ptr.To("bench.example/baseline")))
 	}); err != nil {
 		return r, err
 	}
-	if err := fanout.Run(16, n, func(i int) error { return admin.Create(ctx, sharedService(shareNS, i, nil)) }); err != nil {
+	if err := fanout.Run(16, n, func(i int) error { return createRetrying(ctx, admin, sharedService(shareNS, i, nil)) }); err != nil {
 		return r, err
 	}
 	baseWatch, err := watchIPs(ctx, cs, shareBaselineNS, n)
@@ -144,6 +145,22 @@ func runSharing(ctx context.Context, root, dir string, opArgs []string, admin, o
 	split, twoKeys := sharingIntegrity(after)
 	r.split, r.twoKeys = r.split+split, r.twoKeys+twoKeys
 	return r, nil
+}
+
+// createRetrying creates obj, again after an error the API server gives
+// under load (etcd timed out behind a Service's ClusterIP allocation): the
+// set-up is not what is measured.
+func createRetrying(ctx context.Context, c client.Client, obj client.Object) error {
+	for attempt := 0; ; attempt++ {
+		err := c.Create(ctx, obj)
+		if err == nil || apierrors.IsAlreadyExists(err) && attempt > 0 {
+			return nil
+		}
+		if attempt == 5 || !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "timed out")) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 func stopOperator(op *exec.Cmd) {
