@@ -38,9 +38,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -339,7 +342,13 @@ func watchIPs(ctx context.Context, cs *kubernetes.Clientset, ns string, n int) (
 	if err != nil {
 		return nil, err
 	}
-	events, err := cs.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	// A retry watcher: the API server ends a watch now and then (and sooner under load), and a
+	// plain one would leave the bench waiting forever for Services it was never told about.
+	events, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Services(ns).Watch(ctx, opts)
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
