@@ -372,6 +372,9 @@ func TestBGPAnnouncement(t *testing.T) {
 		if err := agent.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		// Resumed also when a wait below fails: a stopped agent never handles the
+		// lab's SIGTERM, and the cleanup would wait for it forever.
+		defer func() { _ = agent.Signal(syscall.SIGCONT) }()
 		took := d.waitNextHops(t, webVIP, "node1", "node3")
 		t.Logf("node2's agent frozen: its route withdrawn by the router after %s (hold time 3 s)", took)
 		if took < 1500*time.Millisecond || took > 5*time.Second {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,6 +187,7 @@ func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
 func (d *dataLab) stopAgent(node string) {
 	if c := d.agents[node]; c != nil {
 		_ = c.Process.Signal(os.Interrupt)
+		_ = c.Process.Signal(syscall.SIGCONT) // a test may have frozen it (SIGSTOP): it must see the interrupt
 		_ = c.Wait()
 		delete(d.agents, node)
 	}

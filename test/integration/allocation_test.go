@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -231,9 +232,14 @@ var _ = Describe("release", func() {
 		Eventually(ledger).ShouldNot(HaveKey("192.0.2.64"))
 
 		changing := eventuallyIPs(createService(lbService(ns, "changing")), "192.0.2.64")
-		changing.Spec.Type = corev1.ServiceTypeClusterIP
-		changing.Spec.Ports[0].NodePort = 0
-		Expect(k8s.Update(ctx, changing)).To(Succeed())
+		// The operator keeps writing the status (the Announced condition) after the
+		// address shows: the change is made on the latest version.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			changing = getService(changing)
+			changing.Spec.Type = corev1.ServiceTypeClusterIP
+			changing.Spec.Ports[0].NodePort = 0
+			return k8s.Update(ctx, changing)
+		})).To(Succeed())
 		Eventually(ledger).ShouldNot(HaveKey("192.0.2.64"))
 		Eventually(func(g Gomega) {
 			got := getService(changing)
