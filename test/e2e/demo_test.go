@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +19,11 @@ func TestDemo(t *testing.T) {
 		t.Fatal("the demo builds network namespaces and needs root")
 	}
 	root := testenv.RepoRoot()
-	// Ports the kernel says are free now (etcd also takes ETCD_PORT+1).
-	api, etcd := freePort(t), freePort(t)
+	// Fixed ports below the kernel's ephemeral range (32768-60999): a port the kernel
+	// says is free now can be handed to a client socket of another package's test
+	// (they run in parallel) before etcd binds it, and etcd also takes ETCD_PORT+1.
+	// The benches' control planes use 17443/13379, 17543/13479 and 17643/13579.
+	api, etcd := 18443, 14379
 	c := exec.Command(filepath.Join(root, "hack", "demo.sh"))
 	c.Env = append(os.Environ(), fmt.Sprintf("API_PORT=%d", api), fmt.Sprintf("ETCD_PORT=%d", etcd))
 	out, err := c.CombinedOutput()
@@ -52,13 +54,4 @@ func TestDemo(t *testing.T) {
 	if t.Failed() {
 		t.Logf("demo output:\n%s", out)
 	}
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
