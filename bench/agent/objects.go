@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/bench/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 )
 
@@ -144,13 +145,7 @@ func populate(ctx context.Context, admin, operator client.Client, n int, nodes m
 
 // allocate makes the operator's two writes for svc: its ledger object, then its status.
 func allocate(ctx context.Context, operator client.Client, svc *corev1.Service, addr netip.Addr) error {
-	ip := &paasv1.IP{
-		ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(addr),
-			Labels:      map[string]string{paasv1.IPGroupLabel: "bench"},
-			Annotations: map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}},
-		Spec: paasv1.IPSpec{Address: addr.String(), IPGroup: "bench",
-			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}},
-	}
+	ip := ledger.Object(svc, addr, "bench")
 	if err := operator.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("ledger %s: %w", ip.Name, err)
 	}

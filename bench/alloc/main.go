@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/bench/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 	"github.com/paas-org/vip-allocator-operator/internal/procmem"
@@ -297,13 +298,7 @@ func service(ns string, i int, class *string) *corev1.Service {
 // baselineWrites makes, for Service i, the two writes the operator makes.
 func baselineWrites(ctx context.Context, c client.Client, svc *corev1.Service, i int) error {
 	addr := netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)})
-	ip := &paasv1.IP{
-		ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(addr),
-			Labels:      map[string]string{paasv1.IPGroupLabel: "bench"},
-			Annotations: map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}},
-		Spec: paasv1.IPSpec{Address: addr.String(), IPGroup: "bench",
-			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}},
-	}
+	ip := ledger.Object(svc, addr, "bench")
 	if err := c.Create(ctx, ip, paasv1.FieldOwner); err != nil {
 		return err
 	}
