@@ -98,7 +98,10 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// Cancelled before the control plane stops (defers run last first), so
+	// the watches end quietly instead of retrying a stopped API server.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	for _, ns := range []string{benchNS, baselineNS} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
