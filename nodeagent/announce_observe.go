@@ -78,21 +78,21 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	var nodes corev1.NodeList
-	if err := a.Client.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
-	}
-	s, err := a.readServices(ctx, byName, nodeAddresses(nodes.Items))
+	nodes, err := listNodes(ctx, a.Client, a.unviewed)
 	if err != nil {
 		return nil, err
 	}
-	s.alive, s.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining(), a.OnCordon)
-	if a.nodes != nil {
-		a.nodes.update(nodes.Items)
+	s, err := a.readServices(ctx, byName, nodeAddresses(nodes))
+	if err != nil {
+		return nil, err
 	}
-	for i := range nodes.Items {
-		if nodes.Items[i].Name == a.NodeName {
-			s.self = &nodes.Items[i]
+	s.alive, s.known = aliveNodes(nodes, a.Liveness.AliveDraining(), a.OnCordon)
+	if a.nodes != nil {
+		a.nodes.update(nodes)
+	}
+	for i := range nodes {
+		if nodes[i].Name == a.NodeName {
+			s.self = &nodes[i]
 		}
 	}
 	if a.BGP != nil {
@@ -110,11 +110,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 // the ledger by object name: a VIP is announced only when its entry gives it
 // to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
-	var nodes corev1.NodeList
-	if err := a.Client.List(ctx, &nodes); err != nil {
-		return nil, nil, fmt.Errorf("list Nodes: %w", err)
+	nodes, err := listNodes(ctx, a.Client, a.unviewed)
+	if err != nil {
+		return nil, nil, err
 	}
-	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes.Items))
+	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes))
 	if err != nil {
 		return nil, nil, err
 	}

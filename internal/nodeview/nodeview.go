@@ -100,3 +100,15 @@ func specEqual(a, b paasv1.NodeViewSpec) bool {
 			return x.Name == y.Name && x.MAC == y.MAC && slices.Equal(x.Addrs, y.Addrs)
 		})
 }
+
+// Trim is n with only what the agents read of it: an agent that reads a Node
+// itself (one whose agent publishes no view yet) keeps no more of it than a
+// view holds.
+func Trim(n *corev1.Node) corev1.Node {
+	value, agent := n.Annotations[paasv1.NodeInterfacesAnnotation]
+	out := Node(&paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Spec: SpecOf(n, value)})
+	if !agent {
+		delete(out.Annotations, paasv1.NodeInterfacesAnnotation)
+	}
+	return out
+}

@@ -93,6 +93,10 @@ func TestNodeOfViewReadsAsNode(t *testing.T) {
 			if got, want := read(&seen), read(n); !reflect.DeepEqual(got, want) {
 				t.Errorf("through the view agents read\n%+v\nfrom the Node\n%+v", got, want)
 			}
+			trimmed := Trim(n)
+			if got, want := read(&trimmed), read(n); !reflect.DeepEqual(got, want) {
+				t.Errorf("from the trimmed Node agents read\n%+v\nfrom the Node\n%+v", got, want)
+			}
 		})
 	}
 }
@@ -104,6 +108,10 @@ func TestNoViewBeforeTheAgentPublishes(t *testing.T) {
 	delete(n.Annotations, paasv1.NodeInterfacesAnnotation)
 	if v, ok := Of(n); ok {
 		t.Errorf("view %+v of a Node without the interfaces annotation", v.Spec)
+	}
+	trimmed := Trim(n)
+	if got, want := read(&trimmed), read(n); !reflect.DeepEqual(got, want) || got.Handover.Agent {
+		t.Errorf("from the trimmed Node agents read\n%+v\nfrom the Node\n%+v", got, want)
 	}
 }
 

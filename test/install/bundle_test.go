@@ -192,6 +192,9 @@ func TestBundleLifecycle(t *testing.T) {
 			{agentUser, "delete", "ips.paas.org", "", "no"},
 			{agentUser, "patch", "nodes", "", "yes"}, // publishes its interfaces (its own Node's annotation only: identity_test.go)
 			{agentUser, "delete", "nodes", "", "no"},
+			{agentUser, "update", "nodeviews.paas.org", "", "yes"}, // publishes its node's view (its own only: agent_nodeview_writes.yaml)
+			{agentUser, "watch", "nodeviews.paas.org", "", "yes"},  // reads the other nodes from their views
+			{agentUser, "delete", "nodeviews.paas.org", "", "no"},
 			{agentUser, "list", "bgppeers.paas.org", "", "yes"},
 			{agentUser, "patch", "bgppeers.paas.org --subresource=status", "", "yes"}, // its own session entries
 			{agentUser, "patch", "bgppeers.paas.org", "", "no"},
