@@ -116,7 +116,9 @@ var _ = Describe("NodeView", func() {
 			Expect(mgr.Start(mgrCtx)).To(Succeed())
 		}()
 		DeferCleanup(func() { stop(); <-done })
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "nv-pub"}}))).To(Succeed()) })
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(k8s.Delete(ctx, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "nv-pub"}}))).To(Succeed())
+		})
 
 		view := func(g Gomega) paasv1.NodeView {
 			var v paasv1.NodeView
