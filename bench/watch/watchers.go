@@ -72,9 +72,9 @@ func (w *watcher) counter() toolscache.ResourceEventHandler {
 
 // Which Nodes an agent watcher watches.
 const (
-	ownNodeAndViews = iota // as the agent ships: its own Node, and every NodeView
-	everyNode              // the agent before NodeViews: every Node in full
-	everyNodeMetadata      // every Node's metadata only (the cut measured before NodeViews)
+	ownNodeAndViews   = iota // as the agent ships: its own Node, and every NodeView
+	everyNode                // the agent before NodeViews: every Node in full
+	everyNodeMetadata        // every Node's metadata only (the cut measured before NodeViews)
 )
 
 // agentWatcher is a node agent's informer set (the kinds its controllers
