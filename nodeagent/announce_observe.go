@@ -45,6 +45,16 @@ type observed struct {
 // the last full one reads everything again.
 const fullPassEvery = time.Minute
 
+// fullPassPeriod is fullPassEvery, or less while Nodes are read without a
+// view (node_views.go): no event tells of their changes, so each full pass
+// reads them again.
+func (a *Announcer) fullPassPeriod() time.Duration {
+	if r := a.unviewed.refreshEvery(); r > 0 && r < fullPassEvery {
+		return r
+	}
+	return fullPassEvery
+}
+
 // observe reads what a pass decides from: everything, when ch says
 // something every VIP depends on changed (or nothing was read yet), else
 // only the Services and VIPs in ch; o.changed says which VIPs may have
@@ -52,7 +62,7 @@ const fullPassEvery = time.Minute
 // cache).
 func (a *Announcer) observe(ctx context.Context, ch changes) (o observation, self *corev1.Node, err error) {
 	o.now = time.Now()
-	if a.seen == nil || ch.all || o.now.Sub(a.lastFull) >= fullPassEvery {
+	if a.seen == nil || ch.all || o.now.Sub(a.lastFull) >= a.fullPassPeriod() {
 		a.seen = nil // a failure half-way leaves nothing half-read behind
 		seen, err := a.observeAll(ctx)
 		if err != nil {

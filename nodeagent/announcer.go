@@ -128,7 +128,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	vipsAnnounced.Set(float64(len(d.own) + len(d.release)))
 	agentsAlive.Set(float64(len(o.alive)))
 	requeue := d.requeue
-	if next := fullPassEvery - time.Since(a.lastFull); requeue == 0 || next < requeue {
+	if next := a.fullPassPeriod() - time.Since(a.lastFull); requeue == 0 || next < requeue {
 		requeue = max(next, time.Second)
 	}
 	if a.BGP != nil {

@@ -24,10 +24,21 @@ import (
 // it gives the election, trust and the node index the Nodes they always
 // read, so none of them knows where a Node came from.
 
-// unviewedTTL is how long the agent trusts a Node it read itself because its
-// agent publishes no view (an agent not upgraded yet): a change of such a
-// node (cordon, labels) is seen this much later than by the old agents.
-const unviewedTTL = 30 * time.Second
+// How long the agent trusts a Node it read itself because its agent
+// publishes no view (an agent not upgraded yet): a change of such a node
+// (cordon, labels) reaches it this much later than the old agents, who watch
+// it. At least unviewedMinTTL, and long enough that reading them all again
+// costs at most unviewedGetsPerSecond: 10 s for up to 50 such nodes, 200 s
+// for 1,000 (5 GETs a second per agent, while the upgrade lasts).
+const (
+	unviewedMinTTL        = 10 * time.Second
+	unviewedGetsPerSecond = 5
+)
+
+// unviewedTTL is the TTL when n nodes are read without a view.
+func unviewedTTL(n int) time.Duration {
+	return max(unviewedMinTTL, time.Duration(n)*time.Second/unviewedGetsPerSecond)
+}
 
 // maxAsked bounds the names gossip may make the agent look up.
 const maxAsked = 4096
@@ -69,7 +80,8 @@ func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, no
 // the agents alive in the gossip, the members the gossip named that the
 // agent could not place (ask), and the nodes it read before (so an old agent
 // that dies stays counted towards the majority). Each Node read is kept
-// unviewedTTL; once a node has a view it is no longer read.
+// unviewedTTL; once a node has a view it is no longer read. Its zero value
+// reads nothing: no direct reader.
 type unviewedNodes struct {
 	Direct  client.Reader
 	Members func() []string // the agents alive in the gossip (nil: none)
@@ -78,6 +90,19 @@ type unviewedNodes struct {
 	mu    sync.Mutex
 	read  map[string]nodeRead
 	asked map[string]bool
+	ttl   time.Duration // of the last listing; 0: no node without a view
+}
+
+// refreshEvery is how often the Nodes read without a view are read again (0:
+// there are none): the announcer passes as often, since no event tells it of
+// their changes.
+func (u *unviewedNodes) refreshEvery() time.Duration {
+	if u == nil {
+		return 0
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ttl
 }
 
 // nodeRead is a Node as read at a time; node is nil when there was none.
@@ -126,22 +151,28 @@ func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev
 			wanted[name] = true
 		}
 	}
+	for name := range wanted {
+		if have[name] {
+			delete(wanted, name)
+			delete(u.read, name) // its agent publishes a view now
+		}
+	}
+	ttl := unviewedTTL(len(wanted))
 	for name, r := range u.read {
-		if !wanted[name] && now().Sub(r.at) >= unviewedTTL {
+		if !wanted[name] && now().Sub(r.at) >= ttl {
 			delete(u.read, name) // a Node that was not there, asked about no more
 		}
 	}
 	var stale []string
 	for name := range wanted {
-		if have[name] {
-			delete(u.read, name) // its agent publishes a view now
-			continue
-		}
-		if r, ok := u.read[name]; !ok || now().Sub(r.at) >= unviewedTTL {
+		if r, ok := u.read[name]; !ok || now().Sub(r.at) >= ttl {
 			stale = append(stale, name)
 		}
 	}
 	u.mu.Unlock()
+	if u.Direct == nil {
+		return nil
+	}
 
 	fetched := make([]*nodeRead, len(stale))
 	_ = fanout.Run(8, len(stale), func(i int) error {
@@ -168,9 +199,13 @@ func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev
 	}
 	var out []corev1.Node
 	for name := range wanted {
-		if r, ok := u.read[name]; ok && r.node != nil && !have[name] {
+		if r, ok := u.read[name]; ok && r.node != nil {
 			out = append(out, *r.node.DeepCopy())
 		}
+	}
+	u.ttl = 0
+	if len(out) > 0 {
+		u.ttl = ttl
 	}
 	return out
 }

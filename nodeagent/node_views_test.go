@@ -60,17 +60,17 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 		{"first read: node-b from its view, node-c (alive, no view) from the API server, node-d unknown",
 			func() {}, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 1}},
 		{"again within the TTL: nothing read from the API server",
-			func() { now = now.Add(unviewedTTL / 2) }, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 0}},
+			func() { now = now.Add(unviewedMinTTL / 2) }, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 0}},
 		{"node-c cordoned: seen once the TTL has passed, not before",
 			func() { cordon(t, api, "node-c") }, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 0}},
 		{"... after the TTL",
-			func() { now = now.Add(unviewedTTL) }, want{nodes: []string{"node-a", "node-b", "node-c+"}, gets: 1}},
+			func() { now = now.Add(unviewedMinTTL) }, want{nodes: []string{"node-a", "node-b", "node-c+"}, gets: 1}},
 		{"the gossip names node-d, which the index does not know: asked, read",
 			func() { u.ask("node-d") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
 		{"a forged name: read once, not there, not listed",
 			func() { u.ask("node-x") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
 		{"node-c's agent dies: still counted (read before), refreshed after the TTL",
-			func() { members = []string{"node-a", "node-b"}; now = now.Add(unviewedTTL) },
+			func() { members = []string{"node-a", "node-b"}; now = now.Add(unviewedMinTTL) },
 			want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 2}},
 		{"node-c upgraded: its view replaces the Node, which is not read any more",
 			func() {
@@ -80,7 +80,7 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 				if err := cache.Create(ctx, v); err != nil {
 					t.Fatal(err)
 				}
-				now = now.Add(unviewedTTL)
+				now = now.Add(unviewedMinTTL)
 			},
 			want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1, internal: map[string]string{"node-c": "192.0.2.33"}}},
 		{"node-d deleted: gone after the TTL",
@@ -88,7 +88,7 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 				if err := api.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-d"}}); err != nil {
 					t.Fatal(err)
 				}
-				now = now.Add(unviewedTTL)
+				now = now.Add(unviewedMinTTL)
 			},
 			want{nodes: []string{"node-a", "node-b", "node-c+"}, gets: 1}},
 	}
@@ -118,6 +118,30 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 		if !slices.Equal(got, s.want.nodes) || gets != s.want.gets {
 			t.Errorf("%s: read %v with %d GETs, want %v with %d", s.desc, got, gets, s.want.nodes, s.want.gets)
 		}
+	}
+}
+
+// TestUnviewedTTL: the Nodes read without a view cost an agent at most 5
+// GETs a second, and are read at least every 10 s; with none, nothing asks
+// the announcer for extra passes.
+func TestUnviewedTTL(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{1, 10 * time.Second}, {50, 10 * time.Second}, {51, 10200 * time.Millisecond}, {1000, 200 * time.Second}} {
+		if got := unviewedTTL(c.n); got != c.want {
+			t.Errorf("unviewedTTL(%d) = %s, want %s", c.n, got, c.want)
+		}
+	}
+	var none *unviewedNodes
+	if got := none.refreshEvery(); got != 0 {
+		t.Errorf("no unviewedNodes: refreshEvery %s, want 0", got)
+	}
+	a := agentNode("node-a", "192.0.2.1")
+	cache := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(a).Build()
+	u := &unviewedNodes{Direct: cache, Members: func() []string { return []string{"node-a"} }}
+	if _, err := listNodes(context.Background(), cache, u); err != nil || u.refreshEvery() != 0 {
+		t.Errorf("every member has its Node or view: refreshEvery %s (err %v), want 0", u.refreshEvery(), err)
 	}
 }
 
