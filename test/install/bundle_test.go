@@ -82,8 +82,8 @@ func TestBundleLifecycle(t *testing.T) {
 				crds = append(crds, ref(o))
 			}
 		}
-		if len(crds) != 5 {
-			t.Fatalf("want the 5 CRDs, the bundle has %v", crds)
+		if len(crds) != 6 {
+			t.Fatalf("want the 6 CRDs, the bundle has %v", crds)
 		}
 		c.mustKubectl(t, append([]string{"wait", "--for", "condition=Established", "--timeout", "60s"}, crds...)...)
 	})
