@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
 // Issue 20, point 5: a node labelled node.kubernetes.io/exclude-from-external-load-balancers
@@ -95,6 +96,34 @@ func (d *dataLab) viewShows(t testing.TB, node, what string, ok func(*paasv1.Nod
 		}
 	}
 	t.Fatalf("the NodeView of %s does not show it %s: %+v", node, what, v.Spec)
+}
+
+// publishView does what the agent of node does first: it annotates its Node
+// with its interfaces (none here) and publishes the node's NodeView, with
+// the agent's identity.
+func (d *dataLab) publishView(t testing.TB, node string) {
+	t.Helper()
+	ctx := context.Background()
+	var n corev1.Node
+	if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[paasv1.NodeInterfacesAnnotation] = "[]"
+	if err := d.env.Admin.Patch(ctx, &n, patch); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := client.New(d.env.AgentConfig(node), client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, _ := nodeview.Of(&n)
+	if err := agent.Create(ctx, view); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // atLeast waits, up to 30 s, until the loop has made n successful requests:
