@@ -275,8 +275,11 @@ func TestAddressTrustL2(t *testing.T) {
 	ctx := context.Background()
 	k8s := d.env.Admin
 
-	// A Node joins with the address (a host that was given it by hand, say).
+	// A Node joins with the address (a host that was given it by hand, say),
+	// and its agent publishes its view (a Node no agent runs on: the
+	// operator's reservation, TestAddressTrust).
 	d.addNode(t, "node4", vip, nil)
+	d.publishView(t, "node4")
 	eventually(t, "no node answers ARP for a Node's address", func() error {
 		if macs := d.arpAnswers(vip); len(macs) > 0 {
 			return fmt.Errorf("answered by %v", macs)
@@ -291,6 +294,10 @@ func TestAddressTrustL2(t *testing.T) {
 		t.Fatalf("condition %s: %+v", paasv1.ConditionProgrammed, c)
 	}
 	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The garbage collector's part (this lab runs none): the view goes with its Node.
+	if err := k8s.Delete(ctx, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
 		t.Fatal(err)
 	}
 	d.owner(t, vip, "")
