@@ -46,7 +46,10 @@ func runAgent(args []string) error {
 	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
 	qps := fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
-	burst := fs.Int("kube-api-burst", 40, "burst of requests to the API server")
+	// The burst is a node's claims when it comes to own many VIPs at once (a
+	// batch of new Services, a failover): bounded by those VIPs, not by time,
+	// so they need not trail behind the sustained rate.
+	burst := fs.Int("kube-api-burst", 400, "burst of requests to the API server")
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "Prometheus metrics address; 0 disables")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over TLS to callers allowed to get /metrics (ClusterRole "+metricsauth.ReaderClusterRole+"); false: plain HTTP to anyone on the node's networks")

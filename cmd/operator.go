@@ -101,6 +101,14 @@ func runOperator(args []string) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
 	}
+	// client-go's streaming initial list (WatchListClient) waits for the API
+	// server to confirm its watch cache is current before the first objects
+	// count as synced: make bench-alloc measured start to first IP 1.3-2.4 s
+	// with it and 0.6 s with plain paged lists, and nothing allocates before
+	// the caches sync. $KUBE_FEATURE_WatchListClient overrides it.
+	if _, set := os.LookupEnv(watchListGate); !set {
+		_ = os.Setenv(watchListGate, "false")
+	}
 	if o.IPMode != string(corev1.LoadBalancerIPModeProxy) && o.IPMode != string(corev1.LoadBalancerIPModeVIP) {
 		return fmt.Errorf("--ip-mode must be Proxy or VIP, not %q", o.IPMode)
 	}
@@ -158,3 +166,7 @@ func runOperator(args []string) error {
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
+
+// watchListGate is the environment variable that sets client-go's
+// WatchListClient feature gate (read once, at the first client's start).
+const watchListGate = "KUBE_FEATURE_WatchListClient"

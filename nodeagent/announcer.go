@@ -23,6 +23,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
+	"golang.org/x/sync/errgroup"
 )
 
 // Liveness is the agents' view of each other (package membership): which
@@ -154,13 +155,20 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Ad
 	if err := a.Speaker.SetAnswering(d.own, d.release); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "answering ARP/NDP on some interfaces failed")
 	}
+	// Claims go out several at once: each is one round trip, and a node that
+	// comes to own hundreds of VIPs (a burst of new Services, a failover)
+	// would otherwise wait for them one after another before its next pass.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(claimsInFlight)
 	for _, vip := range d.claim {
-		if err := a.claim(ctx, ledger[vip]); err != nil {
-			return err
-		}
+		g.Go(func() error { return a.claim(gctx, ledger[vip]) })
 	}
-	return nil
+	return g.Wait()
 }
+
+// claimsInFlight is how many claims a pass writes at once; the client's rate
+// limit (--kube-api-qps, --kube-api-burst) still bounds them.
+const claimsInFlight = 16
 
 // claim records on the ledger entry ip, as listed this pass, that this node
 // announces its VIP.

@@ -98,7 +98,10 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// Cancelled before the control plane stops (defers run last first), so
+	// the watches end quietly instead of retrying a stopped API server.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	for _, ns := range []string{benchNS, baselineNS} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
@@ -188,6 +191,13 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 		return fmt.Errorf("operator metrics: %w", err)
 	}
 	firstIP := watch.firstServed.Sub(opStart)
+	workersAt := operatorproc.LoggedAt(dir, "service", "Starting workers")
+	if keep := os.Getenv("KEEP_OPERATOR_LOG"); keep != "" { // for a closer look at its start
+		if data, err := os.ReadFile(filepath.Join(dir, "operator.log")); err == nil {
+			_ = os.WriteFile(keep, data, 0o644)
+		}
+		fmt.Printf("operator started at %s\n", opStart.Format(time.RFC3339Nano))
+	}
 	before := watch.snapshot()
 
 	// Restart: SIGKILL, (the second baseline while it is down), start again,
@@ -231,6 +241,9 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 		workers, baseline.Seconds(), baseRate1, baseline2.Seconds(), baseRate2, baseRate)
 	fmt.Printf("  operator (process start -> all N hold an IP):          %8.2fs  %7.0f Services/s  (%.1f CPU-s)\n", allocation.Seconds(), opRate, opCPU)
 	fmt.Printf("  operator start -> first Service holds an IP:           %8.2fs\n", firstIP.Seconds())
+	if !workersAt.IsZero() {
+		fmt.Printf("    of which start -> its Service workers start (caches synced): %.2fs\n", workersAt.Sub(opStart).Seconds())
+	}
 	steady := float64(n-1) / (allocation - firstIP).Seconds()
 	fmt.Printf("  operator from its first IP until all N (start-up cost excluded): %6.0f Services/s, ratio %.2f\n", steady, steady/baseRate)
 	fmt.Printf("  API writes per Service (baseline 2), Events included:  %8.2f\n", opWrites/float64(n))

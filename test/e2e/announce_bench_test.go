@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -68,14 +69,27 @@ func benchAnnounce(tb testing.TB, n int) {
 	one := d.announceBatch(tb, "warm", 1)
 	one.deleteAll(tb)
 
+	// The baseline: the API server creating as many Services that need
+	// nothing of us (ClusterIP), the same way, in the same lab. "At once" is
+	// as fast as it creates them.
+	baseline := d.createServices(tb, "baseline", n, corev1.ServiceTypeClusterIP)
+	if err := d.env.Admin.DeleteAllOf(context.Background(), &corev1.Service{}, client.InNamespace("default"), client.MatchingLabels{"bench": "baseline"}); err != nil {
+		tb.Fatal(err)
+	}
+
 	fmt.Printf("\nL2 announcement, 3 nodes (IPv6, NDP):\n")
 	cpu0, passes0 := d.agentsCPU(), d.reconcileTimes()
 	r := d.announceBatch(tb, "bench", n)
 	cpu, passes := d.agentsCPU()-cpu0, d.reconcileTimes()
+	total := r.toIPs + r.toOwned
+	fmt.Printf("  baseline: the API server creates %d ClusterIP Services (16 clients) in %s\n", n, baseline.Round(time.Millisecond))
+	fmt.Printf("  %d LoadBalancer Services created at once, the last created after %s\n", n, r.toCreated.Round(time.Millisecond))
 	fmt.Printf("  %d Services created at once → all hold IPs          %8s\n", n, r.toIPs.Round(time.Millisecond))
 	fmt.Printf("    last IP → every VIP answered by exactly one node  %8s\n", r.toAnswered.Round(time.Millisecond))
 	fmt.Printf("    last IP → every VIP answered by the node the ledger names  %8s\n", r.toOwned.Round(time.Millisecond))
-	fmt.Printf("  created → every VIP answered by its owner: %s (target < 5s)\n", (r.toIPs + r.toOwned).Round(time.Millisecond))
+	fmt.Printf("  created → every VIP answered by its owner: %s (target < 5s); last created → all answered by their owners: %s\n",
+		total.Round(time.Millisecond), (total - r.toCreated).Round(time.Millisecond))
+	fmt.Printf("  ratio, created → all answered / the baseline's creation: %.2f\n", total.Seconds()/baseline.Seconds())
 	fmt.Printf("  the three agents' CPU over the batch: %.2f s (%.2f ms per Service); in their passes (wall time, all three):\n", cpu, 1000*cpu/float64(n))
 	for _, c := range []string{"announce", "dataplane", "announce: read and decide, full", "announce: read and decide, incremental"} {
 		p := passes[c].minus(passes0[c])
@@ -132,51 +146,87 @@ func (d *l2Lab) reconcileTimes() map[string]passTimes {
 
 // announceRun is one batch of Services and how long its phases took.
 type announceRun struct {
-	d                          *l2Lab
-	label                      string
-	toIPs, toAnswered, toOwned time.Duration
+	d                                     *l2Lab
+	label                                 string
+	toCreated, toIPs, toAnswered, toOwned time.Duration
 }
 
 // announceBatch creates n IPv6 LoadBalancer Services labelled bench=label at
 // once and waits until each VIP is answered by its owner.
 func (d *l2Lab) announceBatch(tb testing.TB, label string, n int) announceRun {
 	tb.Helper()
-	ctx := context.Background()
 	r := announceRun{d: d, label: label}
+	// The VIPs are read from a watch opened before the burst: polling a list
+	// of 1,000 Services as fast as the answers come would load the API server
+	// the operator is measured against.
+	held := d.watchIngress(tb, label)
 	start := time.Now()
-	if err := fanout.Run(16, n, func(i int) error {
-		return d.env.Admin.Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%d", label, i), Labels: map[string]string{"bench": label}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
-				Ports: []corev1.ServicePort{{Name: "http", Port: 80}}, AllocateLoadBalancerNodePorts: ptr.To(false)}})
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	var vips []netip.Addr
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var list corev1.ServiceList
-		if err := d.env.Admin.List(ctx, &list, client.MatchingLabels{"bench": label}); err != nil {
-			tb.Fatal(err)
-		}
-		vips = vips[:0]
-		for _, s := range list.Items {
-			if len(s.Status.LoadBalancer.Ingress) > 0 {
-				vips = append(vips, netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP))
-			}
-		}
-		if len(vips) == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d Services hold an IP after 2 minutes", len(vips), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.toCreated = d.createServices(tb, label, n, corev1.ServiceTypeLoadBalancer)
+	vips := held(n, 2*time.Minute)
 	allocated := time.Now()
 	r.toIPs = allocated.Sub(start)
 	r.toAnswered, r.toOwned = d.untilOwnersAnswer(tb, vips, allocated, 2*time.Minute)
 	return r
+}
+
+// createServices creates n IPv6 Services of type typ labelled bench=label,
+// 16 at a time, and returns how long that took.
+func (d *l2Lab) createServices(tb testing.TB, label string, n int, typ corev1.ServiceType) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	if err := fanout.Run(16, n, func(i int) error {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%d", label, i), Labels: map[string]string{"bench": label}},
+			Spec: corev1.ServiceSpec{Type: typ, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if typ == corev1.ServiceTypeLoadBalancer {
+			svc.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
+		}
+		return d.env.Admin.Create(context.Background(), svc)
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// watchIngress watches the Services labelled bench=label; the function it
+// returns waits until n of them hold an IP and returns those IPs (failing tb
+// after patience).
+func (d *l2Lab) watchIngress(tb testing.TB, label string) func(n int, patience time.Duration) []netip.Addr {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	wc, err := client.NewWithWatch(d.env.AdminConfig, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var list corev1.ServiceList
+	if err := wc.List(ctx, &list, client.MatchingLabels{"bench": label}); err != nil {
+		tb.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &corev1.ServiceList{}, client.MatchingLabels{"bench": label}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func(n int, patience time.Duration) []netip.Addr {
+		defer w.Stop()
+		vips := map[string]netip.Addr{}
+		timeout := time.After(patience)
+		for len(vips) < n {
+			select {
+			case ev, open := <-w.ResultChan():
+				if !open {
+					tb.Fatalf("the watch of the Services ended with %d of %d holding an IP", len(vips), n)
+				}
+				if s, ok := ev.Object.(*corev1.Service); ok && len(s.Status.LoadBalancer.Ingress) > 0 {
+					vips[s.Name] = netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
+				}
+			case <-timeout:
+				tb.Fatalf("%d of %d Services hold an IP after %s", len(vips), n, patience)
+			}
+		}
+		return slices.Collect(maps.Values(vips))
+	}
 }
 
 // deleteAll deletes the batch and waits until no VIP of it is left in the ledger.

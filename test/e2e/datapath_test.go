@@ -140,7 +140,16 @@ func (d *dataLab) startOperator(t testing.TB) {
 		Data:       map[string][]byte{paasv1.MemberlistKey: key}}); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
+	d.runOperator(t)
+}
+
+// runOperator runs the operator in this process until d.stopOperator or the
+// test's end: the operator as shipped (cmd/operator.go's defaults), since
+// bench-announce times it giving 1,000 Services their IPs.
+func (d *dataLab) runOperator(t testing.TB) {
+	cfg := rest.CopyConfig(d.env.OperatorConfig)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 32, IPMode: "Proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,6 +182,14 @@ type loop struct {
 	stop       chan struct{}
 	wg         sync.WaitGroup
 	firstErr   atomic.Value
+	mu         sync.Mutex
+	failures   []failedRequest // each failed request, when it ran
+}
+
+// failedRequest is one request the loop saw fail, from its start to its end.
+type failedRequest struct {
+	start, end time.Time
+	err        error
 }
 
 func (d *dataLab) curlLoop(target string) *loop {
@@ -238,9 +246,13 @@ func runLoop(do func() error) *loop {
 				return
 			case <-tick.C:
 			}
+			start := time.Now()
 			if err := do(); err != nil {
 				l.failed.Add(1)
 				l.firstErr.CompareAndSwap(nil, err.Error())
+				l.mu.Lock()
+				l.failures = append(l.failures, failedRequest{start, time.Now(), err})
+				l.mu.Unlock()
 			} else {
 				l.ok.Add(1)
 			}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -103,18 +102,8 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	speaker := startMetalLBSpeaker(t, d, "node1", vip, "198.51.100.11:8080")
 	eventually(t, "MetalLB's stand-in serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
 
-	// The switch: the converted group, the agents, the operator.
-	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
-		Spec: paasv1.IPGroupSpec{Addresses: []string{"192.0.2.32-192.0.2.63"}}}); err != nil {
-		t.Fatal(err)
-	}
-	loop := d.startCurlLoop("http://" + vip)
-	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n)
-	}
-	startOperatorAgain(t, d.dataLab)
-
-	start := time.Now()
+	loop, start := switchFromMetalLB(t, d.dataLab, "http://"+vip, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Addresses: []string{"192.0.2.32-192.0.2.63"}}})
 	owner := ""
 	eventually(t, "an agent announces the adopted VIP", func() error {
 		if owner = d.announcer(vip); owner == "" {
@@ -133,15 +122,9 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	time.Sleep(2 * time.Second) // both answer: the stand-in and the owner
 	speaker.stop()
 	time.Sleep(3 * time.Second) // the agents alone
-	total, failures, rate := loop.finish()
-	t.Logf("%s adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
-		vip, owner, announcedAfter.Round(time.Millisecond), total, rate, len(failures))
-	if len(failures) > 0 {
-		t.Fatalf("%d of %d requests failed during the hand-over from MetalLB:\n%s", len(failures), total, strings.Join(failures, "\n"))
-	}
-	if rate < 18 {
-		t.Fatalf("the loop ran at %.1f requests per second, not 20", rate)
-	}
+	total, rate := noneFailed(t, loop)
+	t.Logf("%s adopted and announced by %s %s after the operator started; %d requests at %.1f per second, 0 failed",
+		vip, owner, announcedAfter.Round(time.Millisecond), total, rate)
 	// Only the owner answers now, and the ledger names it.
 	t.Logf("after MetalLB's removal %s answers for %s (node MACs %v)", d.owner(t, vip, ""), vip, d.macs)
 	ledger := &paasv1.IP{}
@@ -170,7 +153,6 @@ func (e errNotYet) Error() string { return string(e) }
 // 20 Hz throughout: not one request fails.
 func TestMetalLBHandOverBGP(t *testing.T) {
 	d := setupBGP(t)
-	ctx := context.Background()
 	k8s := d.env.Admin
 	d.stopOperator()
 	const vip, speakerIP = "203.0.113.140", "198.51.100.20"
@@ -209,22 +191,10 @@ router bgp 64513
 	})
 	eventually(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
 
-	// The switch: the converted peer and group, the agents, the operator.
-	for _, o := range []client.Object{
+	loop, start := switchFromMetalLB(t, d.dataLab, "http://"+vip,
 		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}},
 		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp-vips"}, Spec: paasv1.IPGroupSpec{Addresses: []string{"203.0.113.130-203.0.113.150"},
-			Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}},
-	} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	loop := d.startCurlLoop("http://" + vip)
-	for _, n := range []string{"node1", "node2", "node3"} {
-		d.startAgent(t, n)
-	}
-	startOperatorAgain(t, d.dataLab)
-	start := time.Now()
+			Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}})
 	eventually(t, "the router has the agents' routes next to the speaker's", func() error {
 		hops, err := d.router.nextHops(vip + "/32")
 		want := []string{bgpNodeIP["node1"], bgpNodeIP["node2"], bgpNodeIP["node3"], speakerIP}
@@ -243,15 +213,42 @@ router bgp 64513
 	time.Sleep(2 * time.Second) // flows already on the speaker's path finish there
 	speaker.stop()
 	time.Sleep(2 * time.Second)
-	total, failures, rate := loop.finish()
-	t.Logf("the router had the agents' routes to %s %s after the operator started, before the speaker's withdrawal; %d requests at %.1f per second, %d failed",
-		vip, ours.Round(time.Millisecond), total, rate, len(failures))
+	total, rate := noneFailed(t, loop)
+	t.Logf("the router had the agents' routes to %s %s after the operator started, before the speaker's withdrawal; %d requests at %.1f per second, 0 failed",
+		vip, ours.Round(time.Millisecond), total, rate)
+}
+
+// switchFromMetalLB is the switch as a user makes it: the converted objects
+// (what 'migrate metallb apply' writes), a client curling url at 20 Hz from
+// then on, the three agents, then the operator. It returns the loop and when
+// the operator started.
+func switchFromMetalLB(t *testing.T, d *dataLab, url string, converted ...client.Object) (*curlLoop, time.Time) {
+	t.Helper()
+	for _, o := range converted {
+		if err := d.env.Admin.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loop := d.startCurlLoop(url)
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	d.runOperator(t)
+	return loop, time.Now()
+}
+
+// noneFailed ends loop and fails t unless every request of the hand-over
+// passed, at about 20 a second.
+func noneFailed(t *testing.T, loop *curlLoop) (total int, perSecond float64) {
+	t.Helper()
+	total, failures, perSecond := loop.finish()
 	if len(failures) > 0 {
 		t.Fatalf("%d of %d requests failed during the hand-over from MetalLB:\n%s", len(failures), total, strings.Join(failures, "\n"))
 	}
-	if rate < 18 {
-		t.Fatalf("the loop ran at %.1f requests per second, not 20", rate)
+	if perSecond < 18 {
+		t.Fatalf("the loop ran at %.1f requests per second, not 20", perSecond)
 	}
+	return total, perSecond
 }
 
 // writeStatusAsMetalLB writes vip into svc's status as MetalLB's controller did before this
@@ -274,18 +271,4 @@ func writeStatusAsMetalLB(t *testing.T, k8s client.Client, svc *corev1.Service, 
 	if err := restore(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// startOperatorAgain starts the operator once more after d.stopOperator (startOperator also
-// writes the gossip key, which exists).
-func startOperatorAgain(t *testing.T, d *dataLab) {
-	t.Helper()
-	mgr, err := cmd.NewManager(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }

@@ -3,6 +3,7 @@
 package operatorproc
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,7 +28,7 @@ func Binary(root string) string {
 // no leader election, logging to dir/operator.log, and the extra flags.
 func Start(root, dir string, flags ...string) (*exec.Cmd, error) {
 	args := append([]string{"operator", "--kubeconfig", filepath.Join(dir, "operator.kubeconfig"), "--leader-elect=false",
-		"--zap-log-level", "info"}, flags...)
+		"--zap-log-level", "info", "--zap-time-encoding", "rfc3339nano"}, flags...)
 	c := exec.Command(Binary(root), args...)
 	log, err := os.OpenFile(filepath.Join(dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -110,4 +111,27 @@ func Writes(metricsAddr string) (float64, error) {
 		}
 	}
 	return total, nil
+}
+
+// LoggedAt is when the operator logging to dir/operator.log first logged msg
+// for controller (zero: never).
+func LoggedAt(dir, controller, msg string) time.Time {
+	data, err := os.ReadFile(filepath.Join(dir, "operator.log"))
+	if err != nil {
+		return time.Time{}
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var entry struct {
+			TS         string `json:"ts"`
+			Msg        string `json:"msg"`
+			Controller string `json:"controller"`
+		}
+		if json.Unmarshal([]byte(line), &entry) != nil || entry.Msg != msg || entry.Controller != controller {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, entry.TS); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
 }
