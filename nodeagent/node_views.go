@@ -132,6 +132,14 @@ func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev
 	if u.now != nil {
 		now = u.now
 	}
+	// The members are read before u.mu is taken: memberlist asks (ask,
+	// through the gossip's admission) while it holds its own lock, which
+	// Members needs too; taking them in the other order here deadlocked an
+	// agent's gossip and announcer.
+	var members []string
+	if u.Members != nil {
+		members = u.Members()
+	}
 	u.mu.Lock()
 	if u.read == nil {
 		u.read = map[string]nodeRead{}
@@ -141,10 +149,8 @@ func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev
 		wanted[name] = true
 	}
 	u.asked = nil
-	if u.Members != nil {
-		for _, name := range u.Members() {
-			wanted[name] = true
-		}
+	for _, name := range members {
+		wanted[name] = true
 	}
 	for name, r := range u.read {
 		if r.node != nil {

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +155,36 @@ func cordon(t *testing.T, c client.Client, name string) {
 	n.Spec.Unschedulable = true
 	if err := c.Update(context.Background(), &n); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The gossip asks about an unknown member (ask) while memberlist holds its
+// node lock, which Members needs as well: reading the Nodes must not hold
+// its own lock while it reads the members, or the two wait for each other
+// (an agent's gossip and announcer stopped for good in the e2e suite).
+func TestUnviewedReadsMembersOutsideItsLock(t *testing.T) {
+	var memberlistLock sync.Mutex // stands for memberlist's node lock
+	u := &unviewedNodes{}
+	u.Members = func() []string {
+		memberlistLock.Lock()
+		defer memberlistLock.Unlock()
+		return []string{"node-a"}
+	}
+	asked := make(chan struct{})
+	memberlistLock.Lock() // memberlist admits a member: it holds its lock and asks
+	go func() {
+		defer close(asked)
+		defer memberlistLock.Unlock()
+		time.Sleep(50 * time.Millisecond) // nodes() below is under way
+		u.ask("node-x")
+	}()
+	done := make(chan struct{})
+	go func() { defer close(done); u.nodes(context.Background(), map[string]bool{}) }()
+	for _, ch := range []chan struct{}{asked, done} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("reading the Nodes and the gossip's ask wait for each other")
+		}
 	}
 }
