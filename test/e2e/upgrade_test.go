@@ -95,6 +95,12 @@ func oldAgent(t testing.TB, root string) string {
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
+	// A shallow clone lacks the commit: fetch it from where the clone came.
+	if exec.Command("git", "-C", root, "cat-file", "-e", beforeNodeViews+"^{commit}").Run() != nil {
+		if b, err := exec.Command("git", "-C", root, "fetch", "--quiet", "--unshallow").CombinedOutput(); err != nil {
+			t.Logf("git fetch --unshallow: %v: %s", err, b)
+		}
+	}
 	src := t.TempDir()
 	archive := exec.Command("sh", "-c", "git -C \"$1\" archive \"$2\" | tar -x -C \"$3\"", "sh", root, beforeNodeViews, src)
 	if b, err := archive.CombinedOutput(); err != nil {
