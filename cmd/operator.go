@@ -65,14 +65,14 @@ func runOperator(args []string) error {
 	// other; the API server serves many at once, so Services go through at the
 	// API server's pace only with about as many in flight as a plain client
 	// needs to reach it (32: make bench-alloc's baseline). Workers cost a goroutine.
-	fs.IntVar(&o.Workers, "workers", 32, "Services reconciled concurrently")
+	fs.IntVar(&o.Workers, "workers", DefaultWorkers, "Services reconciled concurrently")
 	// client-go keeps one limiter per resource type: ledger creates and Service
 	// status patches each get QPS. 1000 is above what one allocation storm
 	// needs of a local API server (make bench-alloc: about 750 Services/s, so
 	// 750 requests/s per type), so the API server sets the pace, and its
 	// priority and fairness protects it; the limit only caps a runaway loop.
-	fs.Float64Var(&o.QPS, "kube-api-qps", 1000, "API requests per second the operator may make, per resource type")
-	fs.IntVar(&o.Burst, "kube-api-burst", 2000, "API request burst, per resource type")
+	fs.Float64Var(&o.QPS, "kube-api-qps", DefaultQPS, "API requests per second the operator may make, per resource type")
+	fs.IntVar(&o.Burst, "kube-api-burst", DefaultBurst, "API request burst, per resource type")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
 	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
@@ -170,3 +170,11 @@ func runOperator(args []string) error {
 // watchListGate is the environment variable that sets client-go's
 // WatchListClient feature gate (read once, at the first client's start).
 const watchListGate = "KUBE_FEATURE_WatchListClient"
+
+// The operator's defaults for its Service workers and its client limit (see
+// their flags for why), also what tests running the operator in process use.
+const (
+	DefaultWorkers = 32
+	DefaultQPS     = 1000
+	DefaultBurst   = 2000
+)

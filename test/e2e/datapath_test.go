@@ -148,8 +148,8 @@ func (d *dataLab) startOperator(t testing.TB) {
 // bench-announce times it giving 1,000 Services their IPs.
 func (d *dataLab) runOperator(t testing.TB) {
 	cfg := rest.CopyConfig(d.env.OperatorConfig)
-	cfg.QPS, cfg.Burst = 1000, 2000
-	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 32, IPMode: "Proxy"})
+	cfg.QPS, cfg.Burst = cmd.DefaultQPS, cmd.DefaultBurst
+	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}
