@@ -192,12 +192,6 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	}
 	firstIP := watch.firstServed.Sub(opStart)
 	workersAt := operatorproc.LoggedAt(dir, "service", "Starting workers")
-	if keep := os.Getenv("KEEP_OPERATOR_LOG"); keep != "" { // for a closer look at its start
-		if data, err := os.ReadFile(filepath.Join(dir, "operator.log")); err == nil {
-			_ = os.WriteFile(keep, data, 0o644)
-		}
-		fmt.Printf("operator started at %s\n", opStart.Format(time.RFC3339Nano))
-	}
 	before := watch.snapshot()
 
 	// Restart: SIGKILL, (the second baseline while it is down), start again,
