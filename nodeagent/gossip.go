@@ -160,19 +160,18 @@ func bindAddress(ctx context.Context, c client.Reader, node, flag string) (netip
 }
 
 // joinOthers joins the agents of the Nodes not in the membership yet,
-// after refreshing index (the addresses members are admitted from); list
-// reads the Nodes (listNodes).
-func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodeIndex) {
-	nodes, err := list(ctx)
-	if err != nil {
+// after refreshing index (the addresses members are admitted from).
+func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluster, self string, index *nodeIndex) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
 		ctrl.Log.Error(err, "list Nodes to join their agents")
 		return
 	}
-	index.update(nodes)
+	index.update(nodes.Items)
 	members := cluster.Members()
 	var addrs []string
-	for i := range nodes {
-		n := &nodes[i]
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
 		if _, in := members[n.Name]; in || n.Name == self {
 			continue
 		}
