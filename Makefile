@@ -158,7 +158,8 @@ bench-announce: build controlplane packages
 
 ## bench-watch: one agent's watch traffic (bytes and events a second) with 2,000 Nodes reporting
 ## their status at the kubelet's rate and 10,000 Services, against kube-proxy's informer set in the
-## same run, multiplied out for the API server; and the cut (the Nodes' metadata only)
+## same run, multiplied out for the API server: the agent as shipped (own Node + NodeViews), before
+## NodeViews (every Node), and before with the Nodes' metadata only
 bench-watch: controlplane
 	go run ./bench/watch -nodes $${NODES:-2000} -services $${SERVICES:-10000} -duration $${DURATION:-2m}
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +78,9 @@ type Agent struct {
 	// active planes have written rules; a family with no VIP yet is left
 	// untouched, so a node without IPv6 VIPs keeps its ip6tables as they are.
 	active map[dataplane.Family]bool
+	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
+	// none; see listNodes).
+	unviewed *unviewedNodes
 }
 
 // +kubebuilder:rbac:groups="",resources=services;nodes,verbs=get;list;watch
@@ -200,7 +204,7 @@ func (a *Agent) derive(ctx context.Context, stale stale, full bool) (keys []type
 			services = append(services, svc)
 		}
 	}
-	view, err := readTrust(ctx, a.Client, services, a.Options.OwnClassOnly, func() (map[netip.Addr]string, error) { return local, nil })
+	view, err := readTrust(ctx, a.Client, a.unviewed, services, a.Options.OwnClassOnly, func() (map[netip.Addr]string, error) { return local, nil })
 	if err != nil {
 		return nil, false, err
 	}
@@ -290,6 +294,7 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, marking(func(client.Object) { a.changes.markAll() }), builder.WithPredicates(nodeAddressesChanged)).
+		Watches(&paasv1.NodeView{}, marking(func(client.Object) { a.changes.markAll() }), builder.WithPredicates(viewAddressesChanged)).
 		Complete(a)
 }
 
@@ -315,6 +320,16 @@ func marking(mark func(client.Object)) handler.EventHandler {
 			q.Add(syncRequest)
 		},
 	}
+}
+
+// viewAddressesChanged passes the NodeView events that change a node's
+// addresses, as nodeAddressesChanged does for this node's own Node.
+var viewAddressesChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*paasv1.NodeView)
+		cur, okCur := e.ObjectNew.(*paasv1.NodeView)
+		return !okOld || !okCur || !slices.Equal(old.Spec.Addresses, cur.Spec.Addresses)
+	},
 }
 
 // nodeAddressesChanged passes the Node events that can change which addresses

@@ -45,6 +45,16 @@ type observed struct {
 // the last full one reads everything again.
 const fullPassEvery = time.Minute
 
+// fullPassPeriod is fullPassEvery, or less while Nodes are read without a
+// view (node_views.go): no event tells of their changes, so each full pass
+// reads them again.
+func (a *Announcer) fullPassPeriod() time.Duration {
+	if r := a.unviewed.refreshEvery(); r > 0 && r < fullPassEvery {
+		return r
+	}
+	return fullPassEvery
+}
+
 // observe reads what a pass decides from: everything, when ch says
 // something every VIP depends on changed (or nothing was read yet), else
 // only the Services and VIPs in ch; o.changed says which VIPs may have
@@ -52,7 +62,7 @@ const fullPassEvery = time.Minute
 // cache).
 func (a *Announcer) observe(ctx context.Context, ch changes) (o observation, self *corev1.Node, err error) {
 	o.now = time.Now()
-	if a.seen == nil || ch.all || o.now.Sub(a.lastFull) >= fullPassEvery {
+	if a.seen == nil || ch.all || o.now.Sub(a.lastFull) >= a.fullPassPeriod() {
 		a.seen = nil // a failure half-way leaves nothing half-read behind
 		seen, err := a.observeAll(ctx)
 		if err != nil {
@@ -78,21 +88,21 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	var nodes corev1.NodeList
-	if err := a.Client.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
-	}
-	s, err := a.readServices(ctx, byName, nodeAddresses(nodes.Items))
+	nodes, err := listNodes(ctx, a.Client, a.unviewed)
 	if err != nil {
 		return nil, err
 	}
-	s.alive, s.known = aliveNodes(nodes.Items, a.Liveness.AliveDraining(), a.OnCordon)
-	if a.nodes != nil {
-		a.nodes.update(nodes.Items)
+	s, err := a.readServices(ctx, byName, nodeAddresses(nodes))
+	if err != nil {
+		return nil, err
 	}
-	for i := range nodes.Items {
-		if nodes.Items[i].Name == a.NodeName {
-			s.self = &nodes.Items[i]
+	s.alive, s.known = aliveNodes(nodes, a.Liveness.AliveDraining(), a.OnCordon)
+	if a.nodes != nil {
+		a.nodes.update(nodes)
+	}
+	for i := range nodes {
+		if nodes[i].Name == a.NodeName {
+			s.self = &nodes[i]
 		}
 	}
 	if a.BGP != nil {
@@ -110,11 +120,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 // the ledger by object name: a VIP is announced only when its entry gives it
 // to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
-	var nodes corev1.NodeList
-	if err := a.Client.List(ctx, &nodes); err != nil {
-		return nil, nil, fmt.Errorf("list Nodes: %w", err)
+	nodes, err := listNodes(ctx, a.Client, a.unviewed)
+	if err != nil {
+		return nil, nil, err
 	}
-	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes.Items))
+	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes))
 	if err != nil {
 		return nil, nil, err
 	}

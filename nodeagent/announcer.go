@@ -82,6 +82,9 @@ type Announcer struct {
 	// nodes is the index of the Nodes' MACs and addresses each pass
 	// refreshes, for the L2 speaker and the gossip (nil: none kept).
 	nodes *nodeIndex
+	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
+	// none; see listNodes).
+	unviewed *unviewedNodes
 }
 
 // announceRequest is the Announcer's only work item, like the data plane's.
@@ -126,7 +129,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	vipsAnnounced.Set(float64(len(d.own) + len(d.release)))
 	agentsAlive.Set(float64(len(o.alive)))
 	requeue := d.requeue
-	if next := fullPassEvery - time.Since(a.lastFull); requeue == 0 || next < requeue {
+	if next := a.fullPassPeriod() - time.Since(a.lastFull); requeue == 0 || next < requeue {
 		requeue = max(next, time.Second)
 	}
 	if a.BGP != nil {
@@ -215,7 +218,10 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		Named("announce").
 		Watches(&corev1.Service{}, toAnnounce).
 		Watches(&discoveryv1.EndpointSlice{}, toAnnounce).
+		// This node's own Node (the only one the cache holds), and the views
+		// of the others, which change only when what is read of them does.
 		Watches(&corev1.Node{}, toAnnounce, builder.WithPredicates(nodeAnnounceChanged)).
+		Watches(&paasv1.NodeView{}, toAnnounce, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// An IPGroup's spec says how its VIPs are announced; its status (the
 		// operator's counts, rewritten as it allocates) says nothing to us.
 		Watches(&paasv1.IPGroup{}, toAnnounce, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -160,18 +160,19 @@ func bindAddress(ctx context.Context, c client.Reader, node, flag string) (netip
 }
 
 // joinOthers joins the agents of the Nodes not in the membership yet,
-// after refreshing index (the addresses members are admitted from).
-func joinOthers(ctx context.Context, c client.Reader, cluster *membership.Cluster, self string, index *nodeIndex) {
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
+// after refreshing index (the addresses members are admitted from); list
+// reads the Nodes (listNodes).
+func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodeIndex) {
+	nodes, err := list(ctx)
+	if err != nil {
 		ctrl.Log.Error(err, "list Nodes to join their agents")
 		return
 	}
-	index.update(nodes.Items)
+	index.update(nodes)
 	members := cluster.Members()
 	var addrs []string
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for i := range nodes {
+		n := &nodes[i]
 		if _, in := members[n.Name]; in || n.Name == self {
 			continue
 		}

@@ -21,6 +21,10 @@ import (
 // change of any Node triggers a pass), and so does every round of joins, so
 // a packet costs one map lookup, never a list of the Nodes.
 type nodeIndex struct {
+	// unknown hears of the nodes a member named that the index does not know
+	// (nil: nobody): their agents may publish no view yet (node_views.go).
+	unknown func(node string)
+
 	mu    sync.RWMutex
 	macs  map[string]bool
 	addrs map[string][]netip.Addr // node name → InternalIPs
@@ -58,6 +62,9 @@ func (x *nodeIndex) admitMember(node string, addr netip.Addr) error {
 	x.mu.RUnlock()
 	switch {
 	case !known:
+		if x.unknown != nil {
+			x.unknown(node)
+		}
 		return fmt.Errorf("no Node %s (yet)", node)
 	case !slices.Contains(ips, addr):
 		return fmt.Errorf("Node %s has InternalIPs %v, not %s", node, ips, addr)

@@ -5,21 +5,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
-	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
@@ -78,6 +79,9 @@ type Server struct {
 	dsDeleted *DeletionWatch
 	stopWatch context.CancelFunc
 	shutdown  *shutdown
+	// unviewed reads the Nodes of the agents that publish no NodeView
+	// (node_views.go), for the data plane, the announcer and the gossip.
+	unviewed *unviewedNodes
 
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the manager has returned
@@ -119,15 +123,20 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
 		PprofBindAddress:       cfg.PprofAddr,
-		Cache:                  cache.Options{DefaultTransform: slimcache.Transform},
+		Cache:                  CacheOptions(cfg.NodeName),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	s.agent.Client = s.mgr.GetClient()
+	s.unviewed = &unviewedNodes{Direct: s.direct}
+	s.agent.unviewed = s.unviewed
 	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName: cfg.NodeName, Settle: reportSettle}
 	if err := s.agent.SetupWithManager(s.mgr); err != nil {
+		return nil, err
+	}
+	if err := (&ViewPublisher{Client: s.mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
 	if err := s.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -211,7 +220,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes := &nodeIndex{}
+	nodes := &nodeIndex{unknown: s.unviewed.ask}
 	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
 		Admit: nodes.admitMember, Log: log.WithName("memberlist")})
 	if err != nil {
@@ -222,13 +231,19 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	registerCounterFunc("vip_allocator_agent_gossip_members_rejected_total",
 		"Gossip alive messages of members not counted: the member names a Node whose InternalIPs do not hold the address it speaks from (or no Node yet).",
 		cluster.Rejected)
-	joinOthers(ctx, s.direct, cluster, node, nodes)
+	// Before the cache runs: this node's Node and the views, from the API server.
+	joinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
+		return listNodes(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
+	}, cluster, node, nodes)
+	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(cluster.Members())) }
+	listed := func(ctx context.Context) ([]corev1.Node, error) { return listNodes(ctx, s.mgr.GetClient(), s.unviewed) }
 
 	a := &Announcer{
 		Client:         s.mgr.GetClient(),
 		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName:       node,
 		nodes:          nodes,
+		unviewed:       s.unviewed,
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       liveness{cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
@@ -263,7 +278,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, s.mgr.GetClient(), cluster, node, nodes) }, 5*time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, listed, cluster, node, nodes) }, 5*time.Second)
 			return nil
 		},
 		// Key rotation: the Secret is read directly (the agent may get

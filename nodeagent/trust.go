@@ -32,7 +32,10 @@ type trustView struct {
 	// reserved (spec.reservedBy: a Node or a CIDR of the cluster came to hold
 	// them after they were allocated) to what holds them.
 	reserved map[netip.Addr]string
-	// nodeAddrs maps every Node's address (status.addresses) to the Node.
+	// nodeAddrs maps every address (status.addresses) of the Nodes the
+	// agent reads (listNodes: its own, those with a NodeView, those of agents
+	// with none) to the Node. A Node no agent runs on is not among them: the
+	// operator, which reads every Node, marks its addresses reserved.
 	nodeAddrs map[netip.Addr]string
 	// local maps this node's own addresses, on any interface, to the
 	// interface.

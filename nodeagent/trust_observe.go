@@ -18,13 +18,13 @@ import (
 // status of the Services ours: each address's ledger object by its name (the
 // name is the address: a lookup, no list), the Nodes, this node's own
 // addresses, and the migrating VirtualIPs only when one of those addresses is
-// local.
-func readTrust(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
-		return trustView{}, fmt.Errorf("list Nodes: %w", err)
+// local. unviewed reads the Nodes that publish no view (nil: none).
+func readTrust(ctx context.Context, c client.Reader, unviewed *unviewedNodes, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
+	nodes, err := listNodes(ctx, c, unviewed)
+	if err != nil {
+		return trustView{}, err
 	}
-	return readTrustWith(ctx, c, services, ownClassOnly, localAddrs, nodeAddresses(nodes.Items))
+	return readTrustWith(ctx, c, services, ownClassOnly, localAddrs, nodeAddresses(nodes))
 }
 
 // readTrustWith is readTrust with the Nodes' addresses already read (see

@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
 // The simulated cluster: Node objects as a kubelet (v1.36) writes them, with
@@ -85,7 +86,8 @@ func nodeStatus(i int, now time.Time) corev1.NodeStatus {
 	return s
 }
 
-// createNodes creates n Nodes, each with its status.
+// createNodes creates n Nodes, each with its status, and the NodeView its
+// agent publishes of it.
 func createNodes(ctx context.Context, c client.Client, n int) error {
 	now := time.Now()
 	return fanout.Run(32, n, func(i int) error {
@@ -96,6 +98,10 @@ func createNodes(ctx context.Context, c client.Client, n int) error {
 		nd.Status = nodeStatus(i, now)
 		if err := c.Status().Update(ctx, nd); err != nil {
 			return fmt.Errorf("status of Node %s: %w", nd.Name, err)
+		}
+		view, _ := nodeview.Of(nd)
+		if err := c.Create(ctx, view); err != nil {
+			return fmt.Errorf("create NodeView %s: %w", nd.Name, err)
 		}
 		return nil
 	})

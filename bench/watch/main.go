@@ -5,10 +5,12 @@
 // annotation) and S LoadBalancer Services, starts, each on its own counted
 // connections,
 //
-//   - the agent's informer set as it ships (Services, EndpointSlices and Nodes
-//     in full, the ledger, IPGroups, BGPPeers);
+//   - the agent's informer set as it ships (Services, EndpointSlices, the
+//     ledger, IPGroups, BGPPeers, its own Node only and every NodeView, which
+//     each node's agent writes and which a status report does not change);
 //   - kube-proxy's (Services, EndpointSlices, its own Node only; protobuf);
-//   - the agent's with the Nodes watched as metadata only (the cut);
+//   - the agent's before NodeViews (every Node in full), and that with the
+//     Nodes watched as metadata only (the cut measured first);
 //
 // then reports every Node's status as the kubelet does (once per
 // -report-period; the kubelet's nodeStatusReportFrequency, 5 minutes, when
@@ -33,6 +35,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -74,13 +77,20 @@ func run(nodes, services int, duration, period time.Duration) error {
 	if err := c.Get(ctx, client.ObjectKey{Name: nodeName(0)}, &one); err != nil {
 		return err
 	}
+	var view paasv1.NodeView
+	if err := c.Get(ctx, client.ObjectKey{Name: nodeName(0)}, &view); err != nil {
+		return err
+	}
 	size, _ := json.Marshal(&one)
-	fmt.Printf("\nwatch traffic, %d Nodes (one Node: %.1f KiB of JSON), %d Services, created in %s\n", nodes, float64(len(size))/1024, services, time.Since(start).Round(time.Second))
+	viewSize, _ := json.Marshal(&view)
+	fmt.Printf("\nwatch traffic, %d Nodes (one Node: %.1f KiB of JSON, its NodeView %.1f KiB), %d Services, created in %s\n",
+		nodes, float64(len(size))/1024, float64(len(viewSize))/1024, services, time.Since(start).Round(time.Second))
 
 	watchers := []*watcher{
-		agentWatcher("agent, as shipped (full Nodes)", env.AdminConfig, false),
+		agentWatcher("agent, as shipped (own Node + NodeViews)", env.AdminConfig, ownNodeAndViews, nodeName(0)),
 		kubeProxyWatcher(env.AdminConfig, nodeName(0)),
-		agentWatcher("agent, Nodes as metadata only", env.AdminConfig, true),
+		agentWatcher("agent before NodeViews (every Node)", env.AdminConfig, everyNode, ""),
+		agentWatcher("agent before, Nodes as metadata only", env.AdminConfig, everyNodeMetadata, ""),
 	}
 	fmt.Printf("  initial lists (a cold start):\n")
 	for _, w := range watchers {
@@ -112,8 +122,8 @@ func run(nodes, services int, duration, period time.Duration) error {
 		}
 	}
 	if base > 0 {
-		fmt.Printf("  ratio agent/kube-proxy (bytes/s): as shipped %.1f, metadata-only Nodes %.1f\n",
-			float64(watchers[0].bytes.Load())/secs/base, float64(watchers[2].bytes.Load())/secs/base)
+		fmt.Printf("  ratio agent/kube-proxy (bytes/s): as shipped %.2f, before NodeViews %.1f, before with metadata-only Nodes %.1f\n",
+			float64(watchers[0].bytes.Load())/secs/base, float64(watchers[2].bytes.Load())/secs/base, float64(watchers[3].bytes.Load())/secs/base)
 	} else {
 		fmt.Printf("  kube-proxy received nothing in the window (its own Node did not report); ratios need a longer -duration\n")
 	}

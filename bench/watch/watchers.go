@@ -21,6 +21,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
 // watcher is one client's set of informers, with what it received: bytes
@@ -69,23 +70,39 @@ func (w *watcher) counter() toolscache.ResourceEventHandler {
 	}
 }
 
-// agentWatcher is the node agent's informer set as it ships (the kinds its
-// controllers watch, nodeagent/agent.go and announcer.go, with its cache
-// transform): every Service, EndpointSlice and Node in full, and the ledger,
-// the IPGroups and the BGPPeers. metadataNodes makes it watch the Nodes'
-// metadata only (the cut measured).
-func agentWatcher(name string, cfg *rest.Config, metadataNodes bool) *watcher {
+// Which Nodes an agent watcher watches.
+const (
+	ownNodeAndViews   = iota // as the agent ships: its own Node, and every NodeView
+	everyNode                // the agent before NodeViews: every Node in full
+	everyNodeMetadata        // every Node's metadata only (the cut measured before NodeViews)
+)
+
+// agentWatcher is a node agent's informer set (the kinds its controllers
+// watch, nodeagent/agent.go, announcer.go and nodeview_publisher.go, with its
+// cache options): every Service and EndpointSlice, the ledger, the IPGroups
+// and the BGPPeers, and the Nodes as nodes says, self being the agent's own.
+func agentWatcher(name string, cfg *rest.Config, nodes int, self string) *watcher {
 	w := &watcher{name: name}
 	w.start = func(ctx context.Context) error {
-		c, err := cache.New(w.countingConfig(cfg), cache.Options{Scheme: paasv1.NewScheme(), DefaultTransform: slimcache.Transform})
+		opts := cache.Options{DefaultTransform: slimcache.Transform}
+		if nodes == ownNodeAndViews {
+			opts = nodeagent.CacheOptions(self)
+		}
+		opts.Scheme = paasv1.NewScheme()
+		c, err := cache.New(w.countingConfig(cfg), opts)
 		if err != nil {
 			return err
 		}
-		node := client.Object(&corev1.Node{})
-		if metadataNodes {
-			node = &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}}
+		kinds := []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, &paasv1.IP{}, &paasv1.IPGroup{}, &paasv1.BGPPeer{}}
+		switch nodes {
+		case ownNodeAndViews:
+			kinds = append(kinds, &corev1.Node{}, &paasv1.NodeView{})
+		case everyNode:
+			kinds = append(kinds, &corev1.Node{})
+		case everyNodeMetadata:
+			kinds = append(kinds, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}})
 		}
-		for _, o := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}, node, &paasv1.IP{}, &paasv1.IPGroup{}, &paasv1.BGPPeer{}} {
+		for _, o := range kinds {
 			inf, err := c.GetInformer(ctx, o)
 			if err != nil {
 				return fmt.Errorf("informer for %T: %w", o, err)

@@ -46,6 +46,9 @@ type dataLab struct {
 	stopOperator func()
 	// apiServerFlags are passed to the lab's kube-apiserver (testenv.Start).
 	apiServerFlags []string
+	// binaries are the vip-allocator builds some nodes' agents run instead
+	// of binary's (node → path; a rolling upgrade).
+	binaries map[string]string
 }
 
 func setup(t testing.TB, apiServerFlags ...string) *dataLab {
@@ -171,7 +174,11 @@ func (d *dataLab) addNode(t testing.TB, name, internalIP string, labels map[stri
 
 // startAgent runs a real agent process in node's namespace.
 func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
-	args := append([]string{"netns", "exec", d.ns(node), binary(d.root), "agent",
+	bin := binary(d.root)
+	if b, ok := d.binaries[node]; ok {
+		bin = b
+	}
+	args := append([]string{"netns", "exec", d.ns(node), bin, "agent",
 		"--node-name", node, "--kubeconfig", d.agentKubeconfig(t, node), "--resync-period", "3s", "--check-period", "500ms",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
 	c := exec.Command("ip", args...)

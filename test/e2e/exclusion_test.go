@@ -8,6 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
 // Issue 20, point 5: a node labelled node.kubernetes.io/exclude-from-external-load-balancers
@@ -21,6 +24,7 @@ func TestNodeExclusion(t *testing.T) {
 		l := d.curlLoop("http://" + vip + "/")
 		d.cordon(t, owner, true)
 		defer d.cordon(t, owner, false)
+		d.viewShows(t, owner, "cordoned", func(v *paasv1.NodeView) bool { return v.Spec.Unschedulable })
 		// The agents react to a Node change within a pass; give them several.
 		deadline := time.Now().Add(4 * time.Second)
 		for time.Now().Before(deadline) {
@@ -44,6 +48,7 @@ func TestNodeExclusion(t *testing.T) {
 		held := d.heldConnection(t, vipHostPort(vip))
 		time.Sleep(time.Second)
 		d.setNodeLabel(t, from, corev1.LabelNodeExcludeBalancers, "true")
+		d.viewShows(t, from, "excluded", func(v *paasv1.NodeView) bool { _, ok := v.Spec.Labels[corev1.LabelNodeExcludeBalancers]; return ok })
 		to := d.owner(t, vip, from)
 		time.Sleep(3 * time.Second) // past the hand-over: the old owner is quiet now
 		l.atLeast(t, 40)
@@ -76,6 +81,49 @@ func TestNodeExclusion(t *testing.T) {
 			}
 		}
 	})
+}
+
+// viewShows waits, up to 10 s, until the NodeView node's agent publishes
+// shows what the test just changed on its Node: the other agents see the
+// change through it (and not through a direct read of the Node, the path of
+// agents that publish no view).
+func (d *dataLab) viewShows(t testing.TB, node, what string, ok func(*paasv1.NodeView) bool) {
+	t.Helper()
+	var v paasv1.NodeView
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: node}, &v); err == nil && ok(&v) {
+			return
+		}
+	}
+	t.Fatalf("the NodeView of %s does not show it %s: %+v", node, what, v.Spec)
+}
+
+// publishView does what the agent of node does first: it annotates its Node
+// with its interfaces (none here) and publishes the node's NodeView, with
+// the agent's identity.
+func (d *dataLab) publishView(t testing.TB, node string) {
+	t.Helper()
+	ctx := context.Background()
+	var n corev1.Node
+	if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[paasv1.NodeInterfacesAnnotation] = "[]"
+	if err := d.env.Admin.Patch(ctx, &n, patch); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := client.New(d.env.AgentConfig(node), client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, _ := nodeview.Of(&n)
+	if err := agent.Create(ctx, view); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // atLeast waits, up to 30 s, until the loop has made n successful requests:

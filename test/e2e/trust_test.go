@@ -102,8 +102,11 @@ func testAddressTrust(t *testing.T, plane string) {
 		vip2 := allocated(web2)
 		eventually(t, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
 		// A Node that comes later with the address a Service holds (the
-		// operator never hands one out: this is the agents' defence in depth).
+		// operator never hands one out: this is the agents' defence in depth),
+		// and its agent, which publishes its NodeView (the agents read the
+		// other nodes from their views).
 		d.addNode(t, "node3", vip2, nil)
+		d.publishView(t, "node3")
 		reported(web2, paasv1.ReasonNodeAddress, vip2+" is an address of Node node3")
 		eventually(t, "no rule for "+vip2, func() error {
 			for _, node := range []string{"node1", "node2"} {
@@ -119,8 +122,35 @@ func testAddressTrust(t *testing.T, plane string) {
 		if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3"}}); err != nil {
 			t.Fatal(err)
 		}
+		// The garbage collector deletes the view with its Node (it owns it);
+		// this lab runs no kube-controller-manager, so the test does.
+		if err := k8s.Delete(ctx, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node3"}}); err != nil {
+			t.Fatal(err)
+		}
 		cleared(web2)
 		eventually(t, "web2 served again", func() error { _, err := d.curl("http://" + vip2); return err })
+	})
+
+	t.Run("the address of a Node with no agent: the operator marks its ledger entry reserved, and no agent carries it", func(t *testing.T) {
+		web3 := service("web3")
+		vip3 := allocated(web3)
+		eventually(t, "web3 is served", func() error { _, err := d.curl("http://" + vip3); return err })
+		// No agent runs on node4, so no agent reads it (they read the other
+		// nodes from the views their agents publish); the operator, which
+		// reads every Node, reserves the address in the ledger.
+		d.addNode(t, "node4", vip3, nil)
+		reported(web3, paasv1.ReasonReserved, vip3+" is reserved in the cluster (the address of Node node4)")
+		eventually(t, "no rule for "+vip3, func() error {
+			for _, node := range []string{"node1", "node2"} {
+				if mentions(d.ruleset(node), vip3) {
+					return fmt.Errorf("%s still programs it", node)
+				}
+			}
+			return nil
+		})
+		if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("an address on a node's own interface: that node refuses it, the other carries it", func(t *testing.T) {
@@ -245,8 +275,11 @@ func TestAddressTrustL2(t *testing.T) {
 	ctx := context.Background()
 	k8s := d.env.Admin
 
-	// A Node joins with the address (a host that was given it by hand, say).
+	// A Node joins with the address (a host that was given it by hand, say),
+	// and its agent publishes its view (a Node no agent runs on: the
+	// operator's reservation, TestAddressTrust).
 	d.addNode(t, "node4", vip, nil)
+	d.publishView(t, "node4")
 	eventually(t, "no node answers ARP for a Node's address", func() error {
 		if macs := d.arpAnswers(vip); len(macs) > 0 {
 			return fmt.Errorf("answered by %v", macs)
@@ -261,6 +294,10 @@ func TestAddressTrustL2(t *testing.T) {
 		t.Fatalf("condition %s: %+v", paasv1.ConditionProgrammed, c)
 	}
 	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The garbage collector's part (this lab runs none): the view goes with its Node.
+	if err := k8s.Delete(ctx, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
 		t.Fatal(err)
 	}
 	d.owner(t, vip, "")

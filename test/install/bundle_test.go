@@ -82,8 +82,8 @@ func TestBundleLifecycle(t *testing.T) {
 				crds = append(crds, ref(o))
 			}
 		}
-		if len(crds) != 5 {
-			t.Fatalf("want the 5 CRDs, the bundle has %v", crds)
+		if len(crds) != 6 {
+			t.Fatalf("want the 6 CRDs, the bundle has %v", crds)
 		}
 		c.mustKubectl(t, append([]string{"wait", "--for", "condition=Established", "--timeout", "60s"}, crds...)...)
 	})
@@ -192,6 +192,9 @@ func TestBundleLifecycle(t *testing.T) {
 			{agentUser, "delete", "ips.paas.org", "", "no"},
 			{agentUser, "patch", "nodes", "", "yes"}, // publishes its interfaces (its own Node's annotation only: identity_test.go)
 			{agentUser, "delete", "nodes", "", "no"},
+			{agentUser, "update", "nodeviews.paas.org", "", "yes"}, // publishes its node's view (its own only: agent_nodeview_writes.yaml)
+			{agentUser, "watch", "nodeviews.paas.org", "", "yes"},  // reads the other nodes from their views
+			{agentUser, "delete", "nodeviews.paas.org", "", "no"},
 			{agentUser, "list", "bgppeers.paas.org", "", "yes"},
 			{agentUser, "patch", "bgppeers.paas.org --subresource=status", "", "yes"}, // its own session entries
 			{agentUser, "patch", "bgppeers.paas.org", "", "no"},

@@ -168,7 +168,7 @@ func TestOLMBundle(t *testing.T) {
 		owned = append(owned, c.Name)
 	}
 	slices.Sort(owned)
-	if want := []string{"bgppeers.paas.org", "groupsegmentmappings.paas.org", "ipgroups.paas.org", "ips.paas.org", "virtualips.paas.org"}; !reflect.DeepEqual(owned, want) {
+	if want := []string{"bgppeers.paas.org", "groupsegmentmappings.paas.org", "ipgroups.paas.org", "ips.paas.org", "nodeviews.paas.org", "virtualips.paas.org"}; !reflect.DeepEqual(owned, want) {
 		t.Errorf("owned CRDs %v, want %v", owned, want)
 	}
 	for _, m := range csv.Spec.InstallModes {

@@ -38,7 +38,7 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	ctx := context.Background()
 	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
 	must(t, err)
-	for _, crd := range []string{"bgppeers", "groupsegmentmappings", "ipgroups", "ips", "virtualips"} {
+	for _, crd := range []string{"bgppeers", "groupsegmentmappings", "ipgroups", "ips", "nodeviews", "virtualips"} {
 		c.mustKubectl(t, "create", "-f", "bundle/manifests/paas.org_"+crd+".yaml")
 	}
 	c.mustKubectl(t, "create", "namespace", ns)

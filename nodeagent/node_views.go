@@ -1,0 +1,217 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
+)
+
+// How the agent reads the other nodes (issue 23): not from their Nodes, which
+// every kubelet rewrites every few minutes and which would cost every agent
+// every report of every node, but from their NodeViews, which each node's
+// agent writes for its own node (nodeview_publisher.go) and which change
+// only when what the agents read changes. listNodes is the one adapter:
+// it gives the election, trust and the node index the Nodes they always
+// read, so none of them knows where a Node came from.
+
+// How long the agent trusts a Node it read itself because its agent
+// publishes no view (an agent not upgraded yet): a change of such a node
+// (cordon, labels) reaches it this much later than the old agents, who watch
+// it. At least unviewedMinTTL, and long enough that reading them all again
+// costs at most unviewedGetsPerSecond: 10 s for up to 50 such nodes, 200 s
+// for 1,000 (5 GETs a second per agent, while the upgrade lasts).
+const (
+	unviewedMinTTL        = 10 * time.Second
+	unviewedGetsPerSecond = 5
+)
+
+// unviewedTTL is the TTL when n nodes are read without a view.
+func unviewedTTL(n int) time.Duration {
+	return max(unviewedMinTTL, time.Duration(n)*time.Second/unviewedGetsPerSecond)
+}
+
+// maxAsked bounds the names gossip may make the agent look up.
+const maxAsked = 4096
+
+// listNodes is every Node as the agent reads them: the Nodes c holds (the
+// agent's cache holds only its own; nodeOpts narrow a direct list the same
+// way), a Node read from its NodeView for every other node that has one,
+// and, from unviewed (nil: none), the nodes whose agents publish no view.
+func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, nodeOpts...); err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	var views paasv1.NodeViewList
+	if err := c.List(ctx, &views); err != nil {
+		return nil, fmt.Errorf("list NodeViews: %w", err)
+	}
+	out := nodes.Items
+	have := make(map[string]bool, len(nodes.Items)+len(views.Items))
+	for i := range nodes.Items {
+		have[nodes.Items[i].Name] = true
+	}
+	for i := range views.Items {
+		if v := &views.Items[i]; !have[v.Name] {
+			have[v.Name] = true
+			out = append(out, nodeview.Node(v))
+		}
+	}
+	if unviewed != nil {
+		out = append(out, unviewed.nodes(ctx, have)...)
+	}
+	return out, nil
+}
+
+// unviewedNodes reads, straight from the API server, the Nodes of the agents
+// that publish no NodeView: during a rolling upgrade, the agents not upgraded
+// yet. The agent cannot list every Node to find them (that is the traffic
+// the views remove), so it looks up only the nodes it has a reason to know:
+// the agents alive in the gossip, the members the gossip named that the
+// agent could not place (ask), and the nodes it read before (so an old agent
+// that dies stays counted towards the majority). Each Node read is kept
+// unviewedTTL; once a node has a view it is no longer read. Its zero value
+// reads nothing: no direct reader.
+type unviewedNodes struct {
+	Direct  client.Reader
+	Members func() []string // the agents alive in the gossip (nil: none)
+	now     func() time.Time
+
+	mu    sync.Mutex
+	read  map[string]nodeRead
+	asked map[string]bool
+	ttl   time.Duration // of the last listing; 0: no node without a view
+}
+
+// refreshEvery is how often the Nodes read without a view are read again (0:
+// there are none): the announcer passes as often, since no event tells it of
+// their changes.
+func (u *unviewedNodes) refreshEvery() time.Duration {
+	if u == nil {
+		return 0
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ttl
+}
+
+// nodeRead is a Node as read at a time; node is nil when there was none.
+type nodeRead struct {
+	node *corev1.Node
+	at   time.Time
+}
+
+// ask makes the next listing look name up: a gossip member named it and no
+// Node or view of it is known.
+func (u *unviewedNodes) ask(name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.asked == nil {
+		u.asked = map[string]bool{}
+	}
+	if len(u.asked) < maxAsked {
+		u.asked[name] = true
+	}
+}
+
+// nodes are the Nodes of the nodes u has a reason to know and have does
+// not hold, each read again once older than unviewedTTL. A Node that cannot
+// be read now keeps its last copy, if any, until it can.
+func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev1.Node {
+	now := time.Now
+	if u.now != nil {
+		now = u.now
+	}
+	// The members are read before u.mu is taken: memberlist asks (ask,
+	// through the gossip's admission) while it holds its own lock, which
+	// Members needs too; taking them in the other order here deadlocked an
+	// agent's gossip and announcer.
+	var members []string
+	if u.Members != nil {
+		members = u.Members()
+	}
+	u.mu.Lock()
+	if u.read == nil {
+		u.read = map[string]nodeRead{}
+	}
+	wanted := map[string]bool{}
+	for name := range u.asked {
+		wanted[name] = true
+	}
+	u.asked = nil
+	for _, name := range members {
+		wanted[name] = true
+	}
+	for name, r := range u.read {
+		if r.node != nil {
+			wanted[name] = true
+		}
+	}
+	for name := range wanted {
+		if have[name] {
+			delete(wanted, name)
+			delete(u.read, name) // its agent publishes a view now
+		}
+	}
+	ttl := unviewedTTL(len(wanted))
+	for name, r := range u.read {
+		if !wanted[name] && now().Sub(r.at) >= ttl {
+			delete(u.read, name) // a Node that was not there, asked about no more
+		}
+	}
+	var stale []string
+	for name := range wanted {
+		if r, ok := u.read[name]; !ok || now().Sub(r.at) >= ttl {
+			stale = append(stale, name)
+		}
+	}
+	u.mu.Unlock()
+	if u.Direct == nil {
+		return nil
+	}
+
+	fetched := make([]*nodeRead, len(stale))
+	_ = fanout.Run(8, len(stale), func(i int) error {
+		var n corev1.Node
+		err := u.Direct.Get(ctx, client.ObjectKey{Name: stale[i]}, &n)
+		switch {
+		case err == nil:
+			trimmed := nodeview.Trim(&n)
+			fetched[i] = &nodeRead{node: &trimmed, at: now()}
+		case apierrors.IsNotFound(err):
+			fetched[i] = &nodeRead{at: now()}
+		default:
+			ctrl.LoggerFrom(ctx).V(1).Info("read the Node of an agent that publishes no view", "node", stale[i], "error", err.Error())
+		}
+		return nil
+	})
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i, r := range fetched {
+		if r != nil {
+			u.read[stale[i]] = *r
+		}
+	}
+	var out []corev1.Node
+	for name := range wanted {
+		if r, ok := u.read[name]; ok && r.node != nil {
+			out = append(out, *r.node.DeepCopy())
+		}
+	}
+	u.ttl = 0
+	if len(out) > 0 {
+		u.ttl = ttl
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+package nodeagent
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
+)
+
+func agentNode(name, ip string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name),
+		Labels:      map[string]string{"kubernetes.io/hostname": name},
+		Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","addrs":["` + ip + `/24"]}]`}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+}
+
+// TestListNodesDuringAnUpgrade walks a rolling upgrade as a new agent (on
+// node-a) sees it: node-b's agent is new (a view), node-c's old (no view,
+// alive in the gossip), node-d's old and not yet in the gossip; the agent's
+// cache holds its own Node only. Every step says which nodes the agent reads,
+// how (cordoned or not), and how many Nodes it had to GET.
+func TestListNodesDuringAnUpgrade(t *testing.T) {
+	ctx := context.Background()
+	a, b, c, d := agentNode("node-a", "192.0.2.1"), agentNode("node-b", "192.0.2.2"), agentNode("node-c", "192.0.2.3"), agentNode("node-d", "192.0.2.4")
+	viewB, _ := nodeview.Of(b)
+	// The cache: this node's Node and the views.
+	cache := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(a, viewB).Build()
+	// The API server: every Node.
+	gets := 0
+	api := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(a.DeepCopy(), b.DeepCopy(), c.DeepCopy(), d.DeepCopy()).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets++
+			return cl.Get(ctx, key, obj, opts...)
+		}}).Build()
+	now := time.Unix(1000, 0)
+	members := []string{"node-a", "node-b", "node-c"}
+	u := &unviewedNodes{Direct: api, Members: func() []string { return members }, now: func() time.Time { return now }}
+
+	type want struct {
+		nodes    []string // name, + when cordoned
+		gets     int
+		internal map[string]string // node → its InternalIP as read
+	}
+	steps := []struct {
+		desc string
+		do   func()
+		want want
+	}{
+		{"first read: node-b from its view, node-c (alive, no view) from the API server, node-d unknown",
+			func() {}, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 1}},
+		{"again within the TTL: nothing read from the API server",
+			func() { now = now.Add(unviewedMinTTL / 2) }, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 0}},
+		{"node-c cordoned: seen once the TTL has passed, not before",
+			func() { cordon(t, api, "node-c") }, want{nodes: []string{"node-a", "node-b", "node-c"}, gets: 0}},
+		{"... after the TTL",
+			func() { now = now.Add(unviewedMinTTL) }, want{nodes: []string{"node-a", "node-b", "node-c+"}, gets: 1}},
+		{"the gossip names node-d, which the index does not know: asked, read",
+			func() { u.ask("node-d") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
+		{"a forged name: read once, not there, not listed",
+			func() { u.ask("node-x") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
+		{"node-c's agent dies: still counted (read before), refreshed after the TTL",
+			func() { members = []string{"node-a", "node-b"}; now = now.Add(unviewedMinTTL) },
+			want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 2}},
+		{"node-c upgraded: its view replaces the Node, which is not read any more",
+			func() {
+				nc := agentNode("node-c", "192.0.2.33")
+				nc.Spec.Unschedulable = true
+				v, _ := nodeview.Of(nc)
+				if err := cache.Create(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+				now = now.Add(unviewedMinTTL)
+			},
+			want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1, internal: map[string]string{"node-c": "192.0.2.33"}}},
+		{"node-d deleted: gone after the TTL",
+			func() {
+				if err := api.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-d"}}); err != nil {
+					t.Fatal(err)
+				}
+				now = now.Add(unviewedMinTTL)
+			},
+			want{nodes: []string{"node-a", "node-b", "node-c+"}, gets: 1}},
+	}
+	for _, s := range steps {
+		s.do()
+		gets = 0
+		nodes, err := listNodes(ctx, cache, u)
+		if err != nil {
+			t.Fatalf("%s: %v", s.desc, err)
+		}
+		var got []string
+		for i := range nodes {
+			n := election.NodeOf(&nodes[i])
+			name := n.Name
+			if n.Cordoned {
+				name += "+"
+			}
+			if !n.Agent || len(n.Interfaces) != 1 {
+				t.Errorf("%s: %s read as %+v, want an agent with its interface", s.desc, n.Name, n)
+			}
+			if ip, ok := s.want.internal[n.Name]; ok && election.InternalIPs(&nodes[i])[0].String() != ip {
+				t.Errorf("%s: %s has InternalIPs %v, want %s", s.desc, n.Name, election.InternalIPs(&nodes[i]), ip)
+			}
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, s.want.nodes) || gets != s.want.gets {
+			t.Errorf("%s: read %v with %d GETs, want %v with %d", s.desc, got, gets, s.want.nodes, s.want.gets)
+		}
+	}
+}
+
+// TestUnviewedTTL: the Nodes read without a view cost an agent at most 5
+// GETs a second, and are read at least every 10 s; with none, nothing asks
+// the announcer for extra passes.
+func TestUnviewedTTL(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want time.Duration
+	}{{1, 10 * time.Second}, {50, 10 * time.Second}, {51, 10200 * time.Millisecond}, {1000, 200 * time.Second}} {
+		if got := unviewedTTL(c.n); got != c.want {
+			t.Errorf("unviewedTTL(%d) = %s, want %s", c.n, got, c.want)
+		}
+	}
+	var none *unviewedNodes
+	if got := none.refreshEvery(); got != 0 {
+		t.Errorf("no unviewedNodes: refreshEvery %s, want 0", got)
+	}
+	a := agentNode("node-a", "192.0.2.1")
+	cache := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(a).Build()
+	u := &unviewedNodes{Direct: cache, Members: func() []string { return []string{"node-a"} }}
+	if _, err := listNodes(context.Background(), cache, u); err != nil || u.refreshEvery() != 0 {
+		t.Errorf("every member has its Node or view: refreshEvery %s (err %v), want 0", u.refreshEvery(), err)
+	}
+}
+
+func cordon(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	var n corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Unschedulable = true
+	if err := c.Update(context.Background(), &n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The gossip asks about an unknown member (ask) while memberlist holds its
+// node lock, which Members needs as well: reading the Nodes must not hold
+// its own lock while it reads the members, or the two wait for each other
+// (an agent's gossip and announcer stopped for good in the e2e suite).
+func TestUnviewedReadsMembersOutsideItsLock(t *testing.T) {
+	var memberlistLock sync.Mutex // stands for memberlist's node lock
+	u := &unviewedNodes{}
+	u.Members = func() []string {
+		memberlistLock.Lock()
+		defer memberlistLock.Unlock()
+		return []string{"node-a"}
+	}
+	asked := make(chan struct{})
+	memberlistLock.Lock() // memberlist admits a member: it holds its lock and asks
+	go func() {
+		defer close(asked)
+		defer memberlistLock.Unlock()
+		time.Sleep(50 * time.Millisecond) // nodes() below is under way
+		u.ask("node-x")
+	}()
+	done := make(chan struct{})
+	go func() { defer close(done); u.nodes(context.Background(), map[string]bool{}) }()
+	for _, ch := range []chan struct{}{asked, done} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("reading the Nodes and the gossip's ask wait for each other")
+		}
+	}
+}
