@@ -159,6 +159,35 @@ func bindAddress(ctx context.Context, c client.Reader, node, flag string) (netip
 	return netip.Addr{}, fmt.Errorf("Node %s has no InternalIP: set --bind-address", node)
 }
 
+// A round of joins runs every joinEvery, and sooner when kicked (a member
+// this agent could not place), but at most once per joinMinGap: a flood of
+// unknown names on the gossip costs at most that many rounds.
+const (
+	joinEvery  = 5 * time.Second
+	joinMinGap = 200 * time.Millisecond
+)
+
+// joinRounds runs round now, then every joinEvery or on a kick (with
+// joinMinGap between rounds), until ctx ends.
+func joinRounds(ctx context.Context, kick <-chan struct{}, round func()) {
+	tick := time.NewTicker(joinEvery)
+	defer tick.Stop()
+	for {
+		round()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(joinMinGap):
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-kick:
+		}
+	}
+}
+
 // joinOthers joins the agents of the Nodes not in the membership yet,
 // after refreshing index (the addresses members are admitted from); list
 // reads the Nodes (listNodes).

@@ -2,9 +2,11 @@ package nodeagent
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
@@ -42,5 +44,49 @@ func TestParseGossipKeys(t *testing.T) {
 				t.Errorf("%s: key %d differs", tc.desc, i)
 			}
 		}
+	}
+}
+
+// TestJoinRoundsKick: a kick (a member the agent could not place) brings the
+// next round at once instead of joinEvery later, and a flood of kicks runs
+// at most one round per joinMinGap.
+func TestJoinRoundsKick(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kick := make(chan struct{}, 1)
+	rounds := make(chan time.Time, 100)
+	done := make(chan struct{})
+	go func() {
+		joinRounds(ctx, kick, func() { rounds <- time.Now() })
+		close(done)
+	}()
+	<-rounds // the first round runs at once
+	kicked := time.Now()
+	kick <- struct{}{}
+	select {
+	case at := <-rounds:
+		if wait := at.Sub(kicked); wait > joinEvery/2 {
+			t.Fatalf("the kicked round came after %s", wait)
+		}
+	case <-time.After(joinEvery / 2):
+		t.Fatal("a kick brought no round before the period")
+	}
+	// A flood of kicks for a second.
+	flood := time.Now()
+	for time.Since(flood) < time.Second {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	n := len(rounds)
+	if limit := int(time.Second/joinMinGap) + 1; n > limit {
+		t.Fatalf("%d rounds in a second of kicks, want at most %d", n, limit)
+	}
+	if n < 2 {
+		t.Fatalf("%d rounds in a second of kicks: kicks were lost", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
 
 // nodeIndex is what the LAN-facing parts ask of the Nodes many times a
@@ -70,4 +71,18 @@ func (x *nodeIndex) admitMember(node string, addr netip.Addr) error {
 		return fmt.Errorf("Node %s has InternalIPs %v, not %s", node, ips, addr)
 	}
 	return nil
+}
+
+// allIn reports whether every node the index knows (this one, those with a
+// view, those whose agents publish none) has a member in members: whether
+// this agent counts every agent it could.
+func (x *nodeIndex) allIn(members map[string]membership.State) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for name := range x.addrs {
+		if _, in := members[name]; !in {
+			return false
+		}
+	}
+	return true
 }

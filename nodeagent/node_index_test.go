@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
 
 func nodeWithInterfaces(name, annotation string) corev1.Node {
@@ -45,6 +46,26 @@ func TestNodeIndexMACs(t *testing.T) {
 			if m.hasMAC(mac(k)) {
 				t.Errorf("%s: %s known", s.desc, k)
 			}
+		}
+	}
+}
+
+// TestNodeIndexAllIn: an agent counts every agent it could only when each
+// node it knows has a member (who admits whom decides the elections).
+func TestNodeIndexAllIn(t *testing.T) {
+	var x nodeIndex
+	x.update([]corev1.Node{nodeWithInterfaces("n1", `[]`), nodeWithInterfaces("n2", `[]`)})
+	for _, c := range []struct {
+		desc    string
+		members map[string]membership.State
+		want    bool
+	}{
+		{"only itself", map[string]membership.State{"n1": membership.Active}, false},
+		{"both", map[string]membership.State{"n1": membership.Active, "n2": membership.Draining}, true},
+		{"both and one it cannot place yet", map[string]membership.State{"n1": membership.Active, "n2": membership.Active, "n3": membership.Active}, true},
+	} {
+		if got := x.allIn(c.members); got != c.want {
+			t.Errorf("%s: allIn = %v, want %v", c.desc, got, c.want)
 		}
 	}
 }

@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
@@ -220,7 +220,21 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes := &nodeIndex{unknown: s.unviewed.ask}
+	// This node's interfaces and view are published before its gossip
+	// starts, so an agent that hears it can place it at once (an agent
+	// admits a member only from the addresses of a Node it reads).
+	s.publishSelf(ctx)
+	// A member named by the gossip that this agent cannot place yet is
+	// looked up and joined in the next round (at once, not in 5 s): until
+	// then the two agents count different members and elect differently.
+	kick := make(chan struct{}, 1)
+	nodes := &nodeIndex{unknown: func(name string) {
+		s.unviewed.ask(name)
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}}
 	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
 		Admit: nodes.admitMember, Log: log.WithName("memberlist")})
 	if err != nil {
@@ -249,9 +263,15 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		HandoverDelay:  s.cfg.HandoverDelay,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
-		// Settled once another agent is seen, or after a few seconds alone
-		// (the first agent of a cluster, or a one-node cluster).
-		Settled: func() bool { return len(cluster.Members()) > 1 || time.Since(started) > settleAlone },
+		// Settled once another agent is seen and every node this agent
+		// knows runs an agent is counted in the gossip (agents started
+		// together would otherwise elect from different members), or after
+		// a few seconds (the first agent of a cluster, a one-node cluster,
+		// a node whose agent is down).
+		Settled: func() bool {
+			members := cluster.Members()
+			return len(members) > 1 && nodes.allIn(members) || time.Since(started) > settleAlone
+		},
 	}
 	if s.cfg.ConnectionHandoff {
 		a.Handoff = s.agent.Handoff
@@ -278,7 +298,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { joinOthers(ctx, listed, cluster, node, nodes) }, 5*time.Second)
+			joinRounds(ctx, kick, func() { joinOthers(ctx, listed, cluster, node, nodes) })
 			return nil
 		},
 		// Key rotation: the Secret is read directly (the agent may get
@@ -294,6 +314,21 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// publishSelf publishes this node's interfaces and its view straight to the
+// API server (the manager and its cache do not run yet). A failure is only
+// logged: both publishers run again in the manager, and until the view
+// exists the other agents read this node's Node (node_views.go).
+func (s *Server) publishSelf(ctx context.Context) {
+	node := s.cfg.NodeName
+	if err := (&InterfacePublisher{Client: s.direct, NodeName: node}).Publish(ctx); err != nil {
+		ctrl.Log.Error(err, "publish this node's interfaces before joining the gossip")
+		return
+	}
+	if _, err := (&ViewPublisher{Client: s.direct, NodeName: node}).Reconcile(ctx, reconcile.Request{}); err != nil {
+		ctrl.Log.Error(err, "publish this node's view before joining the gossip")
+	}
 }
 
 // CleanupRules removes every rule, chain and table any agent wrote on this
