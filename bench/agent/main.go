@@ -38,7 +38,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -133,25 +132,18 @@ func run(root string, c config) error {
 			return fmt.Errorf("%s is missing: 'make controlplane build' builds kube-proxy and the agent", b)
 		}
 	}
-	dir, down, err := operatorproc.ClusterUp(root, 17643, 13579) // ports of its own: make test runs the benches' smokes at once
+	cluster, err := operatorproc.ClusterUp(root, 17643, 13579) // ports of its own: make test runs the benches' smokes at once
 	if err != nil {
 		return err
 	}
-	defer down()
+	defer cluster.Down()
+	dir, admin, operator := cluster.Dir, cluster.Admin, cluster.Operator
 	// The agents' logs outlive the control plane's directory, for a run that failed.
 	logs, err := os.MkdirTemp("", "bench-agent-logs")
 	if err != nil {
 		return err
 	}
 	fmt.Printf("logs of both agents: %s\n", logs)
-	admin, err := newClient(filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		return err
-	}
-	operator, err := newClient(filepath.Join(dir, "operator.kubeconfig"))
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
 	nodeIPs := map[string]netip.Addr{kubeProxy: netip.MustParseAddr("2001:db8:ff::1"), ours: netip.MustParseAddr("2001:db8:ff::2")}
 	start := time.Now()
@@ -451,15 +443,6 @@ func pctMS(f *figures, p int, patience time.Duration) float64 {
 		return ms(d)
 	}
 	return ms(2 * patience)
-}
-
-func newClient(kubeconfig string) (client.Client, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS = -1 // no client-side limit: the bench's writes must not queue here
-	return client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 }
 
 // apiHost is the API server's host:port on the root namespace's loopback.

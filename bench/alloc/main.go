@@ -40,9 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,20 +79,17 @@ func main() {
 
 func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	root := testenv.RepoRoot()
-	dir, down, err := operatorproc.ClusterUp(root, 17443, 13379)
+	cluster, err := operatorproc.ClusterUp(root, 17443, 13379)
 	if err != nil {
 		return err
 	}
-	defer down()
-
-	admin, adminCS, err := clients(filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		return err
-	}
+	defer cluster.Down()
+	dir, admin := cluster.Dir, cluster.Admin
 	// The baseline writes as the operator (its ServiceAccount: the same RBAC and
 	// API priority-and-fairness level) with no client-side limit: what the API
 	// server allows is the limit measured.
-	operator, _, err := clients(filepath.Join(dir, "operator.kubeconfig"))
+	operator := cluster.Operator
+	adminCS, err := protobufClientset(filepath.Join(dir, "kubeconfig"))
 	if err != nil {
 		return err
 	}
@@ -271,20 +266,15 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	return nil
 }
 
-func clients(kubeconfig string) (client.Client, *kubernetes.Clientset, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// protobufClientset is a typed clientset of kubeconfig speaking protobuf,
+// with no client-side limit, for the bulk creations.
+func protobufClientset(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := operatorproc.UnlimitedConfig(kubeconfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cfg.QPS = -1 // no client-side rate limit
-	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
-	if err != nil {
-		return nil, nil, err
-	}
-	pb := rest.CopyConfig(cfg)
-	pb.ContentType = "application/vnd.kubernetes.protobuf"
-	cs, err := kubernetes.NewForConfig(pb)
-	return c, cs, err
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	return kubernetes.NewForConfig(cfg)
 }
 
 func service(ns string, i int, class *string) *corev1.Service {

@@ -39,7 +39,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -88,19 +87,12 @@ type result struct {
 
 func run(sizes []int, workers int, delay time.Duration) error {
 	root := testenv.RepoRoot()
-	dir, down, err := operatorproc.ClusterUp(root, 17543, 13479)
+	cluster, err := operatorproc.ClusterUp(root, 17543, 13479)
 	if err != nil {
 		return err
 	}
-	defer down()
-	admin, err := newClient(filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		return err
-	}
-	operator, err := newClient(filepath.Join(dir, "operator.kubeconfig"))
-	if err != nil {
-		return err
-	}
+	defer cluster.Down()
+	dir, admin, operator := cluster.Dir, cluster.Admin, cluster.Operator
 	ctx := context.Background()
 	var results []result
 	for i, n := range sizes {
@@ -350,13 +342,4 @@ func addrs(a, b byte, n int) []netip.Addr {
 		out = append(out, netip.AddrFrom4([4]byte{a, b, byte(1 + i/250), byte(1 + i%250)}))
 	}
 	return out
-}
-
-func newClient(kubeconfig string) (client.Client, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS = -1 // no client-side limit: the baseline's writes go at the API server's pace
-	return client.New(rest.CopyConfig(cfg), client.Options{Scheme: paasv1.NewScheme()})
 }

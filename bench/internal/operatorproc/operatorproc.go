@@ -13,6 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // Binary is the vip-allocator binary the benchmarks run: $VIP_ALLOCATOR_BIN, or
@@ -53,13 +59,27 @@ func WaitReady(probeAddr string, timeout time.Duration) error {
 	return fmt.Errorf("operator not ready after %s", timeout)
 }
 
+// Cluster is a local control plane and the two clients every bench writes
+// through.
+type Cluster struct {
+	// Dir holds kubeconfig (admin) and operator.kubeconfig (the operator's
+	// ServiceAccount), and the operator's log.
+	Dir string
+	// Admin and Operator have no client-side rate limit: a bench's writes go
+	// at the API server's pace and never queue here. Operator writes with the
+	// operator's RBAC and API priority level, as a baseline must.
+	Admin, Operator client.Client
+	// Down stops the control plane.
+	Down func()
+}
+
 // ClusterUp starts a local control plane (hack/local-cluster.sh) in a new
-// temporary directory on the given ports and returns the directory, which holds
-// kubeconfig (admin) and operator.kubeconfig, and the function that stops it.
-func ClusterUp(root string, apiPort, etcdPort int) (dir string, down func(), err error) {
-	dir, err = os.MkdirTemp("", "vip-allocator-bench")
+// temporary directory on the given ports (each bench has its own: make test
+// runs their smokes at once).
+func ClusterUp(root string, apiPort, etcdPort int) (*Cluster, error) {
+	dir, err := os.MkdirTemp("", "vip-allocator-bench")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	cluster := func(verb string) error {
 		c := exec.Command(filepath.Join(root, "hack", "local-cluster.sh"), verb, dir)
@@ -68,9 +88,36 @@ func ClusterUp(root string, apiPort, etcdPort int) (dir string, down func(), err
 		return c.Run()
 	}
 	if err := cluster("up"); err != nil {
-		return "", nil, fmt.Errorf("local control plane: %w", err)
+		return nil, fmt.Errorf("local control plane: %w", err)
 	}
-	return dir, func() { _ = cluster("down") }, nil
+	c := &Cluster{Dir: dir, Down: func() { _ = cluster("down") }}
+	if c.Admin, err = unlimitedClient(filepath.Join(dir, "kubeconfig")); err == nil {
+		c.Operator, err = unlimitedClient(filepath.Join(dir, "operator.kubeconfig"))
+	}
+	if err != nil {
+		c.Down()
+		return nil, err
+	}
+	return c, nil
+}
+
+// UnlimitedConfig is the rest config of kubeconfig with no client-side rate
+// limit.
+func UnlimitedConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS = -1
+	return cfg, nil
+}
+
+func unlimitedClient(kubeconfig string) (client.Client, error) {
+	cfg, err := UnlimitedConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 }
 
 // Writes sums the operator's client requests that write, from its metrics at
