@@ -2,10 +2,10 @@
 // api/v1/ipgroup_types.go (the spec-level rules above IPGroupSpec, the items
 // rules above Addresses). CEL has no ordering of IPs, no functions and no
 // variables in the API server's environment, and a cost budget: the rules are
-// long expressions built here from small pieces. Run
-// `go run ./hack/ipgroupcel && make manifests` from the repository root (make
-// generate does both steps' first half), then check that the API server still
-// installs the CRD (any envtest suite does).
+// long expressions built here from small pieces. Run `make generate manifests`
+// (or `go run ./hack/ipgroupcel` from the repository root, then make
+// manifests), then check that the API server still installs the CRD (any
+// envtest suite does); make verify fails while the markers are stale.
 //
 // How addresses are compared: an IPv4 address as an int (octets from split);
 // an IPv6 one by its last group padded to four hex digits, which is enough
