@@ -25,8 +25,9 @@ all: build
 build:
 	go build -o $(BIN)/vip-allocator .
 
-## generate: deepcopy code from api/
+## generate: the IPGroup addresses CEL rules (hack/ipgroupcel) and deepcopy code in api/
 generate: $(CONTROLLER_GEN)
+	go run ./hack/ipgroupcel
 	$(CONTROLLER_GEN) object paths=./api/...
 
 ## manifests: CRDs and RBAC in config/ from the markers in api/ and controllers/
