@@ -19,7 +19,6 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/config/admission"
 	"github.com/paas-org/vip-allocator-operator/controllers"
-	"github.com/paas-org/vip-allocator-operator/internal/eventlimit"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/migration"
@@ -50,10 +49,9 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	normalEvents := eventlimit.NewLimiter() // one bucket for all controllers: the API server is one
 	base := func(name string) util.ReconcilerBase {
 		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
-		return util.NewFromManager(mgr, eventlimit.Recorder{EventRecorder: mgr.GetEventRecorderFor(name), Normal: normalEvents})
+		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
 	}
 	reserved, err := controllers.NewReservedSource(mgr, o.ServiceCIDRs)
 	if err != nil {
