@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -185,6 +186,21 @@ func joinRounds(ctx context.Context, kick <-chan struct{}, round func()) {
 		case <-tick.C:
 		case <-kick:
 		}
+	}
+}
+
+// latched is cond until it first holds, then true for good.
+func latched(cond func() bool) func() bool {
+	var held atomic.Bool
+	return func() bool {
+		if held.Load() {
+			return true
+		}
+		if cond() {
+			held.Store(true)
+			return true
+		}
+		return false
 	}
 }
 

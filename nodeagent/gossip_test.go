@@ -90,3 +90,20 @@ func TestJoinRoundsKick(t *testing.T) {
 		t.Fatalf("%d rounds in a second of kicks: kicks were lost", n)
 	}
 }
+
+// TestLatchedStaysTrue: an agent that settled stays settled when a member
+// dies (it did not: the survivors of a kill in the first seconds after start
+// announced nothing until settleAlone passed, a 4 s failover in make demo).
+func TestLatchedStaysTrue(t *testing.T) {
+	answers := []bool{false, true, false, false}
+	calls := 0
+	settled := latched(func() bool { calls++; return answers[calls-1] })
+	for i, want := range []bool{false, true, true, true} {
+		if got := settled(); got != want {
+			t.Fatalf("call %d: %v, want %v", i+1, got, want)
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("the condition was asked %d times, want 2 (not again once it held)", calls)
+	}
+}

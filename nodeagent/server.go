@@ -268,10 +268,12 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// together would otherwise elect from different members), or after
 		// a few seconds (the first agent of a cluster, a one-node cluster,
 		// a node whose agent is down).
-		Settled: func() bool {
+		// Once settled it stays so: settling is the start-up's, and an agent
+		// dying later must not stop the others from taking its VIPs.
+		Settled: latched(func() bool {
 			members := cluster.Members()
 			return len(members) > 1 && nodes.allIn(members) || time.Since(started) > settleAlone
-		},
+		}),
 	}
 	if s.cfg.ConnectionHandoff {
 		a.Handoff = s.agent.Handoff
