@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,10 +88,11 @@ type unviewedNodes struct {
 	Members func() []string // the agents alive in the gossip (nil: none)
 	now     func() time.Time
 
-	mu    sync.Mutex
-	read  map[string]nodeRead
-	asked map[string]bool
-	ttl   time.Duration // of the last listing; 0: no node without a view
+	mu         sync.Mutex
+	read       map[string]nodeRead
+	asked      map[string]bool
+	firstReads *rate.Limiter // of asked names never read (nodes)
+	ttl        time.Duration // of the last listing; 0: no node without a view
 }
 
 // refreshEvery is how often the Nodes read without a view are read again (0:
@@ -145,10 +147,20 @@ func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev
 		u.read = map[string]nodeRead{}
 	}
 	wanted := map[string]bool{}
-	for name := range u.asked {
-		wanted[name] = true
+	// A name the gossip asked about is read the first time within a budget:
+	// a fleet's worth at once (an agent starting amid a rolling upgrade),
+	// then unviewedGetsPerSecond; the rest waits, asked, for a later
+	// listing. Without it a key holder naming invented members on every
+	// round of joins would turn each agent into a GET amplifier.
+	if u.firstReads == nil {
+		u.firstReads = rate.NewLimiter(unviewedGetsPerSecond, maxAsked)
 	}
-	u.asked = nil
+	for name := range u.asked {
+		if _, read := u.read[name]; read || have[name] || u.firstReads.AllowN(now(), 1) {
+			wanted[name] = true
+			delete(u.asked, name)
+		}
+	}
 	for _, name := range members {
 		wanted[name] = true
 	}

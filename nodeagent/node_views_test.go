@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -186,5 +187,41 @@ func TestUnviewedReadsMembersOutsideItsLock(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("reading the Nodes and the gossip's ask wait for each other")
 		}
+	}
+}
+
+// TestInventedNamesCostABoundedNumberOfGETs: a gossip member naming invented
+// nodes on every round makes the agent read at most a fleet's worth at once
+// and then unviewedGetsPerSecond; names over the budget wait, still asked.
+func TestInventedNamesCostABoundedNumberOfGETs(t *testing.T) {
+	gets := 0
+	api := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets++
+			return cl.Get(ctx, key, obj, opts...)
+		}}).Build()
+	now := time.Unix(1000, 0)
+	u := &unviewedNodes{Direct: api, now: func() time.Time { return now }}
+	invent := func(round, n int) {
+		for i := range n {
+			u.ask(fmt.Sprintf("invented-%d-%d", round, i))
+		}
+	}
+	invent(0, 2*maxAsked) // ask keeps maxAsked of them
+	u.nodes(context.Background(), map[string]bool{})
+	if gets != maxAsked {
+		t.Fatalf("first flood: %d GETs, want the burst, %d", gets, maxAsked)
+	}
+	for round := 1; round <= 5; round++ { // five rounds of joins in the same second
+		invent(round, 100)
+		u.nodes(context.Background(), map[string]bool{})
+	}
+	if extra := gets - maxAsked; extra != 0 {
+		t.Fatalf("flooded again within the second: %d more GETs, want 0", extra)
+	}
+	now = now.Add(time.Second)
+	u.nodes(context.Background(), map[string]bool{})
+	if extra := gets - maxAsked; extra != unviewedGetsPerSecond {
+		t.Fatalf("a second later: %d more GETs, want %d", extra, unviewedGetsPerSecond)
 	}
 }

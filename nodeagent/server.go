@@ -264,12 +264,11 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
 		// Settled once another agent is seen and every node this agent
-		// knows runs an agent is counted in the gossip (agents started
-		// together would otherwise elect from different members), or after
-		// a few seconds (the first agent of a cluster, a one-node cluster,
-		// a node whose agent is down).
-		// Once settled it stays so: settling is the start-up's, and an agent
-		// dying later must not stop the others from taking its VIPs.
+		// knows is counted in the gossip (agents started together would
+		// otherwise elect from different members), or after a few seconds
+		// (the first agent of a cluster, a one-node cluster, a node whose
+		// agent is down); and settled for good: an agent dying later must
+		// not stop the others from taking its VIPs.
 		Settled: latched(func() bool {
 			members := cluster.Members()
 			return len(members) > 1 && nodes.allIn(members) || time.Since(started) > settleAlone
