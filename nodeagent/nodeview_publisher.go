@@ -45,7 +45,8 @@ type ViewPublisher struct {
 // config/admission/agent_nodeview_writes.yaml does.
 // +kubebuilder:rbac:groups=paas.org,resources=nodeviews,verbs=get;list;watch;create;update;patch
 
-// Reconcile publishes the view of this node's Node (from the cache).
+// Reconcile publishes the view of this node's Node (read from the cache, or from
+// the API server when publishSelf calls it before the cache runs).
 func (p *ViewPublisher) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	var node corev1.Node
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.NodeName}, &node); err != nil {
