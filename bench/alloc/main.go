@@ -133,10 +133,13 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	if err := operator.List(ctx, &pending, client.InNamespace(baselineNS)); err != nil {
 		return err
 	}
+	cpu := newControlPlaneCPU(dir)
+	baseCPUFrom := cpu.read()
 	baseline, err := timeBaseline(ctx, operator, pending.Items, baseWatch, workers)
 	if err != nil {
 		return err
 	}
+	baseCPU := cpu.since(baseCPUFrom)
 	start := time.Now()
 	if err := fanout.Run(workers, n, func(i int) error { return baselineMove(ctx, operator, &pending.Items[i], i) }); err != nil {
 		return fmt.Errorf("baseline moves: %w", err)
@@ -164,6 +167,7 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	// The operator, from process start until every Service holds an IP.
 	start = time.Now()
 	opStart := start
+	opCPUFrom := cpu.read()
 	op, err := startOperator(root, dir, opArgs)
 	if err != nil {
 		return err
@@ -181,6 +185,7 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	<-watch.allServed
 	allocation := time.Since(start)
 	opCPU := procCPU(op.Process.Pid)
+	opPhaseCPU := cpu.since(opCPUFrom)
 	opWrites, err := operatorproc.Writes(metricsAddr)
 	if err != nil {
 		return fmt.Errorf("operator metrics: %w", err)
@@ -236,6 +241,8 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	steady := float64(n-1) / (allocation - firstIP).Seconds()
 	fmt.Printf("  operator from its first IP until all N (start-up cost excluded): %6.0f Services/s, ratio %.2f\n", steady, steady/baseRate)
 	fmt.Printf("  API writes per Service (baseline 2), Events included:  %8.2f\n", opWrites/float64(n))
+	fmt.Printf("  CPU, baseline (before):  %s (the writer: this bench's workers and watch)\n", baseCPU.perService(n, baseCPU.self))
+	fmt.Printf("  CPU, operator:           %s\n", opPhaseCPU.perService(n, opCPU))
 	fmt.Printf("  ratio operator/baseline (mean):                        %8.2f   (target >= 0.8; %.2f to %.2f against either)\n", opRate/baseRate, opRate/max(baseRate1, baseRate2), opRate/min(baseRate1, baseRate2))
 	if sampled != nil {
 		fmt.Printf("  the operator's Service workers during the allocation: %s\n", sampled)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,4 +137,39 @@ func procCPU(pid int) float64 {
 	ut, _ := strconv.ParseFloat(fields[11], 64)
 	st, _ := strconv.ParseFloat(fields[12], 64)
 	return (ut + st) / 100 // USER_HZ
+}
+
+// controlPlaneCPU reads what the local control plane in dir (its pid files)
+// and this bench process have used, so a phase's CPU can be split by who
+// spent it: on a 2-core machine the API server shares the CPUs with the
+// writer it serves, and a writer that costs the API server more per Service
+// (watches, Events, its own CPU) gets fewer Services out of it.
+type controlPlaneCPU struct{ apiServer, etcd int }
+
+type cpuSplit struct{ apiServer, etcd, self float64 }
+
+func newControlPlaneCPU(dir string) controlPlaneCPU {
+	pid := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, name+".pid"))
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	return controlPlaneCPU{apiServer: pid("kube-apiserver"), etcd: pid("etcd")}
+}
+
+func (c controlPlaneCPU) read() cpuSplit {
+	return cpuSplit{apiServer: procCPU(c.apiServer), etcd: procCPU(c.etcd), self: procCPU(os.Getpid())}
+}
+
+// since is the CPU used from s until now, each part.
+func (c controlPlaneCPU) since(s cpuSplit) cpuSplit {
+	now := c.read()
+	return cpuSplit{apiServer: now.apiServer - s.apiServer, etcd: now.etcd - s.etcd, self: now.self - s.self}
+}
+
+// perService formats s in milliseconds per Service, with the writer's own
+// CPU (the bench's workers, or the operator's process) beside it.
+func (s cpuSplit) perService(n int, writer float64) string {
+	ms := func(sec float64) float64 { return sec * 1000 / float64(n) }
+	return fmt.Sprintf("API server %.2f, etcd %.2f, writer %.2f ms/Service", ms(s.apiServer), ms(s.etcd), ms(writer))
 }

@@ -112,12 +112,19 @@ func AllowVirtualIPCreation(ctx context.Context, admin client.Client) (restore f
 	if err := admin.Get(ctx, client.ObjectKey{Name: DenyVirtualIPBinding}, binding); err != nil {
 		return nil, err
 	}
-	if err := admin.Delete(ctx, binding); err != nil {
-		return nil, err
-	}
 	probe := func() error {
 		return admin.Create(ctx, &paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "probe"},
 			Spec: paasv1.VirtualIPSpec{Service: "probe"}}, client.DryRunAll)
+	}
+	// The API server loads bindings a moment after they are written: on a
+	// control plane just started, a probe could pass because the binding was
+	// not loaded yet, and the next create be refused once it is. So first see
+	// it refuse, then lift it.
+	if err := waitFor(func() bool { return apierrors.IsForbidden(probe()) }); err != nil {
+		return nil, fmt.Errorf("VirtualIP creation never refused before lifting the policy: %w", err)
+	}
+	if err := admin.Delete(ctx, binding); err != nil {
+		return nil, err
 	}
 	if err := waitFor(func() bool { return probe() == nil }); err != nil {
 		return nil, fmt.Errorf("VirtualIP creation still refused: %w", err)
