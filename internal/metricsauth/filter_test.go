@@ -45,8 +45,7 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/apis/authentication.k8s.io/v1/tokenreviews":
 		f.tokenReviews.Add(1)
 		var review authnv1.TokenReview
-		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		if !readJSON(w, r, &review) {
 			return
 		}
 		if review.Spec.Token == "api-down" {
@@ -62,8 +61,7 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 		f.accessReviews.Add(1)
 		var review authzv1.SubjectAccessReview
-		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		if !readJSON(w, r, &review) {
 			return
 		}
 		if review.Spec.User == "sar-fails" {
@@ -75,6 +73,15 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// readJSON decodes the request's body into v, or answers 400.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
