@@ -119,8 +119,7 @@ func testMetricsAuth(t *testing.T, c *cluster, metricsAddr string) {
 		want       int
 	}{
 		{"no token", "", http.StatusUnauthorized},
-		// controller-runtime's filter answers 500 when the TokenReview rejects a token.
-		{"a forged token", "not-a-token", http.StatusInternalServerError},
+		{"a forged token", "not-a-token", http.StatusUnauthorized},
 		{"the agent's token (not a metrics reader)", agent, http.StatusForbidden},
 		{"a ServiceAccount bound to vip-allocator-metrics-reader", scraper, http.StatusOK},
 	} {
