@@ -135,11 +135,19 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	}
 	cpu := newControlPlaneCPU(dir)
 	baseCPUFrom := cpu.read()
+	baseAPIFrom, err := readAPICounts(ctx, adminCS)
+	if err != nil {
+		return err
+	}
 	baseline, err := timeBaseline(ctx, operator, pending.Items, baseWatch, workers)
 	if err != nil {
 		return err
 	}
 	baseCPU := cpu.since(baseCPUFrom)
+	baseAPI, err := readAPICounts(ctx, adminCS)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := fanout.Run(workers, n, func(i int) error { return baselineMove(ctx, operator, &pending.Items[i], i) }); err != nil {
 		return fmt.Errorf("baseline moves: %w", err)
@@ -168,6 +176,10 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	start = time.Now()
 	opStart := start
 	opCPUFrom := cpu.read()
+	opAPIFrom, err := readAPICounts(ctx, adminCS)
+	if err != nil {
+		return err
+	}
 	op, err := startOperator(root, dir, opArgs)
 	if err != nil {
 		return err
@@ -186,6 +198,10 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	allocation := time.Since(start)
 	opCPU := procCPU(op.Process.Pid)
 	opPhaseCPU := cpu.since(opCPUFrom)
+	opAPI, err := readAPICounts(ctx, adminCS)
+	if err != nil {
+		return err
+	}
 	opWrites, err := operatorproc.Writes(metricsAddr)
 	if err != nil {
 		return fmt.Errorf("operator metrics: %w", err)
@@ -243,6 +259,8 @@ func run(n, workers int, opArgs []string, waits bool, triples int) error {
 	fmt.Printf("  API writes per Service (baseline 2), Events included:  %8.2f\n", opWrites/float64(n))
 	fmt.Printf("  CPU, baseline (before):  %s (the writer: this bench's workers and watch)\n", baseCPU.perService(n, baseCPU.self))
 	fmt.Printf("  CPU, operator:           %s\n", opPhaseCPU.perService(n, opCPU))
+	fmt.Printf("  the API server's requests and watch events per Service, baseline:%s\n", baseAPI.perService(baseAPIFrom, n))
+	fmt.Printf("  the same, operator:%s\n", opAPI.perService(opAPIFrom, n))
 	fmt.Printf("  ratio operator/baseline (mean):                        %8.2f   (target >= 0.8; %.2f to %.2f against either)\n", opRate/baseRate, opRate/max(baseRate1, baseRate2), opRate/min(baseRate1, baseRate2))
 	if sampled != nil {
 		fmt.Printf("  the operator's Service workers during the allocation: %s\n", sampled)

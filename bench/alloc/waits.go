@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // The operator does little CPU work per Service, so its throughput is set by
@@ -172,4 +175,62 @@ func (c controlPlaneCPU) since(s cpuSplit) cpuSplit {
 func (s cpuSplit) perService(n int, writer float64) string {
 	ms := func(sec float64) float64 { return sec * 1000 / float64(n) }
 	return fmt.Sprintf("API server %.2f, etcd %.2f, writer %.2f ms/Service", ms(s.apiServer), ms(s.etcd), ms(writer))
+}
+
+// apiCounts are the API server's own counters of what it served: requests by
+// verb and resource (apiserver_request_total) and watch events sent by kind
+// (apiserver_watch_events_total), from its /metrics.
+type apiCounts map[string]float64
+
+func readAPICounts(ctx context.Context, cs *kubernetes.Clientset) (apiCounts, error) {
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	out := apiCounts{}
+	for line := range strings.Lines(string(raw)) {
+		var name string
+		switch {
+		case strings.HasPrefix(line, "apiserver_request_total{"):
+			name = "request"
+		case strings.HasPrefix(line, "apiserver_watch_events_total{"):
+			name = "watch event"
+		default:
+			continue
+		}
+		labels, value, _ := strings.Cut(strings.TrimSpace(line[strings.Index(line, "{"):]), "} ")
+		v, _ := strconv.ParseFloat(value, 64)
+		l := map[string]string{}
+		for kv := range strings.SplitSeq(strings.Trim(labels, "{}"), ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			l[k] = strings.Trim(val, `"`)
+		}
+		resource := l["resource"]
+		if l["subresource"] != "" {
+			resource += "/" + l["subresource"]
+		}
+		out[strings.Join(strings.Fields(name+" "+l["verb"]+" "+resource+" "+l["kind"]), " ")] += v
+	}
+	return out, nil
+}
+
+// perService is what changed from before to c, per Service, largest first,
+// leaving out what changed by less than 0.01 per Service.
+func (c apiCounts) perService(before apiCounts, n int) string {
+	type entry struct {
+		what string
+		per  float64
+	}
+	var es []entry
+	for k, v := range c {
+		if d := (v - before[k]) / float64(n); d >= 0.01 {
+			es = append(es, entry{k, d})
+		}
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].per > es[j].per })
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "\n      %6.2f  %s", e.per, e.what)
+	}
+	return b.String()
 }
