@@ -11,7 +11,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# Same flags as 'make build-static', which the tests check for a static binary.
+# Same flags as 'make build' (what the tests and benches run); the tests check it is static.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/vip-allocator .
 
 FROM debian:${DEBIAN}-slim AS rootfs

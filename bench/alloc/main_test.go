@@ -11,7 +11,9 @@ func TestMain(m *testing.M) { benchtest.Main(m, main) }
 
 // TestSmoke is 'make bench-alloc' at a size 'make test' affords (20 Services): every phase runs
 // (baseline, allocation, restart, relocation, the sharing case with 6 triples), and it fails when
-// an IP changed or is held twice, or a shared one by two sharing keys.
+// an IP changed or is held twice, or a shared one by two sharing keys. It samples where the
+// operator's workers wait too (-waits), so that diagnosis cannot rot either.
 func TestSmoke(t *testing.T) {
-	benchtest.Run(t, 3*time.Minute, []string{"-n", "20"}, "ratio operator/baseline (mean):", "IPs held by two Services after the relocation:", "shared IPs held by two sharing keys:")
+	benchtest.Run(t, 3*time.Minute, []string{"-n", "20", "-waits"}, "ratio operator/baseline (mean):", "the API server's requests and watch events per Service, baseline:",
+		"IPs held by two Services after the relocation:", "shared IPs held by two sharing keys:")
 }
