@@ -40,6 +40,21 @@ func TestStatusPatchIsMergeFromsPatch(t *testing.T) {
 		{"the conditions removed", nil, func(s *corev1.Service) {
 			s.Status.Conditions = nil
 		}},
+		{"the conditions emptied (an empty list, not nil)", nil, func(s *corev1.Service) {
+			s.Status.Conditions = []metav1.Condition{}
+		}},
+		{"the address moved, a condition added, the other kept", func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7", IPMode: &proxy}, {IP: "2001:db8::7", IPMode: &proxy}}
+		}, func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress[0].IP = "203.0.113.8"
+			s.Status.Conditions = append(s.Status.Conditions, allocated)
+		}},
+		{"only the ingress's IP mode changed", func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7", IPMode: &proxy}}
+		}, func(s *corev1.Service) {
+			vip := corev1.LoadBalancerIPModeVIP
+			s.Status.LoadBalancer.Ingress[0].IPMode = &vip
+		}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			old := base.DeepCopy()

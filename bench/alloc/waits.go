@@ -214,23 +214,31 @@ func readAPICounts(ctx context.Context, cs *kubernetes.Clientset) (apiCounts, er
 	return out, nil
 }
 
-// perService is what changed from before to c, per Service, largest first,
-// leaving out what changed by less than 0.01 per Service.
+// perService is what changed from before to c, per Service, largest first;
+// what happened fewer than 0.01 times per Service (the lists of a start-up)
+// follows on one line, each with its count.
 func (c apiCounts) perService(before apiCounts, n int) string {
 	type entry struct {
-		what string
-		per  float64
+		what  string
+		count float64
 	}
 	var es []entry
 	for k, v := range c {
-		if d := (v - before[k]) / float64(n); d >= 0.01 {
+		if d := v - before[k]; d > 0 {
 			es = append(es, entry{k, d})
 		}
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].per > es[j].per })
-	var b strings.Builder
+	sort.Slice(es, func(i, j int) bool { return es[i].count > es[j].count })
+	var b, rare strings.Builder
 	for _, e := range es {
-		fmt.Fprintf(&b, "\n      %6.2f  %s", e.per, e.what)
+		if per := e.count / float64(n); per >= 0.01 {
+			fmt.Fprintf(&b, "\n      %6.2f  %s", per, e.what)
+		} else {
+			fmt.Fprintf(&rare, "; %s %.0f", e.what, e.count)
+		}
+	}
+	if rare.Len() > 0 {
+		fmt.Fprintf(&b, "\n      fewer: %s", strings.TrimPrefix(rare.String(), "; "))
 	}
 	return b.String()
 }
