@@ -44,14 +44,16 @@ type allocatorState struct {
 	inFlight struct {
 		sync.Mutex
 		statusFrom map[types.NamespacedName]string // resourceVersion our last status patch was computed from
-		ledger     map[ledgerWrite]bool            // ledger objects created or joined, not yet in the cache
+		// ledger objects created or joined, not yet in the cache, each with the
+		// resourceVersion of a write that needs no reconcile when it shows up.
+		ledger map[ledgerWrite]string
 	}
 }
 
 func newAllocatorState() *allocatorState {
 	a := &allocatorState{alloc: allocator.New(), pending: map[types.NamespacedName]struct{}{}}
 	a.inFlight.statusFrom = map[types.NamespacedName]string{}
-	a.inFlight.ledger = map[ledgerWrite]bool{}
+	a.inFlight.ledger = map[ledgerWrite]string{}
 	a.reservedStale.Store(true)
 	return a
 }
@@ -81,20 +83,32 @@ type ledgerWrite struct {
 	owner types.UID
 }
 
-func (a *allocatorState) ledgerCreated(name string, owner types.UID) {
+// ledgerCreated records a write to ledger object name for owner. settled is
+// the resourceVersion the write returned when the reconcile that made it did
+// all there is to do with it ("" when the object needs another look once the
+// cache shows it).
+func (a *allocatorState) ledgerCreated(name string, owner types.UID, settled string) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
-	a.inFlight.ledger[ledgerWrite{name, owner}] = true
+	a.inFlight.ledger[ledgerWrite{name, owner}] = settled
 }
 
 // ledgerSeen forgets the writes to a ledger object for the holders it shows:
-// the cache has them now.
-func (a *allocatorState) ledgerSeen(ip *paasv1.IP) {
+// the cache has them now. It returns the holders for whom the object is
+// exactly their settled write: its event tells them nothing new, so a
+// reconcile for it would only repeat the one that wrote it (a third of the
+// operator's reconciles of a new Service).
+func (a *allocatorState) ledgerSeen(ip *paasv1.IP) (settled []types.NamespacedName) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	for _, o := range ip.Holders() {
-		delete(a.inFlight.ledger, ledgerWrite{ip.Name, o.UID})
+		w := ledgerWrite{ip.Name, o.UID}
+		if rv, ok := a.inFlight.ledger[w]; ok && rv != "" && rv == ip.ResourceVersion {
+			settled = append(settled, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
+		}
+		delete(a.inFlight.ledger, w)
 	}
+	return settled
 }
 
 // ledgerInFlight reports whether we created or joined ledger object name for
@@ -102,7 +116,8 @@ func (a *allocatorState) ledgerSeen(ip *paasv1.IP) {
 func (a *allocatorState) ledgerInFlight(name string, owner types.UID) bool {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
-	return a.inFlight.ledger[ledgerWrite{name, owner}]
+	_, ok := a.inFlight.ledger[ledgerWrite{name, owner}]
+	return ok
 }
 
 // forget drops what is known about key's writes: the Service is gone.

@@ -83,7 +83,7 @@ func (r *ServiceReconciler) joinLedger(ctx context.Context, svc *corev1.Service,
 	if err := r.GetClient().Update(ctx, desired, paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("join ledger IP %s for %s/%s: %w", existing.Name, svc.Namespace, svc.Name, err)
 	}
-	r.state.ledgerCreated(desired.Name, svc.UID)
+	r.state.ledgerCreated(desired.Name, svc.UID, "")
 	return nil
 }
 

@@ -120,7 +120,7 @@ func (r *ServiceReconciler) adoptOne(ctx context.Context, svc *corev1.Service, k
 			return fmt.Errorf("relabel ledger IP %s: %w", ledger.Name, err)
 		}
 		// The cache has not shown the relabelled object yet: do not create it again.
-		r.state.ledgerCreated(ledger.Name, svc.UID)
+		r.state.ledgerCreated(ledger.Name, svc.UID, "")
 	}
 	r.moveHold(addr, key)
 	r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPMigrated, "Took over %s from VirtualIP %s/%s", addr, ns, name)

@@ -93,7 +93,7 @@ func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Servi
 			}
 			return nil, fmt.Errorf("adopt ledger IP %s of the original operator for %s/%s: %w", ip.Name, svc.Namespace, svc.Name, err)
 		}
-		r.state.ledgerCreated(desired.Name, svc.UID)
+		r.state.ledgerCreated(desired.Name, svc.UID, "")
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPAdopted, "Adopted %s from the original operator's ledger", addr)
 		adopted = append(adopted, *desired)
 	}

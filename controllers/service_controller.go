@@ -287,7 +287,7 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved, SharingKey: sharingKey}
 	err = r.GetClient().Create(ctx, ip, paasv1.FieldOwner)
 	if err == nil {
-		r.state.ledgerCreated(ip.Name, svc.UID)
+		r.state.ledgerCreated(ip.Name, svc.UID, ip.ResourceVersion)
 		allocationsTotal.WithLabelValues(group).Inc()
 		return true, nil
 	}
@@ -523,10 +523,12 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
 		ip := o.(*paasv1.IP)
-		r.state.ledgerSeen(ip) // an adopted or joined object is seen once it shows its holder
+		settled := r.state.ledgerSeen(ip) // an adopted or joined object is seen once it shows its holder
 		var out []reconcile.Request
 		for _, holder := range ledgerHolders(ip) {
-			out = append(out, reconcile.Request{NamespacedName: holder})
+			if !slices.Contains(settled, holder) {
+				out = append(out, reconcile.Request{NamespacedName: holder})
+			}
 		}
 		return out
 	}
