@@ -66,8 +66,9 @@ func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr
 	var out []announcement
 	for _, addr := range held {
 		a := announcement{addr: addr, group: groupOf[addr], mode: paasv1.AnnounceL2}
+		// Both objects are only read: the cache's own serve, uncopied.
 		var ip paasv1.IP
-		if err := r.GetClient().Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(addr)}, &ip); client.IgnoreNotFound(err) != nil {
+		if err := r.GetClient().Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(addr)}, &ip, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("get ledger IP %s: %w", addr, err)
 		}
 		a.by = ip.Status.AnnouncedBy
@@ -75,7 +76,7 @@ func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr
 			a.group = ip.Labels[paasv1.IPGroupLabel]
 		}
 		var g paasv1.IPGroup
-		if err := r.GetClient().Get(ctx, client.ObjectKey{Name: a.group}, &g); client.IgnoreNotFound(err) != nil {
+		if err := r.GetClient().Get(ctx, client.ObjectKey{Name: a.group}, &g, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("get IPGroup %s: %w", a.group, err)
 		}
 		if g.Spec.Announce != nil && g.Spec.Announce.Mode != "" {

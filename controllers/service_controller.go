@@ -125,8 +125,8 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		return err
 	}
 
-	ns := &corev1.Namespace{}
-	if err := r.GetClient().Get(ctx, types.NamespacedName{Name: svc.Namespace}, ns); client.IgnoreNotFound(err) != nil {
+	ns := &corev1.Namespace{} // only its labels are read: the cache's own, uncopied
+	if err := r.GetClient().Get(ctx, types.NamespacedName{Name: svc.Namespace}, ns, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("get Namespace %s: %w", svc.Namespace, err)
 	}
 	request, requestErr := k8salloc.Request(svc, ns.Labels)
