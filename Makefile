@@ -117,7 +117,6 @@ $(OPERATOR_SDK): hack/operatorsdk/go.mod
 	  -ldflags "-X github.com/operator-framework/operator-sdk/internal/version.Version=$(OPERATOR_SDK_VERSION) -X github.com/operator-framework/operator-sdk/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)" \
 	  github.com/operator-framework/operator-sdk/cmd/operator-sdk
 
-
 ## docker-build: the one image (Dockerfile) as IMG, with podman or docker
 docker-build:
 	$(CONTAINER_TOOL) build -t $(IMG) .
