@@ -60,7 +60,7 @@ func runAgent(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setLogger(&zapOpts)
 	if c.NodeName == "" {
 		return errors.New("agent: --node-name is required")
 	}

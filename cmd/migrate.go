@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -66,7 +65,7 @@ func runMigrate(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setLogger(&zapOpts)
 	cfg, err := loadKubeconfig(o.Kubeconfig)
 	if err != nil {
 		return err

@@ -92,7 +92,7 @@ func runOperator(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setLogger(&zapOpts)
 	// The operator's live heap is its informer caches (about 25 MiB at 3,000
 	// Services); Go's default GOGC=100 lets the heap grow to twice that between
 	// collections. 50 keeps the resident memory near the live heap at half the

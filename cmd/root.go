@@ -4,6 +4,11 @@ package cmd
 import (
 	"errors"
 	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/paas-org/vip-allocator-operator/internal/lazylog"
 )
 
 const usage = `usage: vip-allocator <command> [flags]
@@ -37,4 +42,11 @@ func Run(args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 	}
+}
+
+// setLogger makes the logger of opts everyone's, its WithValues deferred to
+// the lines written (internal/lazylog: every reconcile adds values to a logger
+// that almost never writes).
+func setLogger(opts *zap.Options) {
+	ctrl.SetLogger(lazylog.Wrap(zap.New(zap.UseFlagOptions(opts))))
 }
