@@ -42,6 +42,12 @@ func unviewedTTL(n int) time.Duration {
 	return max(unviewedMinTTL, time.Duration(n)*time.Second/unviewedGetsPerSecond)
 }
 
+// UnviewedGETsPerSecond is what one agent's reads of n Nodes without a view
+// cost the API server on average: n GETs every unviewedTTL(n).
+func UnviewedGETsPerSecond(n int) float64 {
+	return float64(n) / unviewedTTL(n).Seconds()
+}
+
 // maxAsked bounds the names gossip may make the agent look up.
 const maxAsked = 4096
 
@@ -81,6 +87,20 @@ func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, no
 		out = append(out, unviewed.nodes(ctx, have)...)
 	}
 	return out, nil
+}
+
+// ListerDuringUpgrade is the agent's listing of the Nodes (listNodes) with
+// the fallback for the nodes whose agents publish no view, for bench/watch to
+// measure what the fallback costs the API server: c is the agent's cache (its
+// own Node and the NodeViews), direct the API server, members the agents alive
+// in the gossip. Each call lists once, as the announcer does on each pass,
+// and returns how soon the Nodes read without a view are read again (0: none).
+func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(context.Context) ([]corev1.Node, time.Duration, error) {
+	u := &unviewedNodes{Direct: direct, Members: members}
+	return func(ctx context.Context) ([]corev1.Node, time.Duration, error) {
+		nodes, err := listNodes(ctx, c, u)
+		return nodes, u.refreshEvery(), err
+	}
 }
 
 // unviewedNodes reads, straight from the API server, the Nodes of the agents
