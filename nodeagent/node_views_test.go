@@ -136,6 +136,11 @@ func TestUnviewedTTL(t *testing.T) {
 			t.Errorf("unviewedTTL(%d) = %s, want %s", c.n, got, c.want)
 		}
 	}
+	for n, want := range map[int]float64{1: 0.1, 50: 5, 1000: 5} {
+		if got := UnviewedGETsPerSecond(n); got != want {
+			t.Errorf("UnviewedGETsPerSecond(%d) = %g, want %g", n, got, want)
+		}
+	}
 	var none *unviewedNodes
 	if got := none.refreshEvery(); got != 0 {
 		t.Errorf("no unviewedNodes: refreshEvery %s, want 0", got)
