@@ -18,6 +18,13 @@
 // for -duration, and prints what each received: bytes (what the API server
 // wrote on the connection) and events, per second, and multiplied by N, the
 // API server's output when every node runs one.
+//
+// Meanwhile, as in a rolling upgrade, half the Nodes have no NodeView (old
+// agents) and one upgraded agent reads theirs straight from the API server
+// (nodeagent's fallback, on its own counted connection); the bench prints
+// what that costs, multiplied out over the agents at the worst point of an
+// upgrade, and the API server's and etcd's CPU for -gets GETs of a Node served
+// from the watch cache against as many quorum reads.
 package main
 
 import (
@@ -45,15 +52,16 @@ func main() {
 	services := flag.Int("services", 10000, "LoadBalancer Services")
 	duration := flag.Duration("duration", time.Minute, "how long the Nodes report their status while the watches are counted")
 	period := flag.Duration("report-period", 5*time.Minute, "how often each Node reports its status (the kubelet's nodeStatusReportFrequency)")
+	gets := flag.Int("gets", 2000, "GETs of a Node each way when measuring what one costs the API server")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
-	if err := run(*nodes, *services, *duration, *period); err != nil {
+	if err := run(*nodes, *services, *duration, *period, *gets); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-watch:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nodes, services int, duration, period time.Duration) error {
+func run(nodes, services int, duration, period time.Duration, gets int) error {
 	env, err := testenv.Start()
 	if err != nil {
 		return err
@@ -102,13 +110,29 @@ func run(nodes, services int, duration, period time.Duration) error {
 		time.Sleep(time.Second) // the handlers see the listed objects after the sync
 		fmt.Printf("    %-42s %8.1f MiB, %6d objects, synced in %s\n", w.name, mib(w.bytes.Load()), w.events.Load(), took.Round(time.Millisecond))
 	}
+	old, err := oldAgents(ctx, c, watchers[0].cache, nodes)
+	if err != nil {
+		return err
+	}
 	for _, w := range watchers {
 		w.bytes.Store(0)
 		w.events.Store(0)
 	}
 
+	upgrade := make(chan error, 1)
+	var fb *fallback
+	go func() {
+		window, stop := context.WithTimeout(ctx, duration)
+		defer stop()
+		var err error
+		fb, err = runFallback(window, env.AdminConfig, watchers[0].cache, nodes)
+		upgrade <- err
+	}()
 	reports, lag := reportStatuses(ctx, c, nodes, duration, period)
 	time.Sleep(time.Second) // the last events to arrive
+	if err := <-upgrade; err != nil {
+		return fmt.Errorf("upgraded agent's fallback: %w", err)
+	}
 	secs := duration.Seconds()
 	fmt.Printf("  %d status reports in %s (every Node once per %s: %.1f/s; the reports lagged at most %s)\n",
 		reports, duration, period, float64(nodes)/period.Seconds(), lag.Round(time.Millisecond))
@@ -127,7 +151,8 @@ func run(nodes, services int, duration, period time.Duration) error {
 	} else {
 		fmt.Printf("  kube-proxy received nothing in the window (its own Node did not report); ratios need a longer -duration\n")
 	}
-	return nil
+	printUpgrade(fb, nodes, old, secs, float64(watchers[2].bytes.Load())/secs*float64(nodes))
+	return getCost(ctx, env.AdminConfig, nodes, gets)
 }
 
 // reportStatuses has every Node report its status once per period, spread

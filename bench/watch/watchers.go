@@ -32,6 +32,7 @@ type watcher struct {
 	bytes  atomic.Int64
 	events atomic.Int64
 	start  func(ctx context.Context) error
+	cache  client.Reader // an agent watcher's cache, once started
 }
 
 // countingConfig is cfg dialling connections that count what they read
@@ -111,6 +112,7 @@ func agentWatcher(name string, cfg *rest.Config, nodes int, self string) *watche
 				return err
 			}
 		}
+		w.cache = c
 		go func() { _ = c.Start(ctx) }()
 		if !c.WaitForCacheSync(ctx) {
 			return fmt.Errorf("%s: caches did not sync", name)
