@@ -67,6 +67,9 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up BGPPeer controller: %w", err)
 	}
+	if err := (&controllers.NodeViewReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up NodeView controller: %w", err)
+	}
 	if o.Agent.Namespace != "" {
 		if err := (&controllers.AgentReconciler{ReconcilerBase: base("vip-allocator"), Options: o.Agent}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up agent controller: %w", err)

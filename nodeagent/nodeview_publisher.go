@@ -2,10 +2,8 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -34,8 +32,9 @@ func CacheOptions(node string) cache.Options {
 }
 
 // ViewPublisher keeps this node's NodeView what nodeview.Of makes of its
-// Node: it writes only when that differs, so the kubelet's status reports,
-// which change nothing the other agents read, cost them nothing.
+// Node (nodeview.Publish). The operator publishes every node's view too
+// (controllers/nodeview_controller.go): this one is there at once, and
+// whether the operator runs or not.
 type ViewPublisher struct {
 	Client   client.Client
 	NodeName string
@@ -52,28 +51,7 @@ func (p *ViewPublisher) Reconcile(ctx context.Context, _ reconcile.Request) (rec
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.NodeName}, &node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	want, ok := nodeview.Of(&node)
-	if !ok {
-		return reconcile.Result{}, nil // the interfaces are not published yet: the annotation's event brings us back
-	}
-	var cur paasv1.NodeView
-	err := p.Client.Get(ctx, client.ObjectKey{Name: p.NodeName}, &cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := p.Client.Create(ctx, want); err != nil {
-			return reconcile.Result{}, fmt.Errorf("create NodeView %s: %w", p.NodeName, err)
-		}
-		return reconcile.Result{}, nil
-	case err != nil:
-		return reconcile.Result{}, fmt.Errorf("get NodeView %s: %w", p.NodeName, err)
-	case !nodeview.Differs(&cur, want):
-		return reconcile.Result{}, nil
-	}
-	cur.Spec, cur.OwnerReferences = want.Spec, want.OwnerReferences
-	if err := p.Client.Update(ctx, &cur); err != nil {
-		return reconcile.Result{}, fmt.Errorf("update NodeView %s: %w", p.NodeName, err)
-	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, nodeview.Publish(ctx, p.Client, &node)
 }
 
 // SetupWithManager runs Reconcile on every change of this node's Node (the

@@ -1,0 +1,65 @@
+package nodeview
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// Publish keeps the NodeView of node what Of makes of it, through c (which
+// reads the current view, from a cache or not). It writes only when that
+// differs, so the kubelet's status reports, which change nothing the agents
+// read, cost nothing; and since the view is a pure function of the Node, two
+// publishers of one view (the node's agent and the operator) agree: whichever
+// writes second finds nothing to change, or a conflict, after which it reads
+// the view again. Nothing is published while node has no interfaces
+// annotation (Of).
+func Publish(ctx context.Context, c client.Client, node *corev1.Node) error {
+	want, cur, err := compare(ctx, c, node)
+	switch {
+	case err != nil || want == nil:
+		return err
+	case cur == nil:
+		if err := c.Create(ctx, want); err != nil {
+			return fmt.Errorf("create NodeView %s: %w", node.Name, err)
+		}
+		return nil
+	}
+	cur.Spec, cur.OwnerReferences = want.Spec, want.OwnerReferences
+	if err := c.Update(ctx, cur); err != nil {
+		return fmt.Errorf("update NodeView %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// Outdated tells whether Publish would write node's view now: it is missing
+// or differs from what Of makes of node.
+func Outdated(ctx context.Context, c client.Reader, node *corev1.Node) (bool, error) {
+	want, _, err := compare(ctx, c, node)
+	return want != nil, err
+}
+
+// compare returns the view node should have (nil: it has the right one, or
+// publishes none) and the current one, read through c (nil: there is none).
+func compare(ctx context.Context, c client.Reader, node *corev1.Node) (want, cur *paasv1.NodeView, err error) {
+	want, ok := Of(node)
+	if !ok {
+		return nil, nil, nil
+	}
+	cur = &paasv1.NodeView{}
+	err = c.Get(ctx, client.ObjectKey{Name: node.Name}, cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return want, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("get NodeView %s: %w", node.Name, err)
+	case !Differs(cur, want):
+		return nil, cur, nil
+	}
+	return want, cur, nil
+}
