@@ -21,8 +21,9 @@ const beforeNodeViews = "337a4de"
 
 // TestRollingUpgradeToNodeViews runs the L2 lab half-way through an agent
 // upgrade: node1 and node2 run the agent of beforeNodeViews, which reads
-// every Node, node3 this build, which reads NodeViews and, for the nodes that
-// publish none, their Nodes. Every VIP must have exactly one owner that all
+// every Node, node3 this build, which reads NodeViews: the operator publishes
+// those of the old agents' nodes (before it does, node3 reads their Nodes).
+// Every VIP must have exactly one owner that all
 // three agree on (a disagreement answers ARP twice, or not at all), also
 // after a cordon of a node of either version, and after an old agent is
 // upgraded.

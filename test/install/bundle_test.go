@@ -148,6 +148,8 @@ func TestBundleLifecycle(t *testing.T) {
 			{operatorUser, "patch", "services", "", "yes"},  // migration converts Services; the original operator's finalizer is removed
 			{operatorUser, "delete", "services", "", "yes"}, // migration deletes keepalived clones; an admission policy allows only those
 			{operatorUser, "create", "ips.paas.org", "", "yes"},
+			{operatorUser, "update", "nodeviews.paas.org", "", "yes"}, // the views of nodes whose agents publish none (a rolling upgrade)
+			{operatorUser, "delete", "nodeviews.paas.org", "", "no"},  // the garbage collector deletes them with their Node
 			{operatorUser, "delete", "ips.paas.org", "", "yes"},
 			{operatorUser, "patch", "ipgroups.paas.org --subresource=status", "", "yes"},
 			{operatorUser, "delete", "ipgroups.paas.org", "", "no"},
