@@ -205,16 +205,19 @@ func reservedBy(conflicts map[netip.Addr]allocator.Reservation, addr netip.Addr)
 // changed: the agents read it to stop (or resume) programming the address.
 func (r *ServiceReconciler) markLedger(ctx context.Context, current []paasv1.IP, conflicts map[netip.Addr]allocator.Reservation) error {
 	for i := range current {
-		ip := &current[i]
-		addr, ok := ip.Addr()
-		if !ok || ip.Spec.ReservedBy == reservedBy(conflicts, addr) {
+		addr, ok := current[i].Addr()
+		if !ok || current[i].Spec.ReservedBy == reservedBy(conflicts, addr) {
 			continue
 		}
-		patch := client.MergeFrom(ip.DeepCopy())
+		// A copy: current shares its maps and slices with the cache (ledgerOf),
+		// and the patch's answer is decoded into what it patches.
+		ip := current[i].DeepCopy()
+		patch := client.MergeFrom(current[i].DeepCopy())
 		ip.Spec.ReservedBy = reservedBy(conflicts, addr)
 		if err := r.GetClient().Patch(ctx, ip, patch, paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("mark ledger IP %s reserved: %w", ip.Name, err)
 		}
+		current[i] = *ip
 	}
 	return nil
 }
