@@ -57,11 +57,11 @@ demo: build controlplane packages
 	hack/demo.sh
 
 ## bench-alloc: allocation throughput against the API server's limit (the same two writes per
-## Service from a client with no client-side limit, 32 at once), restart safety, RSS; where the
-## operator's workers wait. OPERATOR_ARGS adds operator flags. Every bench-* also runs at a smoke
+## Service from a client with no client-side limit, 32 at once), ROUNDS times between two baselines
+## (the median ratio is the verdict), restart safety, RSS. OPERATOR_ARGS adds operator flags. Every bench-* also runs at a smoke
 ## size in 'make test' (bench/*/main_test.go, e2e TestBench*Smoke).
 bench-alloc: build controlplane
-	go run ./bench/alloc -n $${N:-3000} -operator-args "$${OPERATOR_ARGS:-}"
+	go run ./bench/alloc -n $${N:-3000} -rounds $${ROUNDS:-3} -operator-args "$${OPERATOR_ARGS:-}"
 
 ## packages: Debian packages the agent and the data-path tests use, installed when missing
 packages:
