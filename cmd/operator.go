@@ -95,15 +95,15 @@ func runOperator(args []string) error {
 	setLogger(&zapOpts)
 	// The operator's live heap is its informer caches (about 25 MiB at 3,000
 	// Services); Go's default GOGC=100 lets the heap grow to twice that between
-	// collections. 50 keeps the resident memory near the live heap at half the
-	// collection work of 25, where collection was a third of the operator's CPU
-	// (make bench-alloc, the binary as shipped, at the end: 40 MiB anonymous and
-	// 80 MiB in all with 50; 51-60 and 91-100 with 100, over the 100 MiB
-	// target; 34 and 75 with 25, at 1.7-1.9 ms of CPU per allocation instead
-	// of 1.5, CPU the API server sharing the machine then lacks). $GOGC
-	// overrides it.
+	// collections. Collection is CPU the API server sharing the machine lacks
+	// (a third of the operator's CPU at 25), and memory the RSS target (100
+	// MiB at 3,000 Services) bounds. make bench-alloc, the binary as shipped,
+	// at the end of the allocation: 100 is 51-60 MiB anonymous and 91-100 in
+	// all; 75 is 47 and 85, the median ratio of 5 rounds 0.83; 50 is 39-40
+	// and 78-83, 0.78-0.81; 25 is 34 and 75 at 1.7-1.9 ms of CPU per
+	// allocation instead of 1.5. $GOGC overrides it.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(50)
+		debug.SetGCPercent(75)
 	}
 	// client-go's streaming initial list (WatchListClient) waits for the API
 	// server to confirm its watch cache is current before the first objects
