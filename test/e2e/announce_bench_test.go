@@ -33,6 +33,10 @@ import (
 // Phases: created → every Service holds an IP (the operator); the last IP →
 // every VIP answered by exactly one node; → every answer from the node the
 // ledger names (the agents' claims written).
+//
+// Two baselines from the same run: the API server creating as many ClusterIP
+// Services, and its floor for the writes the pipeline itself makes per
+// Service (pipelineFloor); the target is met only if that floor is.
 func BenchmarkAnnounce(b *testing.B) { benchAnnounce(b, 1000) }
 
 // TestBenchAnnounceSmoke is BenchmarkAnnounce with 5 Services, so the
