@@ -36,7 +36,7 @@ import (
 //
 // Two baselines from the same run: the API server creating as many ClusterIP
 // Services, and its floor for the writes the pipeline itself makes per
-// Service (pipelineFloor); the target is met only if that floor is.
+// Service (pipelineFloor): what the API server alone needs for them.
 func BenchmarkAnnounce(b *testing.B) { benchAnnounce(b, 1000) }
 
 // TestBenchAnnounceSmoke is BenchmarkAnnounce with 5 Services, so the
