@@ -83,10 +83,11 @@ func TestNodeExclusion(t *testing.T) {
 	})
 }
 
-// viewShows waits, up to 10 s, until the NodeView node's agent publishes
-// shows what the test just changed on its Node: the other agents see the
-// change through it (and not through a direct read of the Node, the path of
-// agents that publish no view).
+// viewShows waits, up to 10 s, until the NodeView of node (its agent's, or the
+// operator's when its agent publishes none, 5 s after a change) shows what the
+// test just changed on its Node: the other agents see the change through it
+// (and not through a direct read of the Node, the path of nodes without a
+// view).
 func (d *dataLab) viewShows(t testing.TB, node, what string, ok func(*paasv1.NodeView) bool) {
 	t.Helper()
 	var v paasv1.NodeView

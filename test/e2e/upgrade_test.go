@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
@@ -58,10 +56,8 @@ func TestRollingUpgradeToNodeViews(t *testing.T) {
 		t.Fatalf("6 VIPs all went to %v: the agents do not see each other's nodes", by)
 	}
 	d.viewShows(t, "node3", "published", func(*paasv1.NodeView) bool { return true })
-	for _, old := range []string{"node1", "node2"} {
-		if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: old}, &paasv1.NodeView{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("the agent of %s (before NodeViews) has a view: %v", old, err)
-		}
+	for _, old := range []string{"node1", "node2"} { // their agents publish none
+		d.viewShows(t, old, "published by the operator", func(*paasv1.NodeView) bool { return true })
 	}
 
 	t.Run("cordoning the new agent's node moves its VIPs, as the old agents read its Node", func(t *testing.T) {
@@ -72,14 +68,15 @@ func TestRollingUpgradeToNodeViews(t *testing.T) {
 		owners("")
 	})
 
-	t.Run("cordoning an old agent's node moves its VIPs, as the new agent reads that Node itself", func(t *testing.T) {
+	t.Run("cordoning an old agent's node moves its VIPs, as the new agent reads the view the operator publishes of it", func(t *testing.T) {
 		d.cordon(t, "node1", true)
+		d.viewShows(t, "node1", "cordoned", func(v *paasv1.NodeView) bool { return v.Spec.Unschedulable })
 		owners("node1")
 		d.cordon(t, "node1", false)
 		owners("")
 	})
 
-	t.Run("node1 upgraded: its view appears and every VIP keeps one owner", func(t *testing.T) {
+	t.Run("node1 upgraded: its agent publishes its view and every VIP keeps one owner", func(t *testing.T) {
 		d.stopAgent("node1")
 		delete(d.binaries, "node1")
 		d.startAgent(t, "node1")
