@@ -113,34 +113,13 @@ func (n *node) alive() error {
 // cpu is the CPU time the node's program used so far (user + system), with that of the
 // children it waited for, in seconds: kube-proxy writes through the nft tool, a process of its
 // own each sync.
-func (n *node) cpu() float64 {
-	f := statFields(n.proc.Process.Pid)
-	if len(f) < 15 {
-		return 0
-	}
-	var sum float64
-	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		v, _ := strconv.ParseFloat(f[i], 64)
-		sum += v
-	}
-	return sum / 100 // USER_HZ
-}
+func (n *node) cpu() float64 { return procmem.CPU(n.proc.Process.Pid, true) }
 
 // mem is the program's resident memory and its peak, in MiB.
 func (n *node) mem() (rss, hwm float64) { return procmem.Read(strconv.Itoa(n.proc.Process.Pid)) }
 
-// statFields are /proc/pid/stat's fields after the command name (which may hold spaces).
-func statFields(pid int) []string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	_, rest, _ := strings.Cut(string(data), ") ")
-	return strings.Fields(rest)
-}
-
 func procState(pid int) string {
-	if f := statFields(pid); len(f) > 0 {
+	if _, f, _ := procmem.Stat(pid); len(f) > 0 {
 		return f[0]
 	}
 	return ""

@@ -192,7 +192,7 @@ func run(n, workers int, opArgs []string, waits bool, triples, nRounds int) erro
 	}
 	<-watch.allServed
 	allocation := time.Since(start)
-	opCPU := procCPU(op.Process.Pid)
+	opCPU := procmem.CPU(op.Process.Pid, false)
 	opPhaseCPU := cpu.since(opCPUFrom)
 	opAPI, err := readAPICounts(ctx, adminCS)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 )
 
 // The sharing case: T sharing triples (3T Services, the members of triple i
@@ -124,7 +125,7 @@ func runSharing(ctx context.Context, root, dir string, opArgs []string, admin, o
 	}
 	<-watch.allServed
 	r.allocation = time.Since(start)
-	r.opCPU = procCPU(op.Process.Pid)
+	r.opCPU = procmem.CPU(op.Process.Pid, false)
 	before := watch.snapshot()
 	r.split, r.twoKeys = sharingIntegrity(before)
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 )
 
 // The operator does little CPU work per Service, so its throughput is set by
@@ -123,25 +124,6 @@ func (w *waitSamples) String() string {
 	return b.String()
 }
 
-// procCPU is the CPU time (user + system) process pid has used, in seconds.
-func procCPU(pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
-	// Fields after the command name (in parentheses, may hold spaces): utime and stime are 14 and 15.
-	_, rest, _ := strings.Cut(line, ") ")
-	fields := strings.Fields(rest)
-	if len(fields) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(fields[11], 64)
-	st, _ := strconv.ParseFloat(fields[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
 // controlPlaneCPU reads what the local control plane in dir (its pid files)
 // and this bench process have used, so a phase's CPU can be split by who
 // spent it: on a 2-core machine the API server shares the CPUs with the
@@ -161,7 +143,7 @@ func newControlPlaneCPU(dir string) controlPlaneCPU {
 }
 
 func (c controlPlaneCPU) read() cpuSplit {
-	return cpuSplit{apiServer: procCPU(c.apiServer), etcd: procCPU(c.etcd), self: procCPU(os.Getpid())}
+	return cpuSplit{apiServer: procmem.CPU(c.apiServer, false), etcd: procmem.CPU(c.etcd, false), self: procmem.CPU(os.Getpid(), false)}
 }
 
 // since is the CPU used from s until now, each part.

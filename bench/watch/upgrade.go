@@ -19,11 +19,13 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
-// A rolling upgrade: the agents not upgraded yet publish no NodeView, and
-// every upgraded agent reads their Nodes straight from the API server
+// A rolling upgrade while the operator is down: the agents not upgraded yet
+// publish no NodeView, nor does the operator (controllers/nodeview_controller.go),
+// and every upgraded agent reads their Nodes straight from the API server
 // (nodeagent's unviewedNodes). The bench removes the views of the odd Nodes
 // (half the cluster on old agents) and runs one upgraded agent's listing on
 // its own counted connection for the measured window.
@@ -187,14 +189,14 @@ func getCost(ctx context.Context, cfg *rest.Config, nodes, n int) error {
 		if round%2 == 1 {
 			name, opts = "quorum read (no resourceVersion)", nil
 		}
-		api0, etcd0 := cpuSeconds(api), cpuSeconds(etcd)
+		api0, etcd0 := procmem.CPU(api, false), procmem.CPU(etcd, false)
 		took, err := burst(opts...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		per := 1000 / float64(n)
 		fmt.Printf("    %-42s kube-apiserver %5.2f s, etcd %5.2f s (%.0f GETs/s)\n", name,
-			(cpuSeconds(api)-api0)*per, (cpuSeconds(etcd)-etcd0)*per, float64(n)/took.Seconds())
+			(procmem.CPU(api, false)-api0)*per, (procmem.CPU(etcd, false)-etcd0)*per, float64(n)/took.Seconds())
 	}
 	return nil
 }
@@ -203,11 +205,11 @@ func getCost(ctx context.Context, cfg *rest.Config, nodes, n int) error {
 func controlPlanePIDs() (api, etcd int, err error) {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, s := range stats {
-		comm, fields, ok := readStat(s)
-		if !ok || fields[1] != strconv.Itoa(os.Getpid()) { // fields[1]: the parent
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
+		comm, fields, ok := procmem.Stat(pid)
+		if !ok || len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) { // fields[1]: the parent
 			continue
 		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
 		switch comm {
 		case "kube-apiserver":
 			api = pid
@@ -219,33 +221,4 @@ func controlPlanePIDs() (api, etcd int, err error) {
 		return 0, 0, fmt.Errorf("no kube-apiserver (%d) or etcd (%d) among this process's children", api, etcd)
 	}
 	return api, etcd, nil
-}
-
-// cpuSeconds is the CPU time (user and system) process pid has used.
-func cpuSeconds(pid int) float64 {
-	_, fields, ok := readStat(fmt.Sprintf("/proc/%d/stat", pid))
-	if !ok || len(fields) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / clockTicks
-}
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on Linux.
-const clockTicks = 100
-
-// readStat splits /proc/<pid>/stat into the command name and the fields
-// after it (state first), the name being the one field that may hold spaces.
-func readStat(path string) (string, []string, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, false
-	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return "", nil, false
-	}
-	return s[open+1 : end], strings.Fields(s[end+1:]), true
 }

@@ -1,9 +1,10 @@
-// Package procmem reads a process's memory figures for the benchmarks.
+// Package procmem reads a process's memory and CPU figures for the benchmarks.
 package procmem
 
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -38,4 +39,44 @@ func status(pid string, names ...string) []float64 {
 		}
 	}
 	return out
+}
+
+// CPU is the CPU time process pid has used so far (user and system), in
+// seconds; 0 when it cannot be read. With children, that of the children it
+// waited for too (a program that works through short-lived tools: kube-proxy
+// runs nft for each sync).
+func CPU(pid int, children bool) float64 {
+	_, f, ok := Stat(pid)
+	if !ok || len(f) < 15 {
+		return 0
+	}
+	fields := []int{11, 12} // utime, stime
+	if children {
+		fields = append(fields, 13, 14) // cutime, cstime
+	}
+	var ticks float64
+	for _, i := range fields {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		ticks += v
+	}
+	return ticks / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on Linux.
+const clockTicks = 100
+
+// Stat is /proc/<pid>/stat split: the command name, and the fields after it
+// (the state first, the parent's pid second), the name being the one field
+// that may hold spaces.
+func Stat(pid int) (comm string, fields []string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", nil, false
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", nil, false
+	}
+	return s[open+1 : end], strings.Fields(s[end+1:]), true
 }

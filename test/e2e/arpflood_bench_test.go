@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paas-org/vip-allocator-operator/internal/arpflood"
+	"github.com/paas-org/vip-allocator-operator/internal/procmem"
 )
 
 // BenchmarkARPFlood: a LAN neighbour (the attacker namespace) sends the owner
@@ -198,18 +199,7 @@ func (w *procWatch) stop() phase {
 
 // procSample reads a process's CPU seconds (user + system) and RSS (kB).
 func procSample(pid int) (cpuSeconds float64, rssKB int64) {
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// Fields after the command name (which may hold spaces): state is
-		// field 3, utime 14, stime 15; in clock ticks of 1/100 s.
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-			f := strings.Fields(string(stat[i+1:]))
-			if len(f) > 12 {
-				u, _ := strconv.ParseFloat(f[11], 64)
-				s, _ := strconv.ParseFloat(f[12], 64)
-				cpuSeconds = (u + s) / 100
-			}
-		}
-	}
+	cpuSeconds = procmem.CPU(pid, false)
 	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(status), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
