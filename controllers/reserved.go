@@ -212,7 +212,7 @@ func (r *ServiceReconciler) markLedger(ctx context.Context, current []paasv1.IP,
 		// A copy: current shares its maps and slices with the cache (ledgerOf),
 		// and the patch's answer is decoded into what it patches.
 		ip := current[i].DeepCopy()
-		patch := client.MergeFrom(current[i].DeepCopy())
+		patch := client.MergeFrom(&current[i])
 		ip.Spec.ReservedBy = reservedBy(conflicts, addr)
 		if err := r.GetClient().Patch(ctx, ip, patch, paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("mark ledger IP %s reserved: %w", ip.Name, err)

@@ -21,17 +21,18 @@ import (
 // How the agent reads the other nodes (issue 23): not from their Nodes, which
 // every kubelet rewrites every few minutes and which would cost every agent
 // every report of every node, but from their NodeViews, which each node's
-// agent writes for its own node (nodeview_publisher.go) and which change
-// only when what the agents read changes. listNodes is the one adapter:
+// agent writes for its own node (nodeview_publisher.go), and the operator for
+// the nodes whose agents do not, and which change only when what the agents
+// read changes. listNodes is the one adapter:
 // it gives the election, trust and the node index the Nodes they always
 // read, so none of them knows where a Node came from.
 
-// How long the agent trusts a Node it read itself because its agent
-// publishes no view (an agent not upgraded yet): a change of such a node
+// How long the agent trusts a Node it read itself because it has no view
+// (unviewedNodes): a change of such a node
 // (cordon, labels) reaches it this much later than the old agents, who watch
 // it. At least unviewedMinTTL, and long enough that reading them all again
 // costs at most unviewedGetsPerSecond: 10 s for up to 50 such nodes, 200 s
-// for 1,000 (5 GETs a second per agent, while the upgrade lasts).
+// for 1,000 (5 GETs a second per agent, while views are missing).
 const (
 	unviewedMinTTL        = 10 * time.Second
 	unviewedGetsPerSecond = 5
@@ -52,11 +53,11 @@ func UnviewedGETsPerSecond(n int) float64 {
 const maxAsked = 4096
 
 // fromWatchCache makes a GET read the API server's watch cache (resourceVersion
-// "0") instead of a quorum read from etcd: at the worst point of a rolling
-// upgrade of 2,000 nodes the upgraded agents make some 10,000 of these GETs a
-// second between them (docs/performance.md), and a Node as stale as the watch
-// cache (milliseconds behind etcd) is far fresher than the unviewedTTL the
-// agent keeps it anyway.
+// "0") instead of a quorum read from etcd: with the operator down at the worst
+// point of a rolling upgrade of 2,000 nodes, the upgraded agents would make
+// some 10,000 of these GETs a second between them (docs/performance.md), and
+// a Node as stale as the watch cache (milliseconds behind etcd) is far fresher
+// than the unviewedTTL the agent keeps it anyway.
 var fromWatchCache = &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
 
 // listNodes is every Node as the agent reads them: the Nodes c holds (the
@@ -103,9 +104,10 @@ func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(
 	}
 }
 
-// unviewedNodes reads, straight from the API server, the Nodes of the agents
-// that publish no NodeView: during a rolling upgrade, the agents not upgraded
-// yet. The agent cannot list every Node to find them (that is the traffic
+// unviewedNodes reads, straight from the API server, the Nodes that have no
+// NodeView: the operator publishes the views of the agents that publish none
+// (a rolling upgrade), so these are the nodes added, or whose view was
+// deleted, while the operator is down. The agent cannot list every Node to find them (that is the traffic
 // the views remove), so it looks up only the nodes it has a reason to know:
 // the agents alive in the gossip, the members the gossip named that the
 // agent could not place (ask), and the nodes it read before (so an old agent
