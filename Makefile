@@ -17,6 +17,7 @@ KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
 .PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
+.PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files
 
 all: build
@@ -49,7 +50,7 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	go vet ./...
 
 ## test: the whole suite (what CI runs); the data-path tests need root
-test: verify bundle-validate controlplane build packages
+test: verify bundle-validate controlplane cluster-binaries images build packages
 	go test ./... -count=1 -timeout 20m
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
@@ -65,7 +66,8 @@ bench-alloc: build controlplane
 
 ## packages: Debian packages the agent and the data-path tests use, installed when missing
 packages:
-	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat iputils-arping:arping conntrack:conntrack frr:vtysh; do \
+	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat iputils-arping:arping conntrack:conntrack frr:vtysh \
+	  containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/ptp busybox-static:busybox wget:wget netcat-openbsd:nc.openbsd; do \
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
@@ -79,14 +81,43 @@ metallb:
 controlplane: $(K8S)/kube-apiserver $(K8S)/etcd $(K8S)/kubectl $(K8S)/kube-proxy
 kube-proxy: $(K8S)/kube-proxy
 
-$(K8S)/kube-apiserver: hack/controlplane/go.mod
-	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
-$(K8S)/kube-proxy: hack/controlplane/go.mod
-	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kube-proxy
-$(K8S)/kubectl: hack/controlplane/go.mod
-	cd hack/controlplane && go build -o $@ k8s.io/kubernetes/cmd/kubectl
-$(K8S)/etcd: hack/controlplane/go.mod
-	cd hack/controlplane && go build -o $@ go.etcd.io/etcd/server/v3
+## cluster-binaries: the rest of a real cluster (kubelet, kube-controller-manager, kube-scheduler)
+cluster-binaries: controlplane $(K8S)/kubelet $(K8S)/kube-controller-manager $(K8S)/kube-scheduler
+
+# Every Kubernetes binary reports the release it is built from (the module alone says v0.0.0-master).
+K8S_VERSION := v1.36.3
+K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 \
+  -X k8s.io/component-base/version.gitMinor=36 -X k8s.io/component-base/version.gitTreeState=clean \
+  -X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION)
+K8S_PKG_etcd := go.etcd.io/etcd/server/v3
+$(K8S)/%: hack/controlplane/go.mod
+	cd hack/controlplane && go build -ldflags "$(K8S_LDFLAGS)" -o $@ $(or $(K8S_PKG_$*),k8s.io/kubernetes/cmd/$*)
+## e2e.test: the upstream Kubernetes e2e suite binary (vet off: it is not our code, and vetting
+## its 1,900 packages is half the build)
+$(K8S)/e2e.test: hack/controlplane/go.mod
+	cd hack/controlplane && go test -c -vet=off -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/test/e2e
+
+## images: the images the cluster's nodes import (our image, pause, agnhost) into bin/images
+images: build
+	hack/images.sh $(BIN)/images
+
+## cluster: a three-node cluster in network namespaces (hack/cluster.sh), kube-proxy in
+## KUBE_PROXY_MODE (nftables), its kubeconfig and env in CLUSTER_DIR; 'make cluster-down' removes it
+CLUSTER_DIR ?= /tmp/vip-cluster
+cluster: cluster-binaries images packages
+	KUBE_PROXY_MODE=$${KUBE_PROXY_MODE:-nftables} hack/cluster.sh up $(CLUSTER_DIR)
+cluster-down:
+	hack/cluster.sh down $(CLUSTER_DIR)
+
+## e2e-cluster: the operator installed from deploy/bundle.yaml on real clusters, one per kube-proxy
+## mode: Services reachable from the LAN's client, failover, drain, install and removal
+e2e-cluster: cluster-binaries images packages
+	go test ./test/cluster -count=1 -timeout 60m -v -run "$${RUN:-.}"
+
+## e2e-upstream: the upstream Kubernetes LoadBalancer e2e specs against our L2 group, in both
+## kube-proxy modes (MODES=nftables iptables); prints the runner's summary and 'N passed, N failed'
+e2e-upstream: cluster-binaries images packages $(K8S)/e2e.test
+	hack/e2e-upstream.sh $${MODES:-nftables iptables}
 
 ## verify-install-files: deploy/, bundle/ and bundle.Dockerfile are what config/ renders
 verify-install-files: $(KUBECTL) $(OPERATOR_SDK)

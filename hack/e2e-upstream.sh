@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs the upstream Kubernetes LoadBalancer e2e specs (e2e.test of the
+# Kubernetes module, --provider=skeleton) against the operator, installed from
+# deploy/bundle.yaml on a fresh cluster (hack/cluster.sh) per kube-proxy mode,
+# with one L2 IPGroup on the nodes' LAN. The runner runs in the client's
+# namespace beyond the LAN's router, as a user outside the cluster would.
+#
+#   hack/e2e-upstream.sh [MODE ...]      MODE: nftables, iptables (default: both)
+#
+# FOCUS (default 'LoadBalancer') and SKIP are ginkgo regular expressions;
+# docs/e2e.md lists the specs and the reason for any skip. Prints the runner's
+# summary per mode, then one line per mode and a total:
+#   nftables: 18 passed, 0 failed, 0 skipped
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+k8s=$root/bin/k8s
+modes=("$@")
+[[ ${#modes[@]} -gt 0 ]] || modes=(nftables iptables)
+focus=${FOCUS:-LoadBalancer}
+skip=${SKIP:-}
+results=()
+passed=0 failed=0 skipped=0
+
+run_mode() {
+  local mode=$1 dir
+  dir=$(mktemp -d /tmp/vip-e2e-upstream.XXXXXX)
+  trap '"$root/hack/cluster.sh" down "'"$dir"'"' RETURN
+  KUBE_PROXY_MODE=$mode "$root/hack/cluster.sh" up "$dir"
+  # shellcheck disable=SC1091
+  source "$dir/env"
+  export KUBECONFIG
+  local kubectl=$k8s/kubectl
+  $kubectl create namespace vip-allocator-operator
+  $kubectl create -f "$root/deploy/bundle.yaml" >/dev/null
+  $kubectl -n vip-allocator-operator rollout status deployment/vip-allocator-operator --timeout=180s
+  for _ in $(seq 60); do $kubectl -n vip-allocator-operator get daemonset/vip-allocator-agent >/dev/null 2>&1 && break; sleep 1; done
+  $kubectl -n vip-allocator-operator rollout status daemonset/vip-allocator-agent --timeout=180s
+  $kubectl apply -f - <<EOF
+apiVersion: paas.org/v1
+kind: IPGroup
+metadata: {name: lan}
+spec:
+  segment: "$LAN_POOL"
+EOF
+  local log=$dir/e2e.log
+  ip netns exec "$CLIENT_NETNS" "$k8s/e2e.test" --provider=skeleton --kubeconfig="$KUBECONFIG" \
+    --kubectl-path="$kubectl" --ginkgo.focus="$focus" ${skip:+--ginkgo.skip="$skip"} \
+    --ginkgo.no-color --ginkgo.timeout=3h --report-dir="$dir/report" 2>&1 | tee "$log" || true
+  # Ginkgo's last line: "SUCCESS! -- 18 Passed | 0 Failed | 0 Pending | 7561 Skipped" (or FAIL!);
+  # its skipped count is every spec outside the focus, so the focused ones it skipped are counted
+  # from the "Ran N of M Specs" line and the spec count the focus selects.
+  local p f ran
+  p=$(grep -oE '[0-9]+ Passed' "$log" | tail -1 | cut -d' ' -f1)
+  f=$(grep -oE '[0-9]+ Failed' "$log" | tail -1 | cut -d' ' -f1)
+  ran=$(grep -oE 'Ran [0-9]+ of' "$log" | tail -1 | cut -d' ' -f2)
+  local selected
+  selected=$("$k8s/e2e.test" --provider=skeleton --ginkgo.focus="$focus" --ginkgo.dry-run --ginkgo.no-color 2>/dev/null |
+    grep -oE 'Ran [0-9]+ of' | tail -1 | cut -d' ' -f2)
+  local s=$(( ${selected:-0} - ${ran:-0} ))
+  results+=("$mode: ${p:-0} passed, ${f:-0} failed, $s skipped")
+  passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) skipped=$((skipped + s))
+  [[ -n $p ]] || failed=$((failed + 1)) # no summary: the runner itself failed
+}
+
+for mode in "${modes[@]}"; do run_mode "$mode"; done
+echo
+printf '%s\n' "${results[@]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[[ $failed == 0 ]]

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds the images the cluster's nodes run, as docker-archive tarballs that
+# `ctr images import` reads (hack/imagetar): this machine reaches no registry,
+# so every image is made here, under the exact name a manifest asks for.
+#
+#   hack/images.sh OUT [vip-allocator|pause|agnhost ...]   (default: all three)
+#
+# vip-allocator  the project's image: hack/image-rootfs.sh's root filesystem plus
+#                bin/vip-allocator, configured by the Dockerfile's final stage,
+#                tagged IMG (default: the reference deploy/bundle.yaml holds);
+#                rebuilt every time (the binary changes)
+# pause          the sandbox image, pause.c of the Kubernetes module built static
+# agnhost        the upstream e2e test image, built from its Go package, on a
+#                root filesystem with the shell tools the e2e specs exec (curl,
+#                GNU wget, nc, dash as /bin/sh: busybox's sh would run its own
+#                applets, and Debian's static busybox wget crashes)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: $0 OUT [image ...]}
+shift
+images=("$@")
+[[ ${#images[@]} -gt 0 ]] || images=(vip-allocator pause agnhost)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+k8s_src() { (cd "$root/hack/controlplane" && go list -m -f '{{.Dir}}' k8s.io/kubernetes); }
+img=${IMG:-$(awk '$1 == "image:" && $2 ~ /vip-allocator/ {print $2; exit}' "$root/deploy/bundle.yaml")}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+imagetar=$work/imagetar
+(cd "$root" && CGO_ENABLED=0 go build -o "$imagetar" ./hack/imagetar)
+
+# with_libs copies each program and the shared libraries it loads into the
+# root filesystem DEST at the same paths, symlinks followed.
+with_libs() {
+  local dest=$1 p
+  shift
+  for p in "$@"; do
+    cp -L --parents "$p" "$dest"
+    ldd "$p" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
+      while read -r lib; do [[ -e $dest$lib ]] || cp -L --parents "$lib" "$dest"; done
+  done
+}
+
+for image in "${images[@]}"; do
+  case $image in
+  vip-allocator)
+    [[ -x $root/bin/vip-allocator ]] || { echo "bin/vip-allocator is missing: run 'make build'" >&2; exit 1; }
+    "$root/hack/image-rootfs.sh" "$work/vip-allocator" >/dev/null
+    install -D -m 0755 "$root/bin/vip-allocator" "$work/vip-allocator/usr/local/bin/vip-allocator"
+    "$imagetar" -rootfs "$work/vip-allocator" -tag "$img" -dockerfile "$root/Dockerfile" -o "$out/vip-allocator.tar"
+    ;;
+  pause)
+    [[ -s $out/pause.tar ]] && continue
+    mkdir -p "$work/pause"
+    gcc -Os -static -DVERSION=3.10.2 -o "$work/pause/pause" "$(k8s_src)/build/pause/linux/pause.c"
+    "$imagetar" -rootfs "$work/pause" -tag registry.k8s.io/pause:3.10.2 -entrypoint /pause -o "$out/pause.tar"
+    ;;
+  agnhost)
+    [[ -s $out/agnhost.tar ]] && continue
+    r=$work/agnhost
+    mkdir -p "$r"/{bin,usr/bin,etc,tmp}
+    chmod 1777 "$r/tmp"
+    (cd "$root/hack/controlplane" && CGO_ENABLED=0 go build -ldflags '-s -w' -o "$r/agnhost" k8s.io/kubernetes/test/images/agnhost)
+    ln -s agnhost "$r/agnhost-2"
+    with_libs "$r" /usr/bin/curl /usr/bin/wget /bin/nc.openbsd /bin/bash /bin/dash /bin/busybox
+    for applet in $(/bin/busybox --list); do
+      [[ -e $r/bin/$applet || -e $r/usr/bin/$applet ]] || ln -s busybox "$r/bin/$applet"
+    done
+    ln -sf /bin/nc.openbsd "$r/usr/bin/nc"
+    ln -sf dash "$r/bin/sh"
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$r/etc/passwd"
+    printf 'root:x:0:\nnogroup:x:65534:\n' >"$r/etc/group"
+    # One try per call: the specs time a request to a dropped VIP, and wget's
+    # default of 20 tries turns each such call into minutes.
+    printf 'tries = 1\n' >"$r/etc/wgetrc"
+    "$imagetar" -rootfs "$r" -tag registry.k8s.io/e2e-test-images/agnhost:2.63.0 -entrypoint /agnhost -cmd pause -o "$out/agnhost.tar"
+    ;;
+  *) echo "unknown image $image" >&2; exit 2 ;;
+  esac
+  echo "$out/$image.tar"
+done

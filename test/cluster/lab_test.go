@@ -1,0 +1,222 @@
+// Package cluster runs the operator where users run it: a real three-node
+// cluster (hack/cluster.sh: kubelet, containerd, CNI and kube-proxy in network
+// namespaces), installed from deploy/bundle.yaml with kubectl, every component
+// a pod from the image the nodes imported. Root only; 'make e2e-cluster' runs
+// every test here, 'make test' the smoke.
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
+)
+
+// lab is one cluster: its directory, its kubeconfig and the facts its env file gives.
+type lab struct {
+	dir, kubeconfig string
+	clientNetns     string
+	nodeNetns       []string
+	lanPool         string
+	agnhost         string
+	mode            string
+}
+
+const operatorNamespace = "vip-allocator-operator"
+
+// upCluster stands a cluster up with kube-proxy in mode and tears it down when
+// the test ends, also when it fails (the component logs' tails are printed first).
+func upCluster(t *testing.T, mode string) *lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("a cluster needs root (network namespaces, cgroups, containerd): make test runs as root")
+	}
+	root := testenv.RepoRoot()
+	dir, err := os.MkdirTemp("", "vip-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "hack", "cluster.sh")
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, dir)
+		}
+		if out, err := exec.Command(script, "down", dir).CombinedOutput(); err != nil {
+			t.Errorf("cluster.sh down: %v\n%s", err, out)
+		}
+	})
+	cmd := exec.Command(script, "up", dir)
+	cmd.Env = append(os.Environ(), "KUBE_PROXY_MODE="+mode)
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cluster.sh up: %v\n%s", err, out)
+	}
+	t.Logf("cluster up in %s (kube-proxy %s)", time.Since(start).Round(time.Second), mode)
+	env := readEnv(t, filepath.Join(dir, "env"))
+	return &lab{
+		dir: dir, kubeconfig: env["KUBECONFIG"], clientNetns: env["CLIENT_NETNS"],
+		nodeNetns: strings.Fields(env["NODE_NETNS"]), lanPool: env["LAN_POOL"],
+		agnhost: env["AGNHOST_IMAGE"], mode: env["KUBE_PROXY_MODE"],
+	}
+}
+
+func readEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), "="); ok {
+			env[k] = strings.Trim(v, `"`)
+		}
+	}
+	return env
+}
+
+func dumpLogs(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "run", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		t.Logf("--- %s (tail)\n%s", filepath.Base(l), strings.Join(lines, "\n"))
+	}
+}
+
+// kubectl runs kubectl as the cluster's admin and fails the test on an error.
+func (l *lab) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := l.tryKubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (l *lab) tryKubectl(args ...string) (string, error) {
+	kubectl := filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl")
+	cmd := exec.Command(kubectl, append([]string{"--kubeconfig", l.kubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), err
+}
+
+// apply creates or updates the objects of a manifest given inline.
+func (l *lab) apply(t *testing.T, manifest string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.kubectl(t, "apply", "-f", f)
+}
+
+// install applies deploy/bundle.yaml as README says and waits until the
+// operator's Deployment is available and its agent DaemonSet runs on every node.
+func (l *lab) install(t *testing.T) {
+	t.Helper()
+	bundle := filepath.Join(testenv.RepoRoot(), "deploy", "bundle.yaml")
+	l.kubectl(t, "create", "namespace", operatorNamespace)
+	l.kubectl(t, "create", "-f", bundle)
+	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
+	l.eventually(t, 120*time.Second, "the agent DaemonSet", func() error {
+		_, err := l.tryKubectl("-n", operatorNamespace, "get", "daemonset/vip-allocator-agent")
+		return err
+	})
+	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "daemonset/vip-allocator-agent", "--timeout=180s")
+}
+
+// eventually retries f every half second until it returns nil or d passes.
+func (l *lab) eventually(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, d, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// inNetns runs a command in one of the lab's network namespaces.
+func inNetns(netns string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", netns}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// fromClient asks url from the client's namespace on the far side of the LAN's router.
+func (l *lab) fromClient(url string) (string, error) {
+	return inNetns(l.clientNetns, "curl", "-sS", "--max-time", "3", url)
+}
+
+// backend deploys agnhost's netexec server (replicas pods) and a LoadBalancer
+// Service in front of it, and returns the Service's VIP once it has one.
+func (l *lab) backend(t *testing.T, ns, name string, replicas int, policy string) string {
+	t.Helper()
+	l.apply(t, fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  replicas: %[3]d
+  selector: {matchLabels: {app: %[2]s}}
+  template:
+    metadata: {labels: {app: %[2]s}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: netexec
+        image: %[4]s
+        imagePullPolicy: Never
+        args: [netexec, --http-port=8080]
+        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: %[5]s
+  selector: {app: %[2]s}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+`, ns, name, replicas, l.agnhost, policy))
+	l.kubectl(t, "-n", ns, "rollout", "status", "deployment/"+name, "--timeout=120s")
+	var vip string
+	l.eventually(t, 60*time.Second, "the Service's VIP", func() error {
+		vip, _ = l.tryKubectl("-n", ns, "get", "service", name, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		if vip == "" {
+			return fmt.Errorf("no ingress yet")
+		}
+		return nil
+	})
+	return vip
+}
+
+// ruleset is what a node's kernel holds for the packet filter, both families
+// of nftables and, through iptables-nft, the iptables chains.
+func (l *lab) ruleset(t *testing.T, node string) string {
+	t.Helper()
+	out, err := inNetns(node, "nft", "list", "ruleset")
+	if err != nil {
+		t.Fatalf("nft list ruleset on %s: %v\n%s", node, err, out)
+	}
+	return out
+}

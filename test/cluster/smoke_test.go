@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke installs the bundle on a fresh cluster in each kube-proxy mode and
+// reaches a LoadBalancer Service from the client beyond the LAN's router: the
+// image under containerd, the operator as a Deployment creating the agent
+// DaemonSet, the agent pods with their Pod-bound tokens, ARP answered on the
+// LAN, the VIP DNATed by the agent's rules beside kube-proxy's and left alone
+// by kube-proxy (ipMode Proxy). Then 'kubectl delete -f deploy/bundle.yaml'
+// leaves no rule of the agent on any node.
+func TestSmoke(t *testing.T) {
+	for _, mode := range []string{"nftables", "iptables"} {
+		t.Run(mode, func(t *testing.T) {
+			l := upCluster(t, mode)
+			l.install(t)
+			l.apply(t, fmt.Sprintf(`
+apiVersion: paas.org/v1
+kind: IPGroup
+metadata: {name: lan}
+spec:
+  segment: %q
+`, l.lanPool))
+			vip := l.backend(t, "default", "web", 2, "Cluster")
+			t.Logf("web has %s", vip)
+
+			var hostname string
+			l.eventually(t, 60*time.Second, "web through its VIP from the client", func() (err error) {
+				hostname, err = l.fromClient("http://" + vip + "/hostname")
+				return err
+			})
+			if !strings.HasPrefix(hostname, "web-") {
+				t.Fatalf("the VIP answered %q, not a web pod", hostname)
+			}
+
+			for _, node := range l.nodeNetns {
+				rules := l.ruleset(t, node)
+				if !strings.Contains(rules, vip) {
+					t.Errorf("%s: the agent's rules do not hold %s", node, vip)
+				}
+				if kp := kubeProxyRules(rules); strings.Contains(kp, vip) {
+					t.Errorf("%s: kube-proxy (%s mode) programs %s, which ipMode Proxy leaves to the agent:\n%s", node, mode, vip, kp)
+				}
+			}
+
+			l.kubectl(t, "delete", "-f", "../../deploy/bundle.yaml", "--wait=true", "--timeout=120s")
+			l.eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
+				for _, node := range l.nodeNetns {
+					if rules := l.ruleset(t, node); strings.Contains(rules, "VIPA") || strings.Contains(rules, "vip-allocator") {
+						return fmt.Errorf("%s still holds the agent's rules", node)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// kubeProxyRules is the part of a node's ruleset kube-proxy wrote: the chains
+// of its nftables table (nftables mode) and its KUBE- chains (iptables mode,
+// written through iptables-nft).
+func kubeProxyRules(ruleset string) string {
+	var b strings.Builder
+	table, chain := "", ""
+	for _, line := range strings.Split(ruleset, "\n") {
+		if strings.HasPrefix(line, "table ") {
+			table = line
+		} else if name, ok := strings.CutPrefix(line, "\tchain "); ok {
+			chain = name
+		}
+		if strings.Contains(table, " kube-proxy ") || strings.HasPrefix(chain, "KUBE-") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
