@@ -100,42 +100,21 @@ func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Servi
 	return adopted, nil
 }
 
-// dropOriginalFinalizer removes the original operator's finalizer from svc. A
-// JSON patch that tests the entry first touches nothing else and fails, to be
-// retried, when the list changed meanwhile.
-func (r *ServiceReconciler) dropOriginalFinalizer(ctx context.Context, svc *corev1.Service) error {
-	i := slices.Index(svc.Finalizers, paasv1.OriginalServiceFinalizer)
-	if i < 0 {
-		return nil
-	}
-	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
-		i, paasv1.OriginalServiceFinalizer, i)
-	err := r.GetClient().Patch(ctx, svc.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)), paasv1.FieldOwner)
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("remove finalizer %s from Service %s/%s: %w", paasv1.OriginalServiceFinalizer, svc.Namespace, svc.Name, err)
-	}
-	return nil
-}
-
 // finishDeletion releases what a Service being deleted holds, then drops the
-// original's finalizer so the deletion completes. Without the finalizer the
-// Service would be gone before its ledger, which the release also finds.
+// finalizers that kept it (the original's, the cleanup one) so the deletion
+// completes: until then the Service, and the addresses its status shows, stay.
 func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
-	if err := r.release(ctx, key, nil); err != nil {
-		if slices.Contains(svc.Finalizers, paasv1.OriginalServiceFinalizer) {
-			r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
-				"Cannot release the addresses of this Service being deleted, so its finalizer %s stays: %v%s", paasv1.OriginalServiceFinalizer, err, webhookHint(err))
-		}
+	held, err := r.release(ctx, key, nil)
+	if err != nil {
+		r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
+			"Cannot release the addresses of this Service being deleted, so its finalizers stay: %v%s", err, webhookHint(err))
 		return err
 	}
-	if !slices.Contains(svc.Finalizers, paasv1.OriginalServiceFinalizer) {
-		return nil
-	}
-	if addrs := k8salloc.IngressAddrs(svc); len(addrs) > 0 {
+	if addrs := k8salloc.IngressAddrs(svc); len(addrs) > 0 && held {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", joinAddrs(addrs))
 	}
-	return r.dropOriginalFinalizer(ctx, svc)
+	return r.dropFinalizers(ctx, svc, held)
 }
 
 // webhookHint names the fix when an admission webhook refused a ledger write.

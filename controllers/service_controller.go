@@ -67,9 +67,9 @@ type ServiceReconciler struct {
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
-// Services are patched (not status) for one thing here: removing the
-// original operator's finalizer (dropOriginalFinalizer); the migration patches
-// them too (migration/reconciler.go).
+// Services are patched (not status) for their finalizers alone here (the
+// cleanup finalizer, the original operator's: finalizers.go); the migration
+// patches them too (migration/reconciler.go).
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -87,17 +87,18 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("get Service %s: %w", req.NamespacedName, err)
 		}
-		return ctrl.Result{}, r.release(ctx, req.NamespacedName, nil)
+		_, err := r.release(ctx, req.NamespacedName, nil)
+		return ctrl.Result{}, err
 	}
 	if !svc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finishDeletion(ctx, svc)
 	}
 	if !lbclass.Handles(svc, r.OwnClassOnly) {
-		if err := r.release(ctx, req.NamespacedName, svc); err != nil {
+		held, err := r.release(ctx, req.NamespacedName, svc)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
-		// The original operator put its finalizer on Services of any class; no one else removes it.
-		return ctrl.Result{}, r.dropOriginalFinalizer(ctx, svc)
+		return ctrl.Result{}, r.dropFinalizers(ctx, svc, held)
 	}
 	return ctrl.Result{}, r.serve(ctx, svc)
 }
@@ -120,8 +121,12 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		return err
 	}
 	current = append(current, adopted...)
-	// The ledger is ours now: the original's finalizer would only hang a deletion.
-	if err := r.dropOriginalFinalizer(ctx, svc); err != nil {
+	// The ledger is ours now: the original's finalizer would only hang a
+	// deletion. Ours holds the Service until its addresses are released.
+	if err := r.dropFinalizer(ctx, svc, paasv1.OriginalServiceFinalizer); err != nil {
+		return err
+	}
+	if err := r.addFinalizer(ctx, svc, CleanupFinalizer); err != nil {
 		return err
 	}
 
@@ -424,7 +429,8 @@ func nilIfEmpty[T any](list []T) any {
 
 // release frees what key holds: memory, ledger, and, when the Service still
 // exists but is no longer ours to serve, the addresses and condition in its status.
-func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedName, svc *corev1.Service) error {
+// held says whether key held any address here.
+func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedName, svc *corev1.Service) (held bool, err error) {
 	r.state.mu.Lock()
 	freed := r.state.alloc.Release(key.String())
 	r.state.mu.Unlock()
@@ -432,7 +438,7 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 	r.state.forget(key)
 	ledger, err := r.ledgerOf(ctx, key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, ip := range ledger {
 		if addr, ok := ip.Addr(); ok && !slices.Contains(freed, addr) {
@@ -440,13 +446,14 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 		}
 	}
 	if err := r.leaveLedger(ctx, ledger, dropName(key)); err != nil {
-		return err
+		return false, err
 	}
-	if len(freed) > 0 {
+	held = len(freed) > 0
+	if held {
 		r.wakePending()
 	}
 	if svc == nil {
-		return nil
+		return held, nil
 	}
 	desired := svc.DeepCopy()
 	desired.Status.LoadBalancer.Ingress = slices.DeleteFunc(desired.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
@@ -456,15 +463,15 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 	meta.RemoveStatusCondition(&desired.Status.Conditions, paasv1.ConditionIPAllocated)
 	meta.RemoveStatusCondition(&desired.Status.Conditions, paasv1.ConditionAddressConflict)
 	if equality.Semantic.DeepEqual(svc.Status, desired.Status) {
-		return nil
+		return held, nil
 	}
 	if err := r.GetClient().Status().Patch(ctx, desired, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
-		return fmt.Errorf("clear status of Service %s: %w", key, err)
+		return held, fmt.Errorf("clear status of Service %s: %w", key, err)
 	}
-	if len(freed) > 0 {
+	if held {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", joinAddrs(freed))
 	}
-	return nil
+	return held, nil
 }
 
 func joinAddrs(addrs []netip.Addr) string {

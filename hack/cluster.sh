@@ -285,14 +285,14 @@ EOF
   holder=$(cat "$dir/run/$name-mounts.pid")
   wait_for "the mount namespace of $name" 10 test "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)"
   # 'ip netns exec' would remount /sys and hide the cgroup hierarchies.
-  innode() { nsenter -t "$holder" -m --net="/run/netns/$name" "$@"; }
-  start "$name-containerd" innode containerd --config "$d/containerd.toml"
+  local innode=(nsenter -t "$holder" -m --net="/run/netns/$name")
+  start "$name-containerd" "${innode[@]}" containerd --config "$d/containerd.toml"
   wait_for "containerd on $name" 30 test -S "$run/containerd.sock"
   local tar
   for tar in "$images"/*.tar; do
-    innode ctr -a "$run/containerd.sock" -n k8s.io images import "$tar" >/dev/null
+    "${innode[@]}" ctr -a "$run/containerd.sock" -n k8s.io images import "$tar" >/dev/null
   done
-  start "$name-kubelet" innode "$k8s/kubelet" --config "$d/kubelet.yaml" \
+  start "$name-kubelet" "${innode[@]}" "$k8s/kubelet" --config "$d/kubelet.yaml" \
     --kubeconfig "$dir/kubelet-$name.kubeconfig" --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" \
     --hostname-override "$name" --node-ip "192.0.2.1$n" --cloud-provider=
   start "$name-kube-proxy" nsenter --net="/run/netns/$name" "$k8s/kube-proxy" --config "$d/kube-proxy.yaml"
@@ -302,7 +302,7 @@ up() {
   for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
     [[ -x $k8s/$b ]] || { echo "$k8s/$b is missing: run 'make cluster-binaries'" >&2; exit 1; }
   done
-  for i in vip-allocator pause agnhost; do
+  for i in vip-allocator pause agnhost coredns; do
     [[ -s $images/$i.tar ]] || { echo "$images/$i.tar is missing: run 'make images'" >&2; exit 1; }
   done
   for b in containerd runc ctr; do command -v "$b" >/dev/null || { echo "$b is missing: run 'make packages'" >&2; exit 1; }; done
@@ -325,6 +325,8 @@ up() {
   [[ $(kubectl get nodes -o name | wc -l) == "${#nodes[@]}" ]] || wait_for "all nodes registered" 60 \
     bash -c "[[ \$('$k8s/kubectl' --kubeconfig '$dir/kubeconfig' get nodes -o name | wc -l) == ${#nodes[@]} ]]"
   wait_for "nodes Ready" 120 kubectl wait --for=condition=Ready node --all --timeout=1s
+  kubectl apply -f "$root/hack/cluster-dns.yaml" >/dev/null
+  wait_for "the cluster's DNS" 120 kubectl -n kube-system wait --for=condition=Available deploy/coredns --timeout=1s
   cat >"$dir/env" <<EOF
 KUBECONFIG=$dir/kubeconfig
 CLIENT_NETNS=$p-client

@@ -3,7 +3,7 @@
 # `ctr images import` reads (hack/imagetar): this machine reaches no registry,
 # so every image is made here, under the exact name a manifest asks for.
 #
-#   hack/images.sh OUT [vip-allocator|pause|agnhost ...]   (default: all three)
+#   hack/images.sh OUT [vip-allocator|pause|agnhost|coredns ...]   (default: all)
 #
 # vip-allocator  the project's image: hack/image-rootfs.sh's root filesystem plus
 #                bin/vip-allocator, configured by the Dockerfile's final stage,
@@ -14,12 +14,14 @@
 #                root filesystem with the shell tools the e2e specs exec (curl,
 #                GNU wget, nc, dash as /bin/sh: busybox's sh would run its own
 #                applets, and Debian's static busybox wget crashes)
+# coredns        the cluster's DNS, hack/coredns (the plugins a cluster's own
+#                names need)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: $0 OUT [image ...]}
 shift
 images=("$@")
-[[ ${#images[@]} -gt 0 ]] || images=(vip-allocator pause agnhost)
+[[ ${#images[@]} -gt 0 ]] || images=(vip-allocator pause agnhost coredns)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 k8s_src() { (cd "$root/hack/controlplane" && go list -m -f '{{.Dir}}' k8s.io/kubernetes); }
@@ -75,6 +77,13 @@ for image in "${images[@]}"; do
     # default of 20 tries turns each such call into minutes.
     printf 'tries = 1\n' >"$r/etc/wgetrc"
     "$imagetar" -rootfs "$r" -tag registry.k8s.io/e2e-test-images/agnhost:2.63.0 -entrypoint /agnhost -cmd pause -o "$out/agnhost.tar"
+    ;;
+  coredns)
+    [[ -s $out/coredns.tar ]] && continue
+    mkdir -p "$work/coredns/etc"
+    (cd "$root/hack/coredns" && CGO_ENABLED=0 go build -ldflags '-s -w' -o "$work/coredns/coredns" .)
+    printf 'root:x:0:0:root:/root:/sbin/nologin\n' >"$work/coredns/etc/passwd"
+    "$imagetar" -rootfs "$work/coredns" -tag registry.k8s.io/coredns/coredns:v1.15.0 -entrypoint /coredns -o "$out/coredns.tar"
     ;;
   *) echo "unknown image $image" >&2; exit 2 ;;
   esac

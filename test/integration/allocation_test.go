@@ -8,9 +8,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -221,15 +223,18 @@ var _ = Describe("IPGroup validation in the API server", func() {
 })
 
 var _ = Describe("release", func() {
-	It("frees the IP when the Service is deleted or stops being a LoadBalancer, with no finalizer", func() {
+	It("holds a Service by the cleanup finalizer until it frees the IP, when deleted or no longer a LoadBalancer", func() {
 		ctx := context.Background()
 		createIPGroup(newIPGroup("rel", "192.0.2.64/28"))
 		ns := newNamespace(nil)
 		svc := eventuallyIPs(createService(lbService(ns, "gone")), "192.0.2.64")
-		Expect(svc.Finalizers).To(BeEmpty())
+		Expect(getService(svc).Finalizers).To(ConsistOf(controllers.CleanupFinalizer))
 		Expect(ledger()).To(HaveKey("192.0.2.64"))
 		Expect(k8s.Delete(ctx, svc)).To(Succeed())
 		Eventually(ledger).ShouldNot(HaveKey("192.0.2.64"))
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}))
+		}).Should(BeTrue(), "the operator drops its finalizer once the address is free")
 
 		changing := eventuallyIPs(createService(lbService(ns, "changing")), "192.0.2.64")
 		// The operator keeps writing the status (the Announced condition) after the
@@ -245,8 +250,25 @@ var _ = Describe("release", func() {
 			got := getService(changing)
 			g.Expect(got.Status.LoadBalancer.Ingress).To(BeEmpty())
 			g.Expect(findCondition(got.Status.Conditions, paasv1.ConditionIPAllocated)).To(BeNil())
+			g.Expect(got.Finalizers).NotTo(ContainElement(controllers.CleanupFinalizer))
 		}).Should(Succeed())
 		eventuallyEvent(changing, corev1.EventTypeNormal, controllers.EventIPReleased, "192.0.2.64")
+	})
+
+	It("leaves the cleanup finalizer of another implementation's Service", func() {
+		ctx := context.Background()
+		ns := newNamespace(nil)
+		other := lbService(ns, "elsewhere")
+		other.Spec.LoadBalancerClass = ptr.To("example.com/cloud")
+		other.Finalizers = []string{controllers.CleanupFinalizer}
+		other = createService(other)
+		Expect(k8s.Delete(ctx, other)).To(Succeed())
+		Consistently(func() []string { return getService(other).Finalizers }, "2s").Should(ConsistOf(controllers.CleanupFinalizer))
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := getService(other)
+			got.Finalizers = nil
+			return k8s.Update(ctx, got)
+		})).To(Succeed())
 	})
 
 	It("garbage-collects ledger objects whose owner no longer exists", func() {
