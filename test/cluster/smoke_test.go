@@ -12,7 +12,8 @@ import (
 // image under containerd, the operator as a Deployment creating the agent
 // DaemonSet, the agent pods with their Pod-bound tokens, ARP answered on the
 // LAN, the VIP DNATed by the agent's rules beside kube-proxy's and left alone
-// by kube-proxy (ipMode Proxy). Then 'kubectl delete -f deploy/bundle.yaml'
+// by kube-proxy (ipMode Proxy). Then the Service is deleted (the operator
+// drops its cleanup finalizer) and 'kubectl delete -f deploy/bundle.yaml'
 // leaves no rule of the agent on any node.
 func TestSmoke(t *testing.T) {
 	for _, mode := range []string{"nftables", "iptables"} {
@@ -48,6 +49,9 @@ spec:
 				}
 			}
 
+			// The operator holds the Service by its cleanup finalizer until the
+			// address is released; the uninstall comes after.
+			l.kubectl(t, "delete", "service", "web", "--wait=true", "--timeout=60s")
 			l.kubectl(t, "delete", "-f", "../../deploy/bundle.yaml", "--wait=true", "--timeout=120s")
 			l.eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
 				for _, node := range l.nodeNetns {
