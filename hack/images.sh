@@ -39,7 +39,7 @@ with_libs() {
   shift
   for p in "$@"; do
     cp -L --parents "$p" "$dest"
-    ldd "$p" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
+    { ldd "$p" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
       while read -r lib; do [[ -e $dest$lib ]] || cp -L --parents "$lib" "$dest"; done
   done
 }
