@@ -52,8 +52,8 @@ type Sharing struct {
 	// Ports the key's Service exposes.
 	Ports []Port
 	// LocalEndpoints names the endpoints of a Service with
-	// externalTrafficPolicy Local (its selector); empty for Cluster, which
-	// any node can carry.
+	// externalTrafficPolicy Local (its namespace and selector); empty for
+	// Cluster, which any node can carry.
 	LocalEndpoints string
 }
 
