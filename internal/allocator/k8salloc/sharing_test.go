@@ -69,6 +69,9 @@ func TestSharingOf(t *testing.T) {
 	if allocator.MaxSharers != paasv1.MaxSharers {
 		t.Errorf("allocator.MaxSharers %d, api MaxSharers %d", allocator.MaxSharers, paasv1.MaxSharers)
 	}
+	if allocator.MaxSharedPorts != paasv1.MaxSharedPorts {
+		t.Errorf("allocator.MaxSharedPorts %d, api MaxSharedPorts %d", allocator.MaxSharedPorts, paasv1.MaxSharedPorts)
+	}
 }
 
 // TestLocalSharing runs two Services of one sharing key through Request and
