@@ -34,6 +34,7 @@ func reasonOf(err error) string {
 		{allocator.ErrSharedPortCollision, paasv1.ReasonSharedPortCollision},
 		{allocator.ErrSharedEndpointsDiffer, paasv1.ReasonSharedEndpointsDiffer},
 		{allocator.ErrSharedIPFull, paasv1.ReasonSharedIPFull},
+		{allocator.ErrSharedTooManyPorts, paasv1.ReasonSharedTooManyPorts},
 	} {
 		if errors.Is(err, r.sentinel) {
 			return r.reason
@@ -85,7 +86,8 @@ func requiresDualStack(svc *corev1.Service) bool {
 // hear about it even while it holds addresses.
 func hasRequestError(err error) bool {
 	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed,
-		allocator.ErrReserved, allocator.ErrCannotRelocate, allocator.ErrSharedPortCollision, allocator.ErrSharedEndpointsDiffer, allocator.ErrSharedIPFull} {
+		allocator.ErrReserved, allocator.ErrCannotRelocate, allocator.ErrSharedPortCollision, allocator.ErrSharedEndpointsDiffer, allocator.ErrSharedIPFull,
+		allocator.ErrSharedTooManyPorts} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -17,6 +17,7 @@ func TestIPAllocatedCondition(t *testing.T) {
 	held := []netip.Addr{netip.MustParseAddr("192.0.2.1")}
 	groupOf := func(netip.Addr) string { return "g" }
 	noV6 := &allocator.Error{Reason: allocator.ErrNoGroup, Msg: "no auto-assign IPv6 IPGroup admits this Service"}
+	tooManyPorts := &allocator.Error{Reason: allocator.ErrSharedTooManyPorts, Msg: "192.0.2.1 is shared under key \"k\" by 1 Services with 30000 ports"}
 	inUse := &allocator.Error{Reason: allocator.ErrInUse, Msg: "requested 192.0.2.9 is already held by ns/x"}
 	for _, tc := range []struct {
 		desc        string
@@ -39,6 +40,8 @@ func TestIPAllocatedCondition(t *testing.T) {
 			"requested 192.0.2.9 is already held by ns/x (keeps 192.0.2.1 from IPGroup g meanwhile)"},
 		{"joined errors report the first reason", nil, nil, errors.Join(inUse, noV6), "False", paasv1.ReasonRequestedIPInUse,
 			"requested 192.0.2.9 is already held by ns/x; no auto-assign IPv6 IPGroup admits this Service"},
+		{"too many ports on a shared address is reported while it is kept", nil, held, tooManyPorts, "False", paasv1.ReasonSharedTooManyPorts,
+			"192.0.2.1 is shared under key \"k\" by 1 Services with 30000 ports (keeps 192.0.2.1 from IPGroup g meanwhile)"},
 		{"a request error without a sentinel", nil, nil, errors.New("bad annotation"), "False", paasv1.ReasonInvalidRequest, "bad annotation"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

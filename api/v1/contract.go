@@ -41,6 +41,10 @@ const (
 // spec.owner and spec.sharedWith together).
 const MaxSharers = 100
 
+// MaxSharedPorts is how many ports (protocol and number) the Services holding
+// one shared address may expose together.
+const MaxSharedPorts = 4096
+
 // MetalLB's Service annotations, honoured as ours so that Services written for MetalLB need no
 // edit when it is replaced (docs/migration.md "From MetalLB"): each list is in precedence order
 // after our own key, and two keys of one list that disagree are refused (InvalidRequest).
@@ -90,6 +94,10 @@ const (
 	ReasonSharedEndpointsDiffer = "SharedEndpointsDiffer"
 	// ReasonSharedIPFull: MaxSharers Services already hold the key's address.
 	ReasonSharedIPFull = "SharedIPFull"
+	// ReasonSharedTooManyPorts: with the Service's ports, the Services on the
+	// key's address would expose more than MaxSharedPorts ports together;
+	// the message gives the counts.
+	ReasonSharedTooManyPorts = "SharedTooManyPorts"
 )
 
 // ConditionAddressConflict is the Service condition that says an address the

@@ -10,27 +10,36 @@ import (
 
 // Shared addresses. Keys whose Sharing names the same Key, in one namespace
 // (or in namespaces that allow each other), hold one address together when
-// their ports do not collide and, if several have externalTrafficPolicy
-// Local, they select the same endpoints. The first holder of an address is
-// its owner (Owner); the others join it (Holders). A key that gives an address
-// up leaves it; the address is free only once its last holder left.
+// their ports do not collide, all of them together expose at most
+// MaxSharedPorts ports and, if several have externalTrafficPolicy Local, they
+// select the same endpoints. The first holder of an address is its owner
+// (Owner); the others join it (Holders). A key that gives an address up leaves
+// it; the address is free only once its last holder left.
 //
 // A key with a sharing key and no address of its family yet joins the lowest
 // address its group already holds that its groups allow; when every such
-// address refuses it (a port collision, different Local endpoints, full) it
-// stays without one and the error says why, naming the other key and the
-// port: a collision is a mistake to fix, not a reason to split the group. Only
-// when the key's group holds no address yet does it get a free one.
+// address refuses it (a port collision, too many ports, different Local
+// endpoints, full) it stays without one and the error says why, naming the
+// other key and the port: a collision is a mistake to fix, not a reason to
+// split the group. Only when the key's group holds no address yet does it get
+// a free one.
 
 // Sentinel errors of sharing (wrapped as the others, see Error).
 var (
 	ErrSharedPortCollision   = errors.New("port already used on the shared IP")
 	ErrSharedEndpointsDiffer = errors.New("externalTrafficPolicy Local Services sharing an IP select different endpoints")
 	ErrSharedIPFull          = errors.New("shared IP has the most holders it may have")
+	ErrSharedTooManyPorts    = errors.New("shared IP would carry more ports than it may")
 )
 
 // MaxSharers is how many keys may hold one address (the ledger's limit).
 const MaxSharers = 100
+
+// MaxSharedPorts is how many ports the holders of one shared address may
+// expose together. A Service may have tens of thousands of ports (with
+// allocateLoadBalancerNodePorts false); the bound keeps the collision check
+// of one sharing group short, since every allocation waits for it.
+const MaxSharedPorts = 4096
 
 // Port is a Service port as sharing compares them: protocol and number.
 type Port struct {
@@ -52,8 +61,8 @@ type Sharing struct {
 	// Ports the key's Service exposes.
 	Ports []Port
 	// LocalEndpoints names the endpoints of a Service with
-	// externalTrafficPolicy Local (its selector); empty for Cluster, which
-	// any node can carry.
+	// externalTrafficPolicy Local (its namespace and selector); empty for
+	// Cluster, which any node can carry.
 	LocalEndpoints string
 }
 
@@ -141,10 +150,31 @@ func (a *Allocator) joinError(key string, s Sharing, addr netip.Addr, strict boo
 			return fail(ErrInUse, "%s is already held by %s in namespace %s, which shares key %q across namespaces only with Services of the namespaces both list in vip.paas.org/sharing-cross-namespace; list each other's namespace on both sides",
 				addr, other, o.Namespace, clipKey(s.Key))
 		}
-		if !strict {
-			continue
-		}
-		if p, ok := collision(s.Ports, o.Ports); ok {
+	}
+	if !strict || len(holders) == 0 {
+		return nil
+	}
+	return a.fitError(key, s, addr, holders)
+}
+
+// fitError says why key, in one sharing group with holders, does not fit on
+// addr beside them: too many ports, a port in use, other Local endpoints, too
+// many holders. The ports are counted before any is compared, so that the
+// comparison, under the allocator's one lock, never sees more than
+// MaxSharedPorts of them.
+func (a *Allocator) fitError(key string, s Sharing, addr netip.Addr, holders []string) error {
+	carried := 0
+	for _, other := range holders {
+		carried += len(a.sharing[other].Ports)
+	}
+	if carried+len(s.Ports) > MaxSharedPorts {
+		return fail(ErrSharedTooManyPorts, "%s is shared under key %q by %d Services with %d ports; with this Service's %d it would carry %d, and a shared address carries at most %d; use fewer ports, or another sharing key",
+			addr, clipKey(s.Key), len(holders), carried, len(s.Ports), carried+len(s.Ports), MaxSharedPorts)
+	}
+	mine := newPortSet(s.Ports)
+	for _, other := range holders {
+		o := a.sharing[other]
+		if p, ok := mine.firstIn(o.Ports); ok {
 			return fail(ErrSharedPortCollision, "%s is shared under key %q by %s, which already uses port %s; give one of them another port, or another sharing key", addr, clipKey(s.Key), other, p)
 		}
 		if s.LocalEndpoints != "" && o.LocalEndpoints != "" && s.LocalEndpoints != o.LocalEndpoints {
@@ -152,20 +182,10 @@ func (a *Allocator) joinError(key string, s Sharing, addr netip.Addr, strict boo
 				addr, clipKey(s.Key), other, o.LocalEndpoints, s.LocalEndpoints)
 		}
 	}
-	if strict && len(holders) >= MaxSharers {
+	if len(holders) >= MaxSharers {
 		return fail(ErrSharedIPFull, "%s already has %d holders sharing key %q, the most one address may have; use another sharing key", addr, len(holders), clipKey(s.Key))
 	}
 	return nil
-}
-
-// collision returns the first port both x and y use.
-func collision(x, y []Port) (Port, bool) {
-	for _, p := range x {
-		if slices.Contains(y, p) {
-			return p, true
-		}
-	}
-	return Port{}, false
 }
 
 // sharedAddress finds the address of fam key's sharing group holds that key

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -106,4 +107,62 @@ func TestSharedIPFull(t *testing.T) {
 		t.Fatalf("holder %d accepted: %v", MaxSharers+1, err)
 	}
 	checkNoDuplicates(t, a)
+}
+
+// portRange is n ports of proto from first on.
+func portRange(proto string, first, n int) []Port {
+	out := make([]Port, n)
+	for i := range out {
+		out[i] = Port{Protocol: proto, Port: int32(first + i)}
+	}
+	return out
+}
+
+func TestSharedPortsBound(t *testing.T) {
+	lan := Group{Name: "lan", Segment: pfx("192.0.2.0/24"), Excluded: pfxs("192.0.2.0"), AutoAssign: true}
+	share := func(ns string, ports ...Port) Request {
+		return Request{Families: v4, Sharing: dnsSharing(ns, "k", ports...)}
+	}
+	half := MaxSharedPorts / 2
+	runSteps(t, []step{
+		{desc: "half the bound", groups: []Group{lan}, key: "a/one", req: share("a", portRange("TCP", 1, half)...), want: []string{"192.0.2.1"}},
+		{desc: "the other half joins: the bound is admitted", key: "a/two", req: share("a", portRange("TCP", half+1, half)...), want: []string{"192.0.2.1"}},
+		{desc: "one port more is refused", key: "a/three", req: share("a", udp53), wantErr: ErrSharedTooManyPorts},
+		{desc: "asking for the address does not help", key: "a/three", req: Request{Families: v4, IPs: addrs("192.0.2.1"), Sharing: dnsSharing("a", "k", udp53)}, wantErr: ErrSharedTooManyPorts},
+		{desc: "a holder gives ports up: the pending one fits", key: "a/two", req: share("a", portRange("TCP", half+1, half-1)...), want: []string{"192.0.2.1"}},
+		{desc: "it joins", key: "a/three", req: share("a", udp53), want: []string{"192.0.2.1"}},
+		{desc: "a holder edited past the bound keeps its address and hears why", key: "a/one", req: share("a", portRange("TCP", 1, 2*half)...), want: []string{"192.0.2.1"}, wantErr: ErrSharedTooManyPorts},
+
+		{desc: "a large group", key: "b/one", req: share("b", portRange("UDP", 1, 2000)...), want: []string{"192.0.2.2"}},
+		{desc: "its last port collides with the other's first", key: "b/two", req: share("b", portRange("UDP", 2000, 2000)...), wantErr: ErrSharedPortCollision},
+		{desc: "another protocol on the same numbers does not", key: "b/two", req: share("b", portRange("SCTP", 1, 2000)...), want: []string{"192.0.2.2"}},
+
+		{desc: "alone, a Service may have more ports than the bound", key: "c/big", req: share("c", portRange("TCP", 1, 30000)...), want: []string{"192.0.2.3"}},
+		{desc: "nobody may join it", key: "c/small", req: share("c", udp53), wantErr: ErrSharedTooManyPorts},
+		{desc: "nor another as large", key: "c/big2", req: share("c", portRange("TCP", 30001, 30000)...), wantErr: ErrSharedTooManyPorts},
+	})
+}
+
+// TestSharedPortsBoundImported: a pair past the bound that the ledger
+// recorded is imported as it is; each keeps its address and hears why.
+func TestSharedPortsBoundImported(t *testing.T) {
+	a := New()
+	a.SetGroups([]*Group{mustGroup(t, Group{Name: "lan", Segment: pfx("192.0.2.0/24"), AutoAssign: true})})
+	addr := addrs("192.0.2.20")
+	reqs := map[string]Request{
+		"h/one": {Families: v4, Sharing: dnsSharing("h", "k", portRange("TCP", 1, 30000)...)},
+		"h/two": {Families: v4, Sharing: dnsSharing("h", "k", portRange("TCP", 30001, 30000)...)},
+	}
+	for key, req := range reqs {
+		a.SetSharing(key, req.Sharing)
+		if err := a.Assign(key, addr...); err != nil {
+			t.Fatalf("assign %s: %v", key, err)
+		}
+	}
+	for key, req := range reqs {
+		got, err := a.Allocate(key, req)
+		if !slices.Equal(got, addr) || !errors.Is(err, ErrSharedTooManyPorts) || !strings.Contains(err.Error(), "carries at most 4096") {
+			t.Fatalf("%s: %v, %v; want the address kept and too many ports reported", key, got, err)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -113,6 +114,20 @@ var _ = Describe("shared addresses", func() {
 		eventuallyIPs(d, vip) // policy Cluster: any node carries it
 	})
 
+	It("does not share Local Services of two namespaces, whose one selector picks other Pods", func() {
+		createIPGroup(newIPGroup("share-local-cross", "10.215.0.0/24", "10.215.0.0"))
+		nsA, nsB := newNamespace(nil), newNamespace(nil)
+		local := func(ns string, p corev1.ServicePort) *corev1.Service {
+			return lbService(ns, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, "*"),
+				withLocal(map[string]string{"app": "dns"}), withPorts(p))
+		}
+		a := createService(local(nsA, port(corev1.ProtocolTCP, 53)))
+		eventuallyHasIPs(a, 1)
+		b := createService(local(nsB, port(corev1.ProtocolUDP, 53)))
+		msg := eventuallyCondition(b, metav1.ConditionFalse, paasv1.ReasonSharedEndpointsDiffer).Message
+		Expect(msg).To(And(ContainSubstring("in namespace "+nsA), ContainSubstring("in namespace "+nsB)))
+	})
+
 	It("shares across namespaces only when both list each other", func() {
 		createIPGroup(newIPGroup("share-cross", "10.212.0.0/24", "10.212.0.0"))
 		nsA, nsB, nsC := newNamespace(nil), newNamespace(nil), newNamespace(nil)
@@ -122,6 +137,29 @@ var _ = Describe("shared addresses", func() {
 		eventuallyIPs(b, vip)
 		c := createService(lbService(nsC, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "g"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, "*"), withPorts(port(corev1.ProtocolTCP, 80))))
 		Expect(eventuallyHasIPs(c, 1)[0]).NotTo(Equal(vip), "nsA does not list nsC")
+	})
+
+	It("admits two Services of 2,048 ports each on one address and refuses a port more, with the counts", func() {
+		createIPGroup(newIPGroup("share-ports", "10.214.0.0/24", "10.214.0.0"))
+		ns := newNamespace(nil)
+		many := func(name string, first int32) *corev1.Service {
+			var ports []corev1.ServicePort
+			for p := first; p < first+paasv1.MaxSharedPorts/2; p++ {
+				ports = append(ports, port(corev1.ProtocolTCP, p))
+			}
+			// Without node ports a Service may have more ports than the node-port range.
+			return lbService(ns, name, withAnnotation(paasv1.SharingKeyAnnotation, "wide"), withPorts(ports...),
+				func(s *corev1.Service) { s.Spec.AllocateLoadBalancerNodePorts = ptr.To(false) })
+		}
+		a := createService(many("a", 1))
+		vip := eventuallyHasIPs(a, 1)[0]
+		b := createService(many("b", 1+paasv1.MaxSharedPorts/2))
+		eventuallyIPs(b, vip)
+
+		c := createService(lbService(ns, "c", withAnnotation(paasv1.SharingKeyAnnotation, "wide"), withPorts(port(corev1.ProtocolUDP, 53))))
+		msg := eventuallyCondition(c, metav1.ConditionFalse, paasv1.ReasonSharedTooManyPorts).Message
+		Expect(msg).To(And(ContainSubstring(vip), ContainSubstring("4096 ports"), ContainSubstring("carries at most 4096")))
+		Expect(ingressIPs(getService(c))).To(BeEmpty())
 	})
 
 	It("rebuilds shared addresses exactly across restarts under churn", func() {

@@ -34,7 +34,8 @@ const maxCrossNamespaces = 64
 // SharingOf reads how svc may share its address: the sharing key (any of the
 // annotations above; several must agree), the namespaces it admits, its ports
 // and, with externalTrafficPolicy Local, the endpoints it selects (its
-// selector, sorted; a Service without one selects endpoints nobody else can
+// namespace and selector, sorted: a selector picks Pods of the Service's own
+// namespace only; a Service without one selects endpoints nobody else can
 // name, so it shares with no other Local Service). A value that is no valid
 // key is refused with what to write.
 func SharingOf(svc *corev1.Service) (allocator.Sharing, error) {
@@ -72,7 +73,7 @@ func SharingOf(svc *corev1.Service) (allocator.Sharing, error) {
 		if len(svc.Spec.Selector) == 0 {
 			s.LocalEndpoints = "the endpoints of Service " + svc.Namespace + "/" + svc.Name
 		} else {
-			s.LocalEndpoints = "selector " + labels.SelectorFromSet(svc.Spec.Selector).String()
+			s.LocalEndpoints = "selector " + labels.SelectorFromSet(svc.Spec.Selector).String() + " in namespace " + svc.Namespace
 		}
 	}
 	return s, nil
