@@ -302,6 +302,7 @@ func TestBundleLifecycle(t *testing.T) {
 		ds := agentDaemonSet(t, admin)
 		checkAgentPodHardening(t, ds)
 		testAgentNamespacePolicy(t, admin, ds)
+		testEphemeralContainers(t, admin, ds)
 	})
 
 	t.Run("metrics: TLS, and only for callers allowed to get /metrics", func(t *testing.T) {

@@ -48,9 +48,7 @@ func TestIdentities(t *testing.T) {
 		must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
 			Labels:      map[string]string{"topology.kubernetes.io/zone": "z1"},
 			Annotations: map[string]string{"owner.example/rack": "r1"}}}))
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-" + node},
-			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: controllers.AgentServiceAccount,
-				Containers: []corev1.Container{{Name: "agent", Image: "registry.example/vip-allocator:test"}}}}
+		pod := agentPod(namespace, node, "registry.example/vip-allocator:test")
 		must(t, admin.Create(ctx, pod))
 		token := c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount,
 			"--bound-object-kind", "Pod", "--bound-object-name", pod.Name)
