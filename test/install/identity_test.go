@@ -28,9 +28,10 @@ import (
 // credentials, that each identity can do its work and nothing more: each
 // agent, with a ServiceAccount token bound to its Pod on a Node (what the
 // kubelet gives a DaemonSet pod), writes only its own Node's interfaces
-// annotation and its own entries of the ledger and BGPPeer status; the
-// operator stays in its namespace for DaemonSets and Secrets and creates no
-// Secret but the agents' two.
+// annotation, its own entries of the ledger and BGPPeer status and its
+// condition on Services; the operator, with its ServiceAccount's token, stays
+// in its namespace for DaemonSets and Secrets, creates no Secret but the
+// agents' two, and patches Services only where its work needs it.
 func TestIdentities(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	c := startCluster(t)
@@ -141,7 +142,15 @@ func TestIdentities(t *testing.T) {
 		}
 	})
 
-	operator := impersonating(t, c.admin, operatorUser)
+	t.Run("Service status: each agent writes only its condition, on Services of every class", func(t *testing.T) {
+		testAgentServiceStatus(t, admin, agentA)
+	})
+
+	operator := c.tokenClient(t, strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, "vip-allocator-operator")))
+
+	t.Run("Services: the operator patches only the original's finalizer and a migration's conversion", func(t *testing.T) {
+		testOperatorServiceWrites(t, admin, operator)
+	})
 	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"},
 		Spec: paasv1.IPSpec{Address: "192.0.2.10", Owner: &paasv1.IPOwner{Namespace: "default", Name: "web", UID: "u1"}}}
 	must(t, operator.Create(ctx, ip))
