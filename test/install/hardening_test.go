@@ -149,7 +149,8 @@ func testEphemeralContainers(t *testing.T, admin client.Client, ds *appsv1.Daemo
 		debug   corev1.EphemeralContainer
 		refusal string // empty: admitted
 	}{
-		{"a debug container in the agent's pod", agent, debug(nil), "no ephemeral container joins"},
+		{"a confined debug container in the agent's pod", agent, debug(&corev1.SecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}), "no ephemeral container joins"},
 		{"a debug container with the agent's own capabilities in its pod", agent, debug(agentSecurity(ds)), "no ephemeral container joins"},
 		{"a privileged debug container in another pod", plain, debug(&corev1.SecurityContext{Privileged: ptr.To(true)}), "is privileged"},
 		{"a debug container adding NET_ADMIN to another pod", plain, debug(&corev1.SecurityContext{
