@@ -69,9 +69,11 @@ type ServiceReconciler struct {
 
 // Services are patched (not status) for their finalizers alone here (the
 // cleanup finalizer, the original operator's: finalizers.go); the migration
-// patches them too (migration/reconciler.go).
+// patches them too (migration/reconciler.go). RBAC cannot narrow a patch to
+// those fields: config/admission/operator_service_updates.yaml does. The
+// status is only ever patched (statusPatch, the condition), never updated whole.
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=paas.org,resources=ips,verbs=get;list;watch;create;update;patch;delete

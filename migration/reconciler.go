@@ -61,7 +61,8 @@ type Reconciler struct {
 // Services: patched to become type LoadBalancer (and to carry the migrated
 // address), deleted only when they are a VirtualIP's keepalived clone (an
 // admission policy, config/admission/operator_service_deletes.yaml, refuses
-// the operator any other Service delete).
+// the operator any other Service delete; operator_service_updates.yaml holds
+// its patches to those fields).
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

@@ -5,6 +5,7 @@ package install
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -197,4 +201,52 @@ func ref(o *unstructured.Unstructured) string {
 		kind += "." + gvk.Group
 	}
 	return kind + "/" + o.GetName()
+}
+
+// tokenClient authenticates with a ServiceAccount token, as a pod does.
+func (c *cluster) tokenClient(t *testing.T, token string) client.WithWatch {
+	cfg := &rest.Config{Host: c.base.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: c.base.CAData}}
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// runOperator runs the operator in-process as its ServiceAccount (impersonated:
+// the RBAC is the bundle's), with leader election, deploying the agent.
+func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
+	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+}
+
+// runOperatorServingMetrics is runOperator with the metrics served as the bundle serves
+// them (TLS, authenticated and authorized) on metricsAddr.
+func (c *cluster) runOperatorServingMetrics(t *testing.T, image, metricsAddr string) (stop func()) {
+	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: metricsAddr, MetricsSecure: true, ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+}
+
+// runOperatorWith runs the operator with options o, as runOperator does.
+func (c *cluster) runOperatorWith(t *testing.T, o cmd.OperatorOptions) (stop func()) {
+	cfg := rest.CopyConfig(c.admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	mgr, err := cmd.NewManager(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	var once bool
+	stop = func() {
+		if !once {
+			once = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -13,7 +13,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -78,6 +80,37 @@ func testAgentNamespacePolicy(t *testing.T, admin client.Client, ds *appsv1.Daem
 		{"another pod on the host network", other(func(s *corev1.PodSpec) { s.Volumes = nil; s.Containers[0].VolumeMounts = nil }), "host network"},
 		{"another pod with the xtables lock", other(func(s *corev1.PodSpec) { s.HostNetwork = false }), "only the agent mounts a host path"},
 		{"another pod with NET_ADMIN", other(func(s *corev1.PodSpec) { s.HostNetwork = false; s.Volumes = nil; s.Containers[0].VolumeMounts = nil }), "only the agent adds capabilities"},
+		{"the agent as a Windows host process", with(func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}}
+		}), "Windows host process"},
+		{"the agent with SELinux type spc_t", with(func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}
+		}), "SELinux"},
+		{"the agent with an SELinux user and role", with(func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{User: "system_u", Role: "system_r"}
+		}), "SELinux"},
+		{"the agent with the SELinux level the runtime picks", with(func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "container_t", Level: "s0:c1,c2"}
+		}), ""},
+		{"the agent without seccomp", with(func(s *corev1.PodSpec) { s.Containers[0].SecurityContext.SeccompProfile = nil }), "seccomp profile RuntimeDefault"},
+		{"the agent with seccomp Unconfined", with(func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+		}), "seccomp profile RuntimeDefault"},
+		{"the agent unconfined for the pod, RuntimeDefault for its container", with(func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
+		}), ""},
+		{"the agent with host port 22", with(func(s *corev1.PodSpec) {
+			s.Containers[0].Ports = append(s.Containers[0].Ports, corev1.ContainerPort{Name: "ssh", ContainerPort: 22, HostPort: 22})
+		}), "only its metrics port"},
+		{"another pod with a host port", other(func(s *corev1.PodSpec) {
+			s.HostNetwork, s.Volumes, s.Containers[0].VolumeMounts, s.Containers[0].SecurityContext.Capabilities = false, nil, nil, nil
+			s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
+		}), "only the agent has a host port"},
+		{"another pod with an unmasked /proc", other(func(s *corev1.PodSpec) {
+			s.HostNetwork, s.Volumes, s.Containers[0].VolumeMounts, s.Containers[0].SecurityContext.Capabilities = false, nil, nil, nil
+			s.Containers[0].Ports, s.HostUsers = nil, ptr.To(false)
+			s.Containers[0].SecurityContext.ProcMount = ptr.To(corev1.UnmaskedProcMount)
+		}), "unmasks /proc"},
 	} {
 		pod := &corev1.Pod{Spec: tc.pod}
 		pod.Namespace, pod.Name = namespace, "policy-probe"
@@ -90,6 +123,67 @@ func testAgentNamespacePolicy(t *testing.T, admin client.Client, ds *appsv1.Daem
 			t.Errorf("%s: want a refusal saying %q, got %v", tc.name, tc.refusal, err)
 		}
 	}
+}
+
+// testEphemeralContainers: a debug container added to a running pod (the
+// pods/ephemeralcontainers subresource) is held to the namespace's rules, and
+// never joins an agent's pod, which shares the host's network.
+func testEphemeralContainers(t *testing.T, admin client.Client, ds *appsv1.DaemonSet) {
+	ctx := context.Background()
+	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-debug-probe"}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
+	agent.Spec.NodeName = "node1"
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "plain-debug-probe"}, Spec: corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Containers:      []corev1.Container{{Name: "app", Image: "registry.example/app"}}}}
+	for _, p := range []*corev1.Pod{agent, plain} {
+		must(t, admin.Create(ctx, p))
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
+	}
+	debug := func(sc *corev1.SecurityContext) corev1.EphemeralContainer {
+		return corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger", Image: "registry.example/busybox", SecurityContext: sc}}
+	}
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		debug   corev1.EphemeralContainer
+		refusal string // empty: admitted
+	}{
+		{"a confined debug container in the agent's pod", agent, debug(&corev1.SecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}), "no ephemeral container joins"},
+		{"a debug container with the agent's own capabilities in its pod", agent, debug(agentSecurity(ds)), "no ephemeral container joins"},
+		{"a privileged debug container in another pod", plain, debug(&corev1.SecurityContext{Privileged: ptr.To(true)}), "is privileged"},
+		{"a debug container adding NET_ADMIN to another pod", plain, debug(&corev1.SecurityContext{
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}), "only the agent adds capabilities"},
+		{"an unconfined debug container in another pod", plain, debug(&corev1.SecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}), "seccomp profile RuntimeDefault"},
+		{"a plain debug container in another pod", plain, debug(nil), ""},
+	} {
+		p := &corev1.Pod{}
+		must(t, admin.Get(ctx, client.ObjectKeyFromObject(tc.pod), p))
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, tc.debug)
+		err := admin.SubResource("ephemeralcontainers").Update(ctx, p, client.WithSubResourceBody(p), client.DryRunAll)
+		switch {
+		case tc.refusal == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+			t.Errorf("%s: want a refusal saying %q, got %v", tc.name, tc.refusal, err)
+		}
+	}
+}
+
+// agentSecurity is the security context of the agent's container.
+func agentSecurity(ds *appsv1.DaemonSet) *corev1.SecurityContext {
+	return ds.Spec.Template.Spec.Containers[0].SecurityContext.DeepCopy()
+}
+
+// agentPod is a pod of the agent on node, as its DaemonSet would place it, with
+// what the namespace's admission policy asks of every pod (seccomp RuntimeDefault).
+func agentPod(ns, node, image string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-" + node},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: controllers.AgentServiceAccount,
+			SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers:      []corev1.Container{{Name: "agent", Image: image}}}}
 }
 
 // testMetricsAuth: the operator's metrics answer only callers the API server authenticates

@@ -28,9 +28,10 @@ import (
 // credentials, that each identity can do its work and nothing more: each
 // agent, with a ServiceAccount token bound to its Pod on a Node (what the
 // kubelet gives a DaemonSet pod), writes only its own Node's interfaces
-// annotation and its own entries of the ledger and BGPPeer status; the
-// operator stays in its namespace for DaemonSets and Secrets and creates no
-// Secret but the agents' two.
+// annotation, its own entries of the ledger and BGPPeer status and its
+// condition on Services; the operator, with its ServiceAccount's token, stays
+// in its namespace for DaemonSets and Secrets, creates no Secret but the
+// agents' two, and patches Services only where its work needs it.
 func TestIdentities(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	c := startCluster(t)
@@ -41,37 +42,9 @@ func TestIdentities(t *testing.T) {
 	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
 	must(t, err)
 
-	// Two nodes, each with an agent pod, as the DaemonSet would place them
-	// (no kubelet runs here: the pods stay pending, their tokens are real).
-	agent := map[string]client.Client{}
-	for _, node := range []string{"node-a", "node-b"} {
-		must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
-			Labels:      map[string]string{"topology.kubernetes.io/zone": "z1"},
-			Annotations: map[string]string{"owner.example/rack": "r1"}}}))
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-" + node},
-			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: controllers.AgentServiceAccount,
-				Containers: []corev1.Container{{Name: "agent", Image: "registry.example/vip-allocator:test"}}}}
-		must(t, admin.Create(ctx, pod))
-		token := c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount,
-			"--bound-object-kind", "Pod", "--bound-object-name", pod.Name)
-		agent[node] = c.tokenClient(t, strings.TrimSpace(token))
-	}
+	agent := c.boundAgents(t, admin, "node-a", "node-b")
 	agentA, agentB := agent["node-a"], agent["node-b"]
-	// The API server enforces a new admission policy once its informer has seen it (a second
-	// or so, more on a loaded machine); the bundle's policies arrive together, so wait until one
-	// of the agents' refuses, with a dry run that changes nothing either way.
-	eventually(t, "the agents' admission policies are in force", func() error {
-		n := &corev1.Node{}
-		if err := admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n); err != nil {
-			return err
-		}
-		patch := client.MergeFrom(n.DeepCopy())
-		setAnnotation(n, paasv1.NodeInterfacesAnnotation, "[]")
-		if err := agentA.Patch(ctx, n, patch, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "may change only its own Node") {
-			return fmt.Errorf("node-a's agent writing node-b: %v, want the policy's refusal", err)
-		}
-		return nil
-	})
+	waitAgentPolicies(t, admin, agentA)
 
 	t.Run("the API server names the pod's node in the agent's identity", func(t *testing.T) {
 		review := &authenticationv1.SelfSubjectReview{}
@@ -94,46 +67,7 @@ func TestIdentities(t *testing.T) {
 		patchNode(t, agentA, "node-a", func(n *corev1.Node) { n.Annotations[paasv1.NodeInterfacesAnnotation] = "[]" }, "")
 	})
 
-	t.Run("the agent may change nothing else on any Node", func(t *testing.T) {
-		for _, tc := range []struct {
-			desc, node string
-			mutate     func(*corev1.Node)
-			refusal    string
-		}{
-			{"another Node's interfaces annotation", "node-b",
-				func(n *corev1.Node) { setAnnotation(n, paasv1.NodeInterfacesAnnotation, `[{"name":"eth0"}]`) }, "may change only its own Node, not node-b"},
-			{"the agent's own code, for another node", "", nil, "may change only its own Node, not node-b"},
-			{"a NoExecute taint on its own Node", "node-a", func(n *corev1.Node) {
-				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "evil", Effect: corev1.TaintEffectNoExecute})
-			}, "may not change the spec"},
-			{"cordoning its own Node", "node-a", func(n *corev1.Node) { n.Spec.Unschedulable = true }, "may not change the spec"},
-			{"its own Node's labels", "node-a", func(n *corev1.Node) { n.Labels["topology.kubernetes.io/zone"] = "z2" }, "labels"},
-			{"a new label on its own Node", "node-a", func(n *corev1.Node) { n.Labels["node-role.kubernetes.io/control-plane"] = "" }, "labels"},
-			{"another annotation of its own Node", "node-a", func(n *corev1.Node) { n.Annotations["owner.example/rack"] = "r9" }, "only the annotation vip.paas.org/interfaces"},
-			{"removing another annotation of its own Node", "node-a", func(n *corev1.Node) { delete(n.Annotations, "owner.example/rack") }, "only the annotation vip.paas.org/interfaces"},
-		} {
-			t.Run(tc.desc, func(t *testing.T) {
-				if tc.mutate == nil {
-					err := (&nodeagent.InterfacePublisher{Client: agentA, NodeName: "node-b"}).Publish(ctx)
-					if err == nil || !strings.Contains(err.Error(), tc.refusal) {
-						t.Fatalf("node-a's agent publishing for node-b: %v, want a refusal with %q", err, tc.refusal)
-					}
-					return
-				}
-				patchNode(t, agentA, tc.node, tc.mutate, tc.refusal)
-			})
-		}
-		n := &corev1.Node{}
-		must(t, admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n))
-		if _, ok := n.Annotations[paasv1.NodeInterfacesAnnotation]; ok || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
-			t.Fatalf("node-b changed: %v %v", n.Annotations, n.Spec.Taints)
-		}
-		must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
-		if n.Spec.Unschedulable || n.Labels["topology.kubernetes.io/zone"] != "z1" || n.Annotations["owner.example/rack"] != "r1" ||
-			slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
-			t.Fatalf("node-a changed: %+v", n)
-		}
-	})
+	t.Run("the agent may change nothing else on any Node", func(t *testing.T) { testAgentNodeWrites(t, admin, agentA) })
 
 	t.Run("a token bound to no pod names no node, and writes no Node", func(t *testing.T) {
 		unbound := c.tokenClient(t, strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount)))
@@ -143,113 +77,21 @@ func TestIdentities(t *testing.T) {
 		}
 	})
 
-	operator := impersonating(t, c.admin, operatorUser)
-	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"},
-		Spec: paasv1.IPSpec{Address: "192.0.2.10", Owner: &paasv1.IPOwner{Namespace: "default", Name: "web", UID: "u1"}}}
-	must(t, operator.Create(ctx, ip))
+	t.Run("Service status: each agent writes only its condition, on Services of every class", func(t *testing.T) {
+		testAgentServiceStatus(t, admin, agentA)
+	})
 
+	operator := c.tokenClient(t, strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, "vip-allocator-operator")))
+
+	t.Run("Services: the operator patches only the original's finalizer and a migration's conversion", func(t *testing.T) {
+		testOperatorServiceWrites(t, admin, operator)
+	})
 	t.Run("ledger status: each agent records only its own node as announcing", func(t *testing.T) {
-		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a"} }, "")
-		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a", "node-b"} },
-			"may record only its own node as announcing 192.0.2.10, not node-b")
-		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "not node-b")
-		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
-			s.Owner = &paasv1.IPOwner{Namespace: "default", Name: "attacker", UID: "u2"}
-		}, "written by the operator only")
-		// The next L2 owner takes over: it replaces the old owner by itself.
-		patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "")
-		// A node that does not announce the address raises no condition on it.
-		patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
-			s.Conditions = []metav1.Condition{{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC,
-				Message: "forged", LastTransitionTime: metav1.Now()}}
-		}, "reports conditions only on addresses its node announces")
-		patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) {
-			s.Conditions = []metav1.Condition{{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC,
-				Message: "heard", LastTransitionTime: metav1.Now()}}
-		}, "")
+		testAgentIPStatus(t, operator, agentA, agentB)
 	})
-
-	must(t, admin.Create(ctx, &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
-		Spec: paasv1.BGPPeerSpec{PeerAddress: "192.0.2.254", PeerASN: 64512, MyASN: 64513}}))
-
-	t.Run("BGPPeer status: each agent writes only its own session entry", func(t *testing.T) {
-		established := &paasv1.BGPSession{State: paasv1.SessionEstablished, Since: ptr.To(metav1.Now())}
-		for node, cl := range agent {
-			s := established.DeepCopy()
-			s.Node = node
-			// The agent's own code: server-side apply with a field manager per node.
-			must(t, (&nodeagent.BGPAnnouncer{Client: cl, NodeName: node}).ApplySession(ctx, "tor", s))
-		}
-		forged := &paasv1.BGPSession{Node: "node-b", State: "Idle", Message: "forged"}
-		for _, tc := range []struct {
-			desc    string
-			mutate  func(*paasv1.BGPPeerStatus)
-			refusal string
-		}{
-			{"change another node's entry", func(s *paasv1.BGPPeerStatus) {
-				for i := range s.Sessions {
-					if s.Sessions[i].Node == "node-b" {
-						s.Sessions[i].State = "Idle"
-					}
-				}
-			}, "may write only its own session entry of BGPPeer tor"},
-			{"drop another node's entry", func(s *paasv1.BGPPeerStatus) {
-				s.Sessions = []paasv1.BGPSession{*established}
-				s.Sessions[0].Node = "node-a"
-			}, "may write only its own session entry"},
-			{"the conditions", func(s *paasv1.BGPPeerStatus) {
-				s.Conditions = []metav1.Condition{{Type: paasv1.BGPPeerEstablished, Status: metav1.ConditionTrue, Reason: "Forged", LastTransitionTime: metav1.Now()}}
-			}, "written by the operator only"},
-		} {
-			t.Run(tc.desc, func(t *testing.T) {
-				peer := &paasv1.BGPPeer{}
-				must(t, agentA.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
-				patch := client.MergeFrom(peer.DeepCopy())
-				tc.mutate(&peer.Status)
-				err := agentA.Status().Patch(ctx, peer, patch)
-				if err == nil || !strings.Contains(err.Error(), tc.refusal) {
-					t.Fatalf("got %v, want a refusal with %q", err, tc.refusal)
-				}
-			})
-		}
-		t.Run("forge another node's entry with its field manager", func(t *testing.T) {
-			err := (&nodeagent.BGPAnnouncer{Client: agentA, NodeName: "node-b"}).ApplySession(ctx, "tor", forged)
-			if err == nil || !strings.Contains(err.Error(), "may write only its own session entry") {
-				t.Fatalf("got %v, want a refusal", err)
-			}
-		})
-		peer := &paasv1.BGPPeer{}
-		must(t, admin.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
-		for _, s := range peer.Status.Sessions {
-			if s.State != paasv1.SessionEstablished {
-				t.Errorf("session of %s changed: %+v", s.Node, s)
-			}
-		}
-		if len(peer.Status.Sessions) != 2 {
-			t.Errorf("sessions %+v, want node-a's and node-b's", peer.Status.Sessions)
-		}
-	})
-
+	t.Run("BGPPeer status: each agent writes only its own session entry", func(t *testing.T) { testAgentBGPPeerStatus(t, admin, agent) })
 	t.Run("the operator stays in its namespace for DaemonSets and Secrets, and creates no Secret but the agents' two", func(t *testing.T) {
-		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "miner"},
-			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/miner"}}}}}}
-		refused(t, "create a DaemonSet in default", operator.Create(ctx, ds), "forbidden")
-		refused(t, "read a Secret in default", operator.Get(ctx, types.NamespacedName{Namespace: "default", Name: "x"}, &corev1.Secret{}), "forbidden")
-		refused(t, "list DaemonSets everywhere", operator.List(ctx, &appsv1.DaemonSetList{}), "forbidden")
-		token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-forever",
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: controllers.AgentServiceAccount}},
-			Type: corev1.SecretTypeServiceAccountToken}
-		refused(t, "mint a token Secret for the agent", operator.Create(ctx, token), "writes only its Opaque Secrets")
-		other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "other"}, Type: corev1.SecretTypeOpaque}
-		refused(t, "create another Secret", operator.Create(ctx, other), "writes only its Opaque Secrets")
-		disguised := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret,
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: controllers.AgentServiceAccount}},
-			Type: corev1.SecretTypeServiceAccountToken}
-		refused(t, "a token Secret under an allowed name", operator.Create(ctx, disguised), "writes only its Opaque Secrets")
-		allowed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret}, Type: corev1.SecretTypeOpaque}
-		must(t, operator.Create(ctx, allowed))
+		testOperatorNamespace(t, operator)
 	})
 
 	t.Run("kubectl auth can-i --list of each account (docs/install.md)", func(t *testing.T) {
@@ -258,6 +100,203 @@ func TestIdentities(t *testing.T) {
 			t.Logf("kubectl auth can-i --list --as=%s -n %s\n%s", tc.who, tc.ns, out)
 		}
 	})
+}
+
+// waitAgentPolicies waits for the bundle's policies: the API server enforces a
+// new admission policy once its informer has seen it (a second or so, more on a
+// loaded machine); they arrive together, so it waits until one of the agents'
+// refuses, with a dry run that changes nothing either way.
+func waitAgentPolicies(t *testing.T, admin, agentA client.Client) {
+	ctx := context.Background()
+	eventually(t, "the agents' admission policies are in force", func() error {
+		n := &corev1.Node{}
+		if err := admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(n.DeepCopy())
+		setAnnotation(n, paasv1.NodeInterfacesAnnotation, "[]")
+		if err := agentA.Patch(ctx, n, patch, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "may change only its own Node") {
+			return fmt.Errorf("node-a's agent writing node-b: %v, want the policy's refusal", err)
+		}
+		return nil
+	})
+}
+
+// boundAgents creates the nodes, each with an agent pod as the DaemonSet would
+// place it, and returns a client per node with that pod's bound token (no
+// kubelet runs here: the pods stay pending, their tokens are real).
+func (c *cluster) boundAgents(t *testing.T, admin client.Client, nodes ...string) map[string]client.Client {
+	ctx := context.Background()
+	agent := map[string]client.Client{}
+	for _, node := range nodes {
+		must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+			Labels:      map[string]string{"topology.kubernetes.io/zone": "z1"},
+			Annotations: map[string]string{"owner.example/rack": "r1"}}}))
+		pod := agentPod(namespace, node, "registry.example/vip-allocator:test")
+		must(t, admin.Create(ctx, pod))
+		token := c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount,
+			"--bound-object-kind", "Pod", "--bound-object-name", pod.Name)
+		agent[node] = c.tokenClient(t, strings.TrimSpace(token))
+	}
+	return agent
+}
+
+// testAgentNodeWrites: node-a's agent changes nothing on any Node but its own
+// Node's interfaces annotation.
+func testAgentNodeWrites(t *testing.T, admin, agentA client.Client) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		desc, node string
+		mutate     func(*corev1.Node)
+		refusal    string
+	}{
+		{"another Node's interfaces annotation", "node-b",
+			func(n *corev1.Node) { setAnnotation(n, paasv1.NodeInterfacesAnnotation, `[{"name":"eth0"}]`) }, "may change only its own Node, not node-b"},
+		{"the agent's own code, for another node", "", nil, "may change only its own Node, not node-b"},
+		{"a NoExecute taint on its own Node", "node-a", func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "evil", Effect: corev1.TaintEffectNoExecute})
+		}, "may not change the spec"},
+		{"cordoning its own Node", "node-a", func(n *corev1.Node) { n.Spec.Unschedulable = true }, "may not change the spec"},
+		{"its own Node's labels", "node-a", func(n *corev1.Node) { n.Labels["topology.kubernetes.io/zone"] = "z2" }, "labels"},
+		{"a new label on its own Node", "node-a", func(n *corev1.Node) { n.Labels["node-role.kubernetes.io/control-plane"] = "" }, "labels"},
+		{"another annotation of its own Node", "node-a", func(n *corev1.Node) { n.Annotations["owner.example/rack"] = "r9" }, "only the annotation vip.paas.org/interfaces"},
+		{"removing another annotation of its own Node", "node-a", func(n *corev1.Node) { delete(n.Annotations, "owner.example/rack") }, "only the annotation vip.paas.org/interfaces"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if tc.mutate == nil {
+				err := (&nodeagent.InterfacePublisher{Client: agentA, NodeName: "node-b"}).Publish(ctx)
+				if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+					t.Fatalf("node-a's agent publishing for node-b: %v, want a refusal with %q", err, tc.refusal)
+				}
+				return
+			}
+			patchNode(t, agentA, tc.node, tc.mutate, tc.refusal)
+		})
+	}
+	n := &corev1.Node{}
+	must(t, admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n))
+	if _, ok := n.Annotations[paasv1.NodeInterfacesAnnotation]; ok || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
+		t.Fatalf("node-b changed: %v %v", n.Annotations, n.Spec.Taints)
+	}
+	must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
+	if n.Spec.Unschedulable || n.Labels["topology.kubernetes.io/zone"] != "z1" || n.Annotations["owner.example/rack"] != "r1" ||
+		slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
+		t.Fatalf("node-a changed: %+v", n)
+	}
+}
+
+// testAgentIPStatus: each agent records only its own node as announcing an IP.
+func testAgentIPStatus(t *testing.T, operator, agentA, agentB client.Client) {
+	ctx := context.Background()
+	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"},
+		Spec: paasv1.IPSpec{Address: "192.0.2.10", Owner: &paasv1.IPOwner{Namespace: "default", Name: "web", UID: "u1"}}}
+	must(t, operator.Create(ctx, ip))
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a"} }, "")
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a", "node-b"} },
+		"may record only its own node as announcing 192.0.2.10, not node-b")
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "not node-b")
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
+		s.Owner = &paasv1.IPOwner{Namespace: "default", Name: "attacker", UID: "u2"}
+	}, "written by the operator only")
+	// The next L2 owner takes over: it replaces the old owner by itself.
+	patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "")
+	// A node that does not announce the address raises no condition on it.
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
+		s.Conditions = []metav1.Condition{{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC,
+			Message: "forged", LastTransitionTime: metav1.Now()}}
+	}, "reports conditions only on addresses its node announces")
+	patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) {
+		s.Conditions = []metav1.Condition{{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC,
+			Message: "heard", LastTransitionTime: metav1.Now()}}
+	}, "")
+}
+
+// testAgentBGPPeerStatus: each agent writes only its own session entry of a BGPPeer.
+func testAgentBGPPeerStatus(t *testing.T, admin client.Client, agent map[string]client.Client) {
+	ctx := context.Background()
+	agentA := agent["node-a"]
+	must(t, admin.Create(ctx, &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
+		Spec: paasv1.BGPPeerSpec{PeerAddress: "192.0.2.254", PeerASN: 64512, MyASN: 64513}}))
+	established := &paasv1.BGPSession{State: paasv1.SessionEstablished, Since: ptr.To(metav1.Now())}
+	for node, cl := range agent {
+		s := established.DeepCopy()
+		s.Node = node
+		// The agent's own code: server-side apply with a field manager per node.
+		must(t, (&nodeagent.BGPAnnouncer{Client: cl, NodeName: node}).ApplySession(ctx, "tor", s))
+	}
+	forged := &paasv1.BGPSession{Node: "node-b", State: "Idle", Message: "forged"}
+	for _, tc := range []struct {
+		desc    string
+		mutate  func(*paasv1.BGPPeerStatus)
+		refusal string
+	}{
+		{"change another node's entry", func(s *paasv1.BGPPeerStatus) {
+			for i := range s.Sessions {
+				if s.Sessions[i].Node == "node-b" {
+					s.Sessions[i].State = "Idle"
+				}
+			}
+		}, "may write only its own session entry of BGPPeer tor"},
+		{"drop another node's entry", func(s *paasv1.BGPPeerStatus) {
+			s.Sessions = []paasv1.BGPSession{*established}
+			s.Sessions[0].Node = "node-a"
+		}, "may write only its own session entry"},
+		{"the conditions", func(s *paasv1.BGPPeerStatus) {
+			s.Conditions = []metav1.Condition{{Type: paasv1.BGPPeerEstablished, Status: metav1.ConditionTrue, Reason: "Forged", LastTransitionTime: metav1.Now()}}
+		}, "written by the operator only"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			peer := &paasv1.BGPPeer{}
+			must(t, agentA.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
+			patch := client.MergeFrom(peer.DeepCopy())
+			tc.mutate(&peer.Status)
+			err := agentA.Status().Patch(ctx, peer, patch)
+			if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+				t.Fatalf("got %v, want a refusal with %q", err, tc.refusal)
+			}
+		})
+	}
+	t.Run("forge another node's entry with its field manager", func(t *testing.T) {
+		err := (&nodeagent.BGPAnnouncer{Client: agentA, NodeName: "node-b"}).ApplySession(ctx, "tor", forged)
+		if err == nil || !strings.Contains(err.Error(), "may write only its own session entry") {
+			t.Fatalf("got %v, want a refusal", err)
+		}
+	})
+	peer := &paasv1.BGPPeer{}
+	must(t, admin.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
+	for _, s := range peer.Status.Sessions {
+		if s.State != paasv1.SessionEstablished {
+			t.Errorf("session of %s changed: %+v", s.Node, s)
+		}
+	}
+	if len(peer.Status.Sessions) != 2 {
+		t.Errorf("sessions %+v, want node-a's and node-b's", peer.Status.Sessions)
+	}
+}
+
+// testOperatorNamespace: the operator stays in its namespace for DaemonSets and
+// Secrets, and creates no Secret but the agents' two.
+func testOperatorNamespace(t *testing.T, operator client.Client) {
+	ctx := context.Background()
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "miner"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/miner"}}}}}}
+	refused(t, "create a DaemonSet in default", operator.Create(ctx, ds), "forbidden")
+	refused(t, "read a Secret in default", operator.Get(ctx, types.NamespacedName{Namespace: "default", Name: "x"}, &corev1.Secret{}), "forbidden")
+	refused(t, "list DaemonSets everywhere", operator.List(ctx, &appsv1.DaemonSetList{}), "forbidden")
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-forever",
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: controllers.AgentServiceAccount}},
+		Type: corev1.SecretTypeServiceAccountToken}
+	refused(t, "mint a token Secret for the agent", operator.Create(ctx, token), "writes only its Opaque Secrets")
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "other"}, Type: corev1.SecretTypeOpaque}
+	refused(t, "create another Secret", operator.Create(ctx, other), "writes only its Opaque Secrets")
+	disguised := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret,
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: controllers.AgentServiceAccount}},
+		Type: corev1.SecretTypeServiceAccountToken}
+	refused(t, "a token Secret under an allowed name", operator.Create(ctx, disguised), "writes only its Opaque Secrets")
+	allowed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret}, Type: corev1.SecretTypeOpaque}
+	must(t, operator.Create(ctx, allowed))
 }
 
 func refused(t *testing.T, what string, err error, want string) {

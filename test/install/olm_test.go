@@ -123,11 +123,9 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 		for _, node := range []string{"node-a", "node-b"} {
 			must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 		}
-		must(t, admin.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-a"},
-			Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: controllers.AgentServiceAccount,
-				Containers: []corev1.Container{{Name: "agent", Image: dep.Image}}}}))
+		must(t, admin.Create(ctx, agentPod(ns, "node-a", dep.Image)))
 		token := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", ns, controllers.AgentServiceAccount,
-			"--bound-object-kind", "Pod", "--bound-object-name", "agent-a"))
+			"--bound-object-kind", "Pod", "--bound-object-name", "agent-node-a"))
 		agent := c.tokenClient(t, token)
 		must(t, (&nodeagent.InterfacePublisher{Client: agent, NodeName: "node-a"}).Publish(ctx))
 		err := (&nodeagent.InterfacePublisher{Client: agent, NodeName: "node-b"}).Publish(ctx)

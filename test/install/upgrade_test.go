@@ -422,7 +422,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		}
 	})
 
-	t.Run("a new Service gets an address (the ledger is writable again) and deleting an adopted one needs no finalizer", func(t *testing.T) {
+	t.Run("a new Service gets an address (the ledger is writable again) and deleting an adopted one frees its address", func(t *testing.T) {
 		fresh := &corev1.Service{}
 		eventually(t, "shop/fresh, refused by the webhook before, gets the first free address", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "fresh"}, fresh); err != nil {
@@ -446,7 +446,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			return nil
 		})
 		must(t, admin.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "api"}}))
-		eventually(t, "shop/api is gone at once and 192.0.2.1 is released", func() error {
+		eventually(t, "shop/api is gone and 192.0.2.1 is released", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "api"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("shop/api: %v", err)
 			}

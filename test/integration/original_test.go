@@ -36,8 +36,9 @@ var _ = Describe("the original operator's Services, adopted at start", Ordered, 
 		if shown {
 			// The operator's identity again: the status of a Service we serve
 			// is its alone now (admission policy), the content the original's.
+			patch := client.MergeFrom(svc.DeepCopy())
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
-			Expect(env.Operator.Status().Update(ctx, svc)).To(Succeed())
+			Expect(env.Operator.Status().Patch(ctx, svc, patch)).To(Succeed())
 		}
 		svc.Finalizers = append(svc.Finalizers, paasv1.OriginalServiceFinalizer)
 		Expect(k8s.Update(ctx, svc)).To(Succeed())

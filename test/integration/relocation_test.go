@@ -347,8 +347,9 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		By("leaving the state a crash leaves: the new ledger object created, the status patched or not, the old ledger object still there")
 		crash := func(name, status string, ledgerAddrs ...string) *corev1.Service {
 			svc := createService(lbService(ns, name))
+			patch := client.MergeFrom(svc.DeepCopy())
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: status}}
-			Expect(env.Operator.Status().Update(ctx, svc)).To(Succeed()) // as the crashed operator wrote it
+			Expect(env.Operator.Status().Patch(ctx, svc, patch)).To(Succeed()) // as the crashed operator wrote it
 			for _, a := range ledgerAddrs {
 				ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: a, Annotations: map[string]string{paasv1.OwnerAnnotation: ns + "/" + name}},
 					Spec: paasv1.IPSpec{Address: a, Owner: &paasv1.IPOwner{Namespace: ns, Name: name, UID: svc.UID}}}

@@ -17,8 +17,8 @@ import (
 
 // The admission policy vip-allocator-service-status-writers on the real API
 // server: only the operator writes the addresses of the Services it serves;
-// the agents write their own condition and nothing else; admins are refused
-// too; other classes are untouched.
+// the agents write their own condition and nothing else, on Services of every
+// class; admins are refused too; other classes are otherwise untouched.
 var _ = Describe("who may write a Service's status.loadBalancer.ingress", Ordered, func() {
 	ctx := context.Background()
 	var agent client.Client
@@ -70,6 +70,11 @@ var _ = Describe("who may write a Service's status.loadBalancer.ingress", Ordere
 		Expect(err.Error()).To(ContainSubstring("write only the condition vip.paas.org/Programmed"))
 		Expect(patchStatus(agent, svc, `{"status":{"conditions":[{"type":"vip.paas.org/Programmed","status":"False","reason":"NotInLedger","message":"m","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`)).To(Succeed())
 		Expect(patchStatus(agent, svc, `{"status":{"conditions":[{"$patch":"delete","type":"vip.paas.org/Programmed"}]}}`)).To(Succeed())
+
+		// Another implementation's Service: kube-proxy would intercept an address planted there on every node.
+		other := createService(lbService(ns, "other", withClass("example.com/lb")))
+		refused(patchStatus(agent, other, forged("192.0.2.252")), "system:serviceaccount:vip-allocator-operator:vip-allocator-agent")
+		Expect(ingressIPs(getService(other))).To(BeEmpty())
 	})
 
 	It("lets the operator write the addresses, and leaves other classes alone", func() {
