@@ -73,10 +73,9 @@ wait_for() {
 
 # --- network ---------------------------------------------------------------
 
-link() { # link NS1 IF1 NS2 IF2: a veth pair between two namespaces ("" = this host)
-  ip link add "$2" type veth peer name "$4"
-  [[ -z $1 ]] || ip link set "$2" netns "$1"
-  [[ -z $3 ]] || ip link set "$4" netns "$3"
+link() { # link NS1 IF1 NS2 IF2: a veth pair between two namespaces ("" = this host),
+  # made inside them at once: a name such as eth0 may exist on this host.
+  ip link add "$2" ${1:+netns "$1"} type veth peer name "$4" ${3:+netns "$3"}
 }
 
 network() {
@@ -170,11 +169,11 @@ EOF
 
 control_plane() {
   local c=$dir/pki
-  start etcd inns "$p-cp" "$k8s/etcd" --data-dir "$dir/etcd" --name lab \
+  start etcd ip netns exec "$p-cp" "$k8s/etcd" --data-dir "$dir/etcd" --name lab \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster lab=http://127.0.0.1:2380 --unsafe-no-fsync
-  start kube-apiserver inns "$p-cp" "$k8s/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
+  start kube-apiserver ip netns exec "$p-cp" "$k8s/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
     --advertise-address 192.0.2.10 --secure-port 6443 \
     --tls-cert-file "$c/apiserver.crt" --tls-private-key-file "$c/apiserver.key" --client-ca-file "$c/ca.crt" \
     --kubelet-client-certificate "$c/apiserver-kubelet.crt" --kubelet-client-key "$c/apiserver-kubelet.key" \
@@ -183,14 +182,14 @@ control_plane() {
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$c/sa.pub" \
     --service-account-signing-key-file "$c/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
     --service-node-port-range 30000-32767
-  wait_for "the API server" 60 kubectl get --raw /readyz
-  start kube-controller-manager inns "$p-cp" "$k8s/kube-controller-manager" \
+  wait_for "the API server" 90 kubectl get --raw /readyz
+  start kube-controller-manager ip netns exec "$p-cp" "$k8s/kube-controller-manager" \
     --kubeconfig "$dir/controller-manager.kubeconfig" --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --service-account-private-key-file "$c/sa.key" --root-ca-file "$c/ca.crt" \
     --cluster-signing-cert-file "$c/ca.crt" --cluster-signing-key-file "$c/ca.key" \
     --use-service-account-credentials --leader-elect=false --bind-address 127.0.0.1
-  start kube-scheduler inns "$p-cp" "$k8s/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
+  start kube-scheduler ip netns exec "$p-cp" "$k8s/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" \
     --authentication-kubeconfig "$dir/scheduler.kubeconfig" --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1
 }
@@ -283,7 +282,7 @@ EOF
   start "$name-mounts" unshare --mount --propagation slave sleep infinity
   local holder
   holder=$(cat "$dir/run/$name-mounts.pid")
-  wait_for "the mount namespace of $name" 10 test "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)"
+  wait_for "the mount namespace of $name" 10 bash -c "[[ \$(readlink /proc/$holder/ns/mnt) != \$(readlink /proc/self/ns/mnt) ]]"
   # 'ip netns exec' would remount /sys and hide the cgroup hierarchies.
   local innode=(nsenter -t "$holder" -m --net="/run/netns/$name")
   start "$name-containerd" "${innode[@]}" containerd --config "$d/containerd.toml"
@@ -314,7 +313,7 @@ up() {
   mkdir -p "$dir/run"
   dir=$(cd "$dir" && pwd)
   echo "$p" >"$dir/name"
-  trap 'log "up failed: tearing down"; down' ERR
+  trap 'log "up failed: the logs'"'"' last lines, then teardown"; tail -n 15 "$dir"/run/*.log >&2 || true; down' ERR
 
   network
   certs
@@ -351,7 +350,7 @@ down() {
   # The pods' processes: runc shims of this lab's containerds, found by the
   # -address they were started with.
   for f in /proc/[0-9]*/cmdline; do
-    if tr '\0' ' ' <"$f" 2>/dev/null | grep -q "containerd-shim.*-address /run/$p-n"; then
+    if tr '\0' ' ' 2>/dev/null <"$f" | grep -q "containerd-shim.*-address /run/$p-n"; then
       kill -9 "$(basename "$(dirname "$f")")" 2>/dev/null || true
     fi
   done
