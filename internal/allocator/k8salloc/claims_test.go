@@ -11,6 +11,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // TestNodeClaimsOfHeldAddresses: a node whose agent lists other Services'
@@ -99,5 +100,22 @@ func TestNodeClaimsOfHeldAddresses(t *testing.T) {
 			t.Errorf("%s: a new Service got %v (%v), want %s", s.desc, got, err, s.wantFree)
 		}
 		a.Release("ns/new")
+	}
+}
+
+// The operator's claims and the agents' election read one annotation: every
+// address the operator names a node for, the election keeps from that node.
+func TestNodeClaimsAgreeWithElection(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.13/30","198.51.100.1/31","2001:db8::10/64"]}]`}}}
+	en := election.NodeOf(n)
+	claims := NodeClaims(n)
+	if len(claims) != 8 {
+		t.Fatalf("claims %v, want 4 addresses and the edges of 2 subnets", claims)
+	}
+	for _, c := range claims {
+		addr := c.Prefix.Addr()
+		if c.Node != "n1" || !election.Claims(en, addr, true) || election.Claims(en, addr, false) == c.L2Only {
+			t.Errorf("%s (L2 only %v): the election disagrees", addr, c.L2Only)
+		}
 	}
 }
