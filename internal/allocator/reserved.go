@@ -232,24 +232,29 @@ func (a *Allocator) Conflicts() map[string]map[netip.Addr]Reservation {
 	return out
 }
 
-// Claims returns the held addresses that Nodes claim (Reservation.Node), each
-// with its claims, one per Node, sorted by Node. An L2-only claim counts where
-// a group announced on layer 2 may hand the address out, as in Reserved.
+// Claims returns the held addresses that Nodes claim, each with ClaimsOf.
 func (a *Allocator) Claims() map[netip.Addr][]Reservation {
 	out := map[netip.Addr][]Reservation{}
 	for addr := range a.owner {
-		var claims []Reservation
-		for _, res := range a.reserved.hosts[addr] {
-			if res.Node == "" || (res.L2Only && !a.inL2Group(addr)) ||
-				slices.ContainsFunc(claims, func(c Reservation) bool { return c.Node == res.Node }) {
-				continue
-			}
-			claims = append(claims, res)
-		}
-		if len(claims) > 0 {
-			slices.SortFunc(claims, func(x, y Reservation) int { return strings.Compare(x.Node, y.Node) })
+		if claims := a.ClaimsOf(addr); len(claims) > 0 {
 			out[addr] = claims
 		}
 	}
 	return out
+}
+
+// ClaimsOf returns the Nodes' claims of addr (Reservation.Node), one per Node,
+// sorted by Node. An L2-only claim counts where a group announced on layer 2
+// may hand the address out, as in Reserved.
+func (a *Allocator) ClaimsOf(addr netip.Addr) []Reservation {
+	var claims []Reservation
+	for _, res := range a.reserved.hosts[addr] {
+		if res.Node == "" || (res.L2Only && !a.inL2Group(addr)) ||
+			slices.ContainsFunc(claims, func(c Reservation) bool { return c.Node == res.Node }) {
+			continue
+		}
+		claims = append(claims, res)
+	}
+	slices.SortFunc(claims, func(x, y Reservation) int { return strings.Compare(x.Node, y.Node) })
+	return claims
 }
