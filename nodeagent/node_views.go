@@ -92,6 +92,13 @@ func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, no
 	return out, viewed, nil
 }
 
+// listNodesOnly is listNodes for the readers that do not ask where a Node
+// was read from (gossip admission, the election).
+func listNodesOnly(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
+	nodes, _, err := listNodes(ctx, c, unviewed, nodeOpts...)
+	return nodes, err
+}
+
 // ListerDuringUpgrade is the agent's listing of the Nodes (listNodes) with
 // the fallback for the nodes whose agents publish no view, for bench/watch to
 // measure what the fallback costs the API server: c is the agent's cache (its
@@ -101,7 +108,7 @@ func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, no
 func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(context.Context) ([]corev1.Node, time.Duration, error) {
 	u := &unviewedNodes{Direct: direct, Members: members}
 	return func(ctx context.Context) ([]corev1.Node, time.Duration, error) {
-		nodes, _, err := listNodes(ctx, c, u)
+		nodes, err := listNodesOnly(ctx, c, u)
 		return nodes, u.refreshEvery(), err
 	}
 }

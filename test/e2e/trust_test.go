@@ -135,36 +135,7 @@ func testAddressTrust(t *testing.T, plane string) {
 	})
 
 	t.Run("a node's agent naming web's address as the node's own (its view, its interfaces): web is still carried, and the ledger names that node", func(t *testing.T) {
-		d.addNode(t, "node5", "192.0.2.250", nil)
-		claimAsNode(t, d, "node5", vip)
-		eventually(t, "the ledger names node5", func() error {
-			var ip paasv1.IP
-			if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
-				return err
-			}
-			if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != "node5" {
-				return fmt.Errorf("claimed-by %q, reservedBy %q", got, ip.Spec.ReservedBy)
-			}
-			return nil
-		})
-		for range 5 {
-			if _, err := d.curl("http://" + vip); err != nil {
-				t.Fatalf("web is no longer served: %v", err)
-			}
-			got := &corev1.Service{}
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
-				t.Fatal(err)
-			}
-			if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c != nil {
-				t.Fatalf("a node's word refused web's address: %+v", c)
-			}
-			time.Sleep(time.Second)
-		}
-		for _, o := range []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node5"}}, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node5"}}} {
-			if err := k8s.Delete(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-		}
+		claimedVIPStaysCarried(t, d, web, vip)
 	})
 
 	t.Run("the address of a Node with no agent: the operator marks its ledger entry reserved, and no agent carries it", func(t *testing.T) {
@@ -362,5 +333,43 @@ func claimAsNode(t testing.TB, d *dataLab, node, vip string) {
 	view.Spec.Addresses = append(view.Spec.Addresses, paasv1.NodeViewAddress{Type: string(corev1.NodeInternalIP), Address: vip})
 	if err := agent.Create(ctx, view); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// claimedVIPStaysCarried: node5's agent (its credentials, no process) names
+// web's vip as its node's own; web stays served with nothing refused, and the
+// operator names node5 on the ledger.
+func claimedVIPStaysCarried(t *testing.T, d *dataLab, web *corev1.Service, vip string) {
+	ctx := context.Background()
+	k8s := d.env.Admin
+	d.addNode(t, "node5", "192.0.2.250", nil)
+	claimAsNode(t, d, "node5", vip)
+	eventually(t, "the ledger names node5", func() error {
+		var ip paasv1.IP
+		if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
+			return err
+		}
+		if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != "node5" {
+			return fmt.Errorf("claimed-by %q, reservedBy %q", got, ip.Spec.ReservedBy)
+		}
+		return nil
+	})
+	for range 5 {
+		if _, err := d.curl("http://" + vip); err != nil {
+			t.Fatalf("web is no longer served: %v", err)
+		}
+		got := &corev1.Service{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c != nil {
+			t.Fatalf("a node's word refused web's address: %+v", c)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, o := range []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node5"}}, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node5"}}} {
+		if err := k8s.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -14,6 +14,16 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
+// claimingNode is a Node with its kubelet's address (none: "") and the
+// interfaces its agent publishes.
+func claimingNode(name, kubelet, interfaces string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: interfaces}}}
+	if kubelet != "" {
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: kubelet}}
+	}
+	return n
+}
+
 // TestNodeClaimsOfHeldAddresses: a node whose agent lists other Services'
 // VIPs among its interfaces (as an address, or as the network or broadcast
 // address of a subnet it makes up) takes nothing from them. Each step sets the
@@ -33,13 +43,6 @@ func TestNodeClaimsOfHeldAddresses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	node := func(name, kubelet, interfaces string) corev1.Node {
-		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: interfaces}}}
-		if kubelet != "" {
-			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: kubelet}}
-		}
-		return n
-	}
 	for _, s := range []struct {
 		desc          string
 		nodes         []corev1.Node
@@ -49,8 +52,8 @@ func TestNodeClaimsOfHeldAddresses(t *testing.T) {
 	}{{
 		desc: "a node lists web's VIP as its address and makes db's the network address of a /30",
 		nodes: []corev1.Node{
-			node("evil", "192.0.2.250", `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.10/32","192.0.2.13/30"]}]`),
-			node("good", "192.0.2.251", `[{"name":"eth0","addrs":["192.0.2.251/24"]}]`),
+			claimingNode("evil", "192.0.2.250", `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.10/32","192.0.2.13/30"]}]`),
+			claimingNode("good", "192.0.2.251", `[{"name":"eth0","addrs":["192.0.2.251/24"]}]`),
 		},
 		wantConflicts: map[string]string{},
 		wantClaims:    map[string][]string{"192.0.2.10": {"evil"}, "192.0.2.12": {"evil"}},
@@ -58,15 +61,15 @@ func TestNodeClaimsOfHeldAddresses(t *testing.T) {
 	}, {
 		desc: "two nodes claim one VIP: each is named, the holder keeps it",
 		nodes: []corev1.Node{
-			node("evil", "192.0.2.250", `[{"name":"eth0","addrs":["192.0.2.10/24"]}]`),
-			node("evil2", "", `[{"name":"eth0","addrs":["192.0.2.10/24","192.0.2.1/32","192.0.2.2/32"]}]`),
+			claimingNode("evil", "192.0.2.250", `[{"name":"eth0","addrs":["192.0.2.10/24"]}]`),
+			claimingNode("evil2", "", `[{"name":"eth0","addrs":["192.0.2.10/24","192.0.2.1/32","192.0.2.2/32"]}]`),
 		},
 		wantConflicts: map[string]string{},
 		wantClaims:    map[string][]string{"192.0.2.10": {"evil", "evil2"}},
 		wantFree:      "192.0.2.3", // free claimed addresses are skipped
 	}, {
 		desc:          "the kubelet reports api's VIP as a Node's address: a reservation of the cluster",
-		nodes:         []corev1.Node{node("honest", "192.0.2.30", `[{"name":"eth0","addrs":["192.0.2.30/24"]}]`)},
+		nodes:         []corev1.Node{claimingNode("honest", "192.0.2.30", `[{"name":"eth0","addrs":["192.0.2.30/24"]}]`)},
 		wantConflicts: map[string]string{"ns/api": "192.0.2.30"},
 		wantClaims:    map[string][]string{"192.0.2.30": {"honest"}},
 		wantFree:      "192.0.2.1",
