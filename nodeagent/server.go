@@ -250,7 +250,9 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		return listNodesOnly(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
 	}, cluster, node, nodes)
 	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(cluster.Members())) }
-	listed := func(ctx context.Context) ([]corev1.Node, error) { return listNodesOnly(ctx, s.mgr.GetClient(), s.unviewed) }
+	listed := func(ctx context.Context) ([]corev1.Node, error) {
+		return listNodesOnly(ctx, s.mgr.GetClient(), s.unviewed)
+	}
 
 	a := &Announcer{
 		Client:         s.mgr.GetClient(),
