@@ -37,6 +37,8 @@ type allocatorState struct {
 	reservedStale atomic.Bool
 	// conflicted are the keys holding reserved addresses, as last computed.
 	conflicted map[string]map[netip.Addr]allocator.Reservation
+	// claimed are the keys holding addresses Nodes claim, as last computed.
+	claimed map[string]bool
 
 	// Writes the informers have not shown yet. A reconcile that runs on a cache
 	// older than its own last write must not repeat it (a second status patch
@@ -260,7 +262,7 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	if err := a.syncReserved(ctx, c, reserved); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	a.conflicted = a.alloc.Conflicts()
+	a.conflicted, a.claimed = a.alloc.Conflicts(), claimedKeys(a.alloc)
 	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items), "holdingReserved", len(a.conflicted))
 	a.rebuilt.Store(true)
 	return nil

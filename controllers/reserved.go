@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,13 +27,16 @@ import (
 )
 
 // Reserved addresses, the operator's side: the cluster's own addresses (Nodes'
-// addresses, pod CIDRs, Service CIDRs, node subnets' network and broadcast
+// status.addresses, pod CIDRs, Service CIDRs) and what each Node's agent
+// claims for it (its interface addresses, its subnets' network and broadcast
 // addresses) are read from the informer cache into the allocator, which never
 // hands one out (internal/allocator/reserved.go). Node and ServiceCIDR events
 // refresh them at once and requeue the Services that now hold, or no longer
-// hold, a reserved address: such a Service keeps its address, its ledger
-// object gets spec.reservedBy (the agents stop programming it) and the Service
-// the condition vip.paas.org/AddressConflict with an Event.
+// hold, a reserved or claimed address. A Service holding a reserved address
+// keeps it, its ledger object gets spec.reservedBy (the agents stop
+// programming it) and the Service the condition vip.paas.org/AddressConflict
+// with an Event. A claimed one is the claiming node's conflict only
+// (node_claims.go).
 
 // Event reasons of address conflicts on Services.
 const (
@@ -122,14 +126,16 @@ func reservationsChanged(old, cur client.Object) bool {
 }
 
 // refreshReserved hands the allocator the current reservations and requeues
-// the Services whose conflicts changed, and the waiting ones (a reservation
-// that went away may free an address for them).
+// the Services whose conflicts or claims changed, and the waiting ones (a
+// reservation that went away may free an address for them).
 func (r *ServiceReconciler) refreshReserved(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	s := r.state
 	s.mu.Lock()
 	err := s.syncReserved(ctx, r.GetClient(), r.Reserved)
 	before, after := s.conflicted, s.alloc.Conflicts()
 	s.conflicted = after
+	claimedBefore, claimedAfter := s.claimed, claimedKeys(s.alloc)
+	s.claimed = claimedAfter
 	s.mu.Unlock()
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "read reserved addresses; retried at the next allocation")
@@ -143,6 +149,8 @@ func (r *ServiceReconciler) refreshReserved(ctx context.Context, q workqueue.Typ
 	for key := range after {
 		keys[key] = true
 	}
+	maps.Copy(keys, claimedBefore)
+	maps.Copy(keys, claimedAfter)
 	for key := range keys {
 		if ns, name, ok := strings.Cut(key, "/"); ok && !strings.Contains(key, " ") {
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}})
@@ -151,6 +159,17 @@ func (r *ServiceReconciler) refreshReserved(ctx context.Context, q workqueue.Typ
 	for _, req := range r.pendingKeys(func(client.ObjectKey) bool { return true }) {
 		q.Add(req)
 	}
+}
+
+// claimedKeys are the keys holding addresses Nodes claim (node_claims.go).
+func claimedKeys(a *allocator.Allocator) map[string]bool {
+	out := map[string]bool{}
+	for addr := range a.Claims() {
+		for _, key := range a.Holders(addr) {
+			out[key] = true
+		}
+	}
+	return out
 }
 
 // syncReserved reads the reservations into the allocator. Callers hold a.mu.

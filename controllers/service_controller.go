@@ -166,6 +166,9 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	if err := r.markLedger(ctx, current, result.conflicts); err != nil {
 		return err
 	}
+	if err := r.markClaims(ctx, current, result.claims); err != nil {
+		return err
+	}
 	shown, err := r.writeStatus(ctx, svc, result)
 	if err != nil {
 		return err
@@ -189,8 +192,10 @@ type allocOutcome struct {
 	groupOf map[netip.Addr]string // the IPGroup each held address is in, if any
 	// conflicts are the held addresses reserved elsewhere in the cluster.
 	conflicts map[netip.Addr]allocator.Reservation
-	err       error
-	released  bool // an address was freed: pending Services may now fit
+	// claims are the held addresses Nodes claim: those nodes' conflicts.
+	claims   map[netip.Addr][]allocator.Reservation
+	err      error
+	released bool // an address was freed: pending Services may now fit
 	// sharingKey is the Service's sharing key, recorded on its ledger objects.
 	sharingKey string
 	// notAdopted are the addresses the status showed with no ledger object (another load
@@ -233,10 +238,14 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	out.released = out.released || len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
 	out.conflicts = map[netip.Addr]allocator.Reservation{}
+	out.claims = map[netip.Addr][]allocator.Reservation{}
 	for _, addr := range out.held {
 		out.groupOf[addr] = groupOf(s.alloc, addr)
 		if res, ok := s.alloc.Reserved(addr); ok {
 			out.conflicts[addr] = res
+		}
+		if claims := s.alloc.ClaimsOf(addr); len(claims) > 0 {
+			out.claims[addr] = claims
 		}
 	}
 	return out

@@ -88,11 +88,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	nodes, err := listNodes(ctx, a.Client, a.unviewed)
+	nodes, viewed, err := listNodes(ctx, a.Client, a.unviewed)
 	if err != nil {
 		return nil, err
 	}
-	s, err := a.readServices(ctx, byName, nodeAddresses(nodes))
+	s, err := a.readServices(ctx, byName, nodeAddresses(nodes, viewed))
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +120,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 // the ledger by object name: a VIP is announced only when its entry gives it
 // to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
-	nodes, err := listNodes(ctx, a.Client, a.unviewed)
+	nodes, viewed, err := listNodes(ctx, a.Client, a.unviewed)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes))
+	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes, viewed))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -63,7 +63,7 @@ func TestJointCandidacy(t *testing.T) {
 	if owner, _, ok := election.Owner(vip, c.Candidacy, nodes); !ok || owner != "n2" {
 		t.Fatalf("owner %q %v, want n2", owner, ok)
 	}
-	if got := election.Advertisers(c.Candidacy, nodes); len(got) != 1 || got[0] != "n2" {
+	if got := election.Advertisers(vip, c.Candidacy, nodes); len(got) != 1 || got[0] != "n2" {
 		t.Fatalf("advertisers %v, want [n2]", got)
 	}
 }

@@ -68,7 +68,7 @@ func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.N
 		names = append(names, n.Name)
 	}
 	for vip, c := range vips {
-		advertisers := election.Advertisers(c.Candidacy, alive)
+		advertisers := election.Advertisers(vip, c.Candidacy, alive)
 		if slices.Contains(advertisers, self) {
 			routes = append(routes, routeOf(vip, c.group))
 		}

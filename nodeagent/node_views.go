@@ -64,30 +64,39 @@ var fromWatchCache = &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion:
 // agent's cache holds only its own; nodeOpts narrow a direct list the same
 // way), a Node read from its NodeView for every other node that has one,
 // and, from unviewed (nil: none), the nodes whose agents publish no view.
-func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
+// viewed names the nodes read from a NodeView: what a node's agent publishes
+// about it, which may cost only that node (nodeAddresses does not read them).
+func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) (out []corev1.Node, viewed map[string]bool, err error) {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes, nodeOpts...); err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
+		return nil, nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	var views paasv1.NodeViewList
 	if err := c.List(ctx, &views); err != nil {
-		return nil, fmt.Errorf("list NodeViews: %w", err)
+		return nil, nil, fmt.Errorf("list NodeViews: %w", err)
 	}
-	out := nodes.Items
+	out, viewed = nodes.Items, make(map[string]bool, len(views.Items))
 	have := make(map[string]bool, len(nodes.Items)+len(views.Items))
 	for i := range nodes.Items {
 		have[nodes.Items[i].Name] = true
 	}
 	for i := range views.Items {
 		if v := &views.Items[i]; !have[v.Name] {
-			have[v.Name] = true
+			have[v.Name], viewed[v.Name] = true, true
 			out = append(out, nodeview.Node(v))
 		}
 	}
 	if unviewed != nil {
 		out = append(out, unviewed.nodes(ctx, have)...)
 	}
-	return out, nil
+	return out, viewed, nil
+}
+
+// listNodesOnly is listNodes for the readers that do not ask where a Node
+// was read from (gossip admission, the election).
+func listNodesOnly(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
+	nodes, _, err := listNodes(ctx, c, unviewed, nodeOpts...)
+	return nodes, err
 }
 
 // ListerDuringUpgrade is the agent's listing of the Nodes (listNodes) with
@@ -99,7 +108,7 @@ func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, no
 func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(context.Context) ([]corev1.Node, time.Duration, error) {
 	u := &unviewedNodes{Direct: direct, Members: members}
 	return func(ctx context.Context) ([]corev1.Node, time.Duration, error) {
-		nodes, err := listNodes(ctx, c, u)
+		nodes, err := listNodesOnly(ctx, c, u)
 		return nodes, u.refreshEvery(), err
 	}
 }

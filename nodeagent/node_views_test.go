@@ -98,7 +98,7 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 	for _, s := range steps {
 		s.do()
 		gets = 0
-		nodes, err := listNodes(ctx, cache, u)
+		nodes, _, err := listNodes(ctx, cache, u)
 		if err != nil {
 			t.Fatalf("%s: %v", s.desc, err)
 		}
@@ -148,7 +148,7 @@ func TestUnviewedTTL(t *testing.T) {
 	a := agentNode("node-a", "192.0.2.1")
 	cache := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(a).Build()
 	u := &unviewedNodes{Direct: cache, Members: func() []string { return []string{"node-a"} }}
-	if _, err := listNodes(context.Background(), cache, u); err != nil || u.refreshEvery() != 0 {
+	if _, _, err := listNodes(context.Background(), cache, u); err != nil || u.refreshEvery() != 0 {
 		t.Errorf("every member has its Node or view: refreshEvery %s (err %v), want 0", u.refreshEvery(), err)
 	}
 }

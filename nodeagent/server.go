@@ -247,10 +247,12 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		cluster.Rejected)
 	// Before the cache runs: this node's Node and the views, from the API server.
 	joinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
-		return listNodes(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
+		return listNodesOnly(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
 	}, cluster, node, nodes)
 	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(cluster.Members())) }
-	listed := func(ctx context.Context) ([]corev1.Node, error) { return listNodes(ctx, s.mgr.GetClient(), s.unviewed) }
+	listed := func(ctx context.Context) ([]corev1.Node, error) {
+		return listNodesOnly(ctx, s.mgr.GetClient(), s.unviewed)
+	}
 
 	a := &Announcer{
 		Client:         s.mgr.GetClient(),

@@ -32,10 +32,11 @@ type trustView struct {
 	// reserved (spec.reservedBy: a Node or a CIDR of the cluster came to hold
 	// them after they were allocated) to what holds them.
 	reserved map[netip.Addr]string
-	// nodeAddrs maps every address (status.addresses) of the Nodes the
-	// agent reads (listNodes: its own, those with a NodeView, those of agents
-	// with none) to the Node. A Node no agent runs on is not among them: the
-	// operator, which reads every Node, marks its addresses reserved.
+	// nodeAddrs maps every address (status.addresses) of the Node objects
+	// the agent reads (listNodes: its own, those of agents with no view) to
+	// the Node. A NodeView's addresses are not among them: its node's agent
+	// writes it, and what a node says may cost only that node. The operator,
+	// which reads every Node, marks the other Nodes' addresses reserved.
 	nodeAddrs map[netip.Addr]string
 	// local maps this node's own addresses, on any interface, to the
 	// interface.
@@ -107,11 +108,15 @@ func ledgerHolders(ip *paasv1.IP) []types.UID {
 	return out
 }
 
-// nodeAddresses maps every address of every Node to the Node's name. Only
-// addresses count (Hostname and DNS entries are skipped).
-func nodeAddresses(nodes []corev1.Node) map[netip.Addr]string {
+// nodeAddresses maps every address of every Node but the viewed ones (read
+// from a NodeView, listNodes) to the Node's name. Only addresses count
+// (Hostname and DNS entries are skipped).
+func nodeAddresses(nodes []corev1.Node, viewed map[string]bool) map[netip.Addr]string {
 	out := map[netip.Addr]string{}
 	for i := range nodes {
+		if viewed[nodes[i].Name] {
+			continue
+		}
 		for _, a := range nodes[i].Status.Addresses {
 			if addr, err := netip.ParseAddr(strings.TrimSpace(a.Address)); err == nil {
 				out[addr.Unmap().WithZone("")] = nodes[i].Name

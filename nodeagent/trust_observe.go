@@ -20,11 +20,11 @@ import (
 // addresses, and the migrating VirtualIPs only when one of those addresses is
 // local. unviewed reads the Nodes that publish no view (nil: none).
 func readTrust(ctx context.Context, c client.Reader, unviewed *unviewedNodes, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
-	nodes, err := listNodes(ctx, c, unviewed)
+	nodes, viewed, err := listNodes(ctx, c, unviewed)
 	if err != nil {
 		return trustView{}, err
 	}
-	return readTrustWith(ctx, c, services, ownClassOnly, localAddrs, nodeAddresses(nodes))
+	return readTrustWith(ctx, c, services, ownClassOnly, localAddrs, nodeAddresses(nodes, viewed))
 }
 
 // readTrustWith is readTrust with the Nodes' addresses already read (see

@@ -147,7 +147,7 @@ func TestNodeAddresses(t *testing.T) {
 	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "192.0.2.251"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.5"},
 		{Type: corev1.NodeInternalIP, Address: "2001:db8::251"}, {Type: corev1.NodeHostName, Address: "n1"}}}}}
-	got := nodeAddresses(nodes)
+	got := nodeAddresses(nodes, nil)
 	if len(got) != 3 || got[netip.MustParseAddr("203.0.113.5")] != "n1" || got[netip.MustParseAddr("2001:db8::251")] != "n1" {
 		t.Fatalf("%v", got)
 	}

@@ -33,7 +33,7 @@ type NodeViewSpec struct {
 	Interfaces []NodeViewInterface `json:"interfaces,omitempty"`
 
 	// Addresses are the Node's status.addresses: the InternalIPs gossip is
-	// accepted from, and addresses no VIP may be.
+	// accepted from; its agent writes them, so they reserve nothing.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256

@@ -4,6 +4,7 @@ import (
 	"math/big"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // Reserved addresses: held by something else in the cluster (a Node, the
@@ -26,6 +27,12 @@ type Reservation struct {
 	// network and broadcast address of a node subnet are answered by the
 	// subnet's hosts, but routed (BGP, static) VIPs never meet them.
 	L2Only bool
+	// Node names the Node that claims the address itself (what its agent
+	// publishes of its interfaces): a claim keeps a free address out of new
+	// allocations, but a held address stays its holder's (Reserved skips
+	// claims) and the claim is the claiming node's conflict (Claims). What a
+	// node says about itself may only ever cost that node.
+	Node string
 }
 
 // reservations is the parsed set: merged spans to skip and test in one binary
@@ -68,40 +75,53 @@ func (a *Allocator) SetReserved(rs []Reservation) {
 	a.hints = map[hintKey]hint{}
 }
 
-// ReservedIn reports what holds addr when group g would hand it out.
+// ReservedIn reports what holds addr when group g would hand it out, a Node's
+// claim included.
 func (a *Allocator) ReservedIn(g *Group, addr netip.Addr) (Reservation, bool) {
 	if _, ok := spanAt(a.reserved.all, addr); ok {
-		return a.reserved.holder(addr, false)
+		return a.reserved.holder(addr, false, true)
 	}
 	if _, ok := spanAt(a.reserved.l2, addr); ok && g.L2 {
-		return a.reserved.holder(addr, true)
+		return a.reserved.holder(addr, true, true)
 	}
 	return Reservation{}, false
 }
 
 // Reserved reports what holds addr, an address some key holds: reserved for
-// every group, or L2-only and in a group announced on layer 2 that may hand it out.
+// every group, or L2-only and in a group announced on layer 2 that may hand it
+// out. A Node's claim is not a reservation of a held address (Claims).
 func (a *Allocator) Reserved(addr netip.Addr) (Reservation, bool) {
 	if _, ok := spanAt(a.reserved.all, addr); ok {
-		return a.reserved.holder(addr, false)
-	}
-	for _, g := range a.groups {
-		if g.L2 && g.Usable(addr) {
-			return a.ReservedIn(g, addr)
+		if r, ok := a.reserved.holder(addr, false, false); ok {
+			return r, true
 		}
+	}
+	if _, ok := spanAt(a.reserved.l2, addr); ok && a.inL2Group(addr) {
+		return a.reserved.holder(addr, true, false)
 	}
 	return Reservation{}, false
 }
 
-// holder finds the most specific reservation of addr.
-func (r reservations) holder(addr netip.Addr, l2 bool) (Reservation, bool) {
+// inL2Group reports whether a group announced on layer 2 may hand addr out.
+func (a *Allocator) inL2Group(addr netip.Addr) bool {
+	for _, g := range a.groups {
+		if g.L2 && g.Usable(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// holder finds the most specific reservation of addr; Nodes' claims only
+// when claims is set.
+func (r reservations) holder(addr netip.Addr, l2, claims bool) (Reservation, bool) {
 	for _, res := range r.hosts[addr] {
-		if res.L2Only == l2 {
+		if res.L2Only == l2 && (claims || res.Node == "") {
 			return res, true
 		}
 	}
 	for _, res := range r.nets {
-		if res.L2Only == l2 && res.Prefix.Contains(addr) {
+		if res.L2Only == l2 && (claims || res.Node == "") && res.Prefix.Contains(addr) {
 			return res, true
 		}
 	}
@@ -210,4 +230,31 @@ func (a *Allocator) Conflicts() map[string]map[netip.Addr]Reservation {
 		}
 	}
 	return out
+}
+
+// Claims returns the held addresses that Nodes claim, each with ClaimsOf.
+func (a *Allocator) Claims() map[netip.Addr][]Reservation {
+	out := map[netip.Addr][]Reservation{}
+	for addr := range a.owner {
+		if claims := a.ClaimsOf(addr); len(claims) > 0 {
+			out[addr] = claims
+		}
+	}
+	return out
+}
+
+// ClaimsOf returns the Nodes' claims of addr (Reservation.Node), one per Node,
+// sorted by Node. An L2-only claim counts where a group announced on layer 2
+// may hand the address out, as in Reserved.
+func (a *Allocator) ClaimsOf(addr netip.Addr) []Reservation {
+	var claims []Reservation
+	for _, res := range a.reserved.hosts[addr] {
+		if res.Node == "" || (res.L2Only && !a.inL2Group(addr)) ||
+			slices.ContainsFunc(claims, func(c Reservation) bool { return c.Node == res.Node }) {
+			continue
+		}
+		claims = append(claims, res)
+	}
+	slices.SortFunc(claims, func(x, y Reservation) int { return strings.Compare(x.Node, y.Node) })
+	return claims
 }

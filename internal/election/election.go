@@ -173,9 +173,48 @@ func Allowed(n Node, c Candidacy) bool {
 }
 
 // Eligible reports whether n may carry vip on layer 2 and on which interface:
-// it must be Allowed and have an interface on the VIP's subnet.
+// it must be Allowed, not claim vip (Claims), and have an interface on the
+// VIP's subnet.
 func Eligible(n Node, vip netip.Addr, c Candidacy) (iface string, ok bool) {
+	if Claims(n, vip, true) {
+		return "", false
+	}
 	return EligibleIn(n, netip.PrefixFrom(vip, vip.BitLen()), c)
+}
+
+// Claims reports whether n's agent says vip is n's own: an address of one of
+// its interfaces or, on layer 2 (l2), the network or broadcast address of an
+// IPv4 subnet of /30 or wider that one is on. Such a node never carries vip,
+// and nothing else follows from it: what a node says about itself may only
+// ever cost that node (the operator reads the same annotation into its claims,
+// k8salloc.NodeClaims, and names the node on the address's ledger object).
+func Claims(n Node, vip netip.Addr, l2 bool) bool {
+	vip = vip.Unmap()
+	for _, i := range n.Interfaces {
+		addr := i.Prefix.Addr().Unmap()
+		if addr == vip {
+			return true
+		}
+		if !l2 || !addr.Is4() || !vip.Is4() || i.Prefix.Bits() > 30 {
+			continue
+		}
+		subnet := netip.PrefixFrom(addr, i.Prefix.Bits()).Masked()
+		if vip == subnet.Addr() || vip == broadcast4(subnet) {
+			return true
+		}
+	}
+	return false
+}
+
+// broadcast4 is the last address of the IPv4 subnet p.
+func broadcast4(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	for i := range b {
+		if bits := p.Bits() - 8*i; bits < 8 {
+			b[i] |= byte(0xff >> max(bits, 0))
+		}
+	}
+	return netip.AddrFrom4(b)
 }
 
 // EligibleIn reports whether n may carry, on layer 2, VIPs of within (one
@@ -200,12 +239,13 @@ func PeerSelects(p *paasv1.BGPPeer, n Node) bool {
 	return err == nil && sel.Matches(n.Labels)
 }
 
-// Advertisers are the nodes, among nodes (the alive ones), that advertise a
-// BGP VIP asking c: every Allowed one (the router spreads over them), sorted.
-func Advertisers(c Candidacy, nodes []Node) []string {
+// Advertisers are the nodes, among nodes (the alive ones), that advertise
+// the BGP VIP vip asking c: every Allowed one that does not claim vip (the
+// router spreads over them), sorted.
+func Advertisers(vip netip.Addr, c Candidacy, nodes []Node) []string {
 	var out []string
 	for _, n := range nodes {
-		if Allowed(n, c) {
+		if Allowed(n, c) && !Claims(n, vip, false) {
 			out = append(out, n.Name)
 		}
 	}

@@ -212,7 +212,7 @@ func TestAdvertisers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			if got := Advertisers(tt.c, all); !slices.Equal(got, tt.want) {
+			if got := Advertisers(netip.MustParseAddr("198.51.100.100"), tt.c, all); !slices.Equal(got, tt.want) {
 				t.Errorf("Advertisers = %v, want %v", got, tt.want)
 			}
 		})

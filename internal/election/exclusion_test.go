@@ -41,7 +41,7 @@ func TestEligibility(t *testing.T) {
 		n.Draining = tc.draining
 		n.Interfaces = onLAN
 		_, l2 := Eligible(n, netip.MustParseAddr("192.0.2.100"), Candidacy{})
-		bgp := slices.Contains(Advertisers(Candidacy{}, []Node{n}), "n1")
+		bgp := slices.Contains(Advertisers(netip.MustParseAddr("192.0.2.100"), Candidacy{}, []Node{n}), "n1")
 		if l2 != tc.want || bgp != tc.want || Allowed(n, Candidacy{}) != tc.want {
 			t.Errorf("%s: L2 eligible %v, BGP advertiser %v, want %v", tc.desc, l2, bgp, tc.want)
 		}

@@ -3,9 +3,8 @@
 // watch every Node (issue 23: at 2,000 nodes each kubelet status report went
 // to every agent). Of returns the view of a Node, Node the Node an agent sees
 // through a view. Both are pure; the rule they keep is that every function
-// the agents run on a Node (election.NodeOf, election.InternalIPs, the Node
-// addresses trust refuses, the MACs of the node index) gives the same answer
-// on Node(Of(n)) as on n, so an agent reading views and one reading Nodes (a
+// the agents run on a Node (election.NodeOf, election.InternalIPs, the MACs
+// of the node index) gives the same answer on Node(Of(n)) as on n, so an agent reading views and one reading Nodes (a
 // rolling upgrade) agree. It must never read anything but its arguments.
 package nodeview
 

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
 // TestAddressTrust: the agents carry an address only where it is safe (issue
@@ -102,12 +104,13 @@ func testAddressTrust(t *testing.T, plane string) {
 		vip2 := allocated(web2)
 		eventually(t, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
 		// A Node that comes later with the address a Service holds (the
-		// operator never hands one out: this is the agents' defence in depth),
-		// and its agent, which publishes its NodeView (the agents read the
-		// other nodes from their views).
+		// operator never hands one out), and its agent, which publishes its
+		// NodeView. The agents do not take the view's word for it (its agent
+		// writes it): the operator reads the kubelet's address on the Node and
+		// reserves it in the ledger.
 		d.addNode(t, "node3", vip2, nil)
 		d.publishView(t, "node3")
-		reported(web2, paasv1.ReasonNodeAddress, vip2+" is an address of Node node3")
+		reported(web2, paasv1.ReasonReserved, vip2+" is reserved in the cluster (the address of Node node3)")
 		eventually(t, "no rule for "+vip2, func() error {
 			for _, node := range []string{"node1", "node2"} {
 				if mentions(d.ruleset(node), vip2) {
@@ -129,6 +132,10 @@ func testAddressTrust(t *testing.T, plane string) {
 		}
 		cleared(web2)
 		eventually(t, "web2 served again", func() error { _, err := d.curl("http://" + vip2); return err })
+	})
+
+	t.Run("a node's agent naming web's address as the node's own (its view, its interfaces): web is still carried, and the ledger names that node", func(t *testing.T) {
+		claimedVIPStaysCarried(t, d, web, vip)
 	})
 
 	t.Run("the address of a Node with no agent: the operator marks its ledger entry reserved, and no agent carries it", func(t *testing.T) {
@@ -276,8 +283,8 @@ func TestAddressTrustL2(t *testing.T) {
 	k8s := d.env.Admin
 
 	// A Node joins with the address (a host that was given it by hand, say),
-	// and its agent publishes its view (a Node no agent runs on: the
-	// operator's reservation, TestAddressTrust).
+	// and its agent publishes its view; the operator reserves the kubelet's
+	// address in the ledger.
 	d.addNode(t, "node4", vip, nil)
 	d.publishView(t, "node4")
 	eventually(t, "no node answers ARP for a Node's address", func() error {
@@ -290,7 +297,7 @@ func TestAddressTrustL2(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c == nil || c.Reason != paasv1.ReasonNodeAddress {
+	if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c == nil || c.Reason != paasv1.ReasonReserved {
 		t.Fatalf("condition %s: %+v", paasv1.ConditionProgrammed, c)
 	}
 	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
@@ -301,4 +308,68 @@ func TestAddressTrustL2(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.owner(t, vip, "")
+}
+
+// claimAsNode writes what a compromised agent of node may write: vip as one
+// of the node's addresses in its interfaces annotation and in its NodeView,
+// with the agent's own credentials.
+func claimAsNode(t testing.TB, d *dataLab, node, vip string) {
+	t.Helper()
+	ctx := context.Background()
+	agent, err := client.New(d.env.AgentConfig(node), client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifaces := fmt.Sprintf(`[{"name":"eth0","addrs":["192.0.2.250/24","%s/32"]}]`, vip)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, paasv1.NodeInterfacesAnnotation, ifaces)
+	if err := agent.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := agent.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	view, _ := nodeview.Of(&n)
+	view.Spec.Addresses = append(view.Spec.Addresses, paasv1.NodeViewAddress{Type: string(corev1.NodeInternalIP), Address: vip})
+	if err := agent.Create(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimedVIPStaysCarried: node5's agent (its credentials, no process) names
+// web's vip as its node's own; web stays served with nothing refused, and the
+// operator names node5 on the ledger.
+func claimedVIPStaysCarried(t *testing.T, d *dataLab, web *corev1.Service, vip string) {
+	ctx := context.Background()
+	k8s := d.env.Admin
+	d.addNode(t, "node5", "192.0.2.250", nil)
+	claimAsNode(t, d, "node5", vip)
+	eventually(t, "the ledger names node5", func() error {
+		var ip paasv1.IP
+		if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
+			return err
+		}
+		if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != "node5" {
+			return fmt.Errorf("claimed-by %q, reservedBy %q", got, ip.Spec.ReservedBy)
+		}
+		return nil
+	})
+	for range 5 {
+		if _, err := d.curl("http://" + vip); err != nil {
+			t.Fatalf("web is no longer served: %v", err)
+		}
+		got := &corev1.Service{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c != nil {
+			t.Fatalf("a node's word refused web's address: %+v", c)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, o := range []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node5"}}, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node5"}}} {
+		if err := k8s.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -30,7 +30,7 @@ func TestReservations(t *testing.T) {
 		}, []string{"10.244.1.0/24", "fd00:10:244:1::/64", "garbage"},
 			`[{"name":"eth0","addrs":["192.0.2.251/24"]},{"name":"p2p","addrs":["203.0.113.1/31"]},{"name":"eth1","addrs":["198.51.100.7/24"]}]`),
 		node("node2", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.252"}}, nil,
-			`[{"name":"eth0","addrs":["192.0.2.252/24"]}]`), // the same subnet: its edges once
+			`[{"name":"eth0","addrs":["192.0.2.252/24"]}]`), // the same subnet: node1, first, is named
 		node("node3", nil, nil, `{not json`),
 	}
 	cidrs := []networkingv1.ServiceCIDR{{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/12", "fd00:10:96::/112", "nope"}}}}
@@ -41,33 +41,46 @@ func TestReservations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.SetGroups([]*allocator.Group{l2})
+	routed, err := allocator.NewGroup(allocator.Group{Name: "bgp", Segment: netip.MustParsePrefix("198.51.100.0/24")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetGroups([]*allocator.Group{l2, routed})
 	a.SetReserved(Reservations(nodes, cidrs, configured))
 
+	// What a new allocation skips, in the group that would hand the address
+	// out (the routed one outside the L2 group's segment).
+	reservedFor := func(addr netip.Addr) (allocator.Reservation, bool) {
+		if l2.Segment.Contains(addr) {
+			return a.ReservedIn(l2, addr)
+		}
+		return a.ReservedIn(routed, addr)
+	}
 	for _, tc := range []struct {
 		addr, kind, holder string // kind "" means not reserved
+		node               string // the claiming Node: the agent published it
 	}{
-		{"192.0.2.251", paasv1.ReasonReservedByNode, "the address of Node node1"},
-		{"2001:db8::251", paasv1.ReasonReservedByNode, "the address of Node node1"},
-		{"192.0.2.252", paasv1.ReasonReservedByNode, "the address of Node node2"},
-		{"198.51.100.7", paasv1.ReasonReservedByNode, "the address of Node node1 on eth1"},
-		{"192.0.2.99", "", ""},
-		{"10.244.1.77", paasv1.ReasonReservedByPodCIDR, "in the pod CIDR 10.244.1.0/24 of Node node1"},
-		{"fd00:10:244:1::5", paasv1.ReasonReservedByPodCIDR, "in the pod CIDR fd00:10:244:1::/64 of Node node1"},
-		{"10.96.0.1", paasv1.ReasonReservedByServiceCIDR, "in the Service CIDR 10.96.0.0/12 (ServiceCIDR kubernetes)"},
-		{"fd00:10:96::1", paasv1.ReasonReservedByServiceCIDR, "in the Service CIDR fd00:10:96::/112 (ServiceCIDR kubernetes)"},
-		{"172.30.5.5", paasv1.ReasonReservedByServiceCIDR, "in the Service CIDR 172.30.0.0/16 (operator flag --service-cidrs)"},
+		{"192.0.2.251", paasv1.ReasonReservedByNode, "the address of Node node1", ""},
+		{"2001:db8::251", paasv1.ReasonReservedByNode, "the address of Node node1", ""},
+		{"192.0.2.252", paasv1.ReasonReservedByNode, "the address of Node node2", ""},
+		{"198.51.100.7", paasv1.ReasonReservedByNode, "the address of Node node1 on eth1", "node1"},
+		{"192.0.2.99", "", "", ""},
+		{"10.244.1.77", paasv1.ReasonReservedByPodCIDR, "in the pod CIDR 10.244.1.0/24 of Node node1", ""},
+		{"fd00:10:244:1::5", paasv1.ReasonReservedByPodCIDR, "in the pod CIDR fd00:10:244:1::/64 of Node node1", ""},
+		{"10.96.0.1", paasv1.ReasonReservedByServiceCIDR, "in the Service CIDR 10.96.0.0/12 (ServiceCIDR kubernetes)", ""},
+		{"fd00:10:96::1", paasv1.ReasonReservedByServiceCIDR, "in the Service CIDR fd00:10:96::/112 (ServiceCIDR kubernetes)", ""},
+		{"172.30.5.5", paasv1.ReasonReservedByServiceCIDR, "in the Service CIDR 172.30.0.0/16 (operator flag --service-cidrs)", ""},
 		// Subnet edges are reserved for L2 groups only: 192.0.2.0/24 has one.
-		{"192.0.2.0", paasv1.ReasonReservedBySubnet, "the network address of subnet 192.0.2.0/24 (Node node1, eth0)"},
-		{"192.0.2.255", paasv1.ReasonReservedBySubnet, "the broadcast address of subnet 192.0.2.0/24 (Node node1, eth0)"},
-		{"198.51.100.255", "", ""}, // no L2 group there
-		{"203.0.113.0", "", ""},    // a /31 has no network or broadcast address
-		{"203.0.113.1", paasv1.ReasonReservedByNode, "the address of Node node1 on p2p"},
-		{"192.0.2.10", "", ""},
+		{"192.0.2.0", paasv1.ReasonReservedBySubnet, "the network address of subnet 192.0.2.0/24 (Node node1, eth0)", "node1"},
+		{"192.0.2.255", paasv1.ReasonReservedBySubnet, "the broadcast address of subnet 192.0.2.0/24 (Node node1, eth0)", "node1"},
+		{"198.51.100.255", "", "", ""}, // no L2 group there
+		{"203.0.113.0", "", "", ""},    // a /31 has no network or broadcast address
+		{"203.0.113.1", paasv1.ReasonReservedByNode, "the address of Node node1 on p2p", "node1"},
+		{"192.0.2.10", "", "", ""},
 	} {
-		r, ok := a.Reserved(netip.MustParseAddr(tc.addr))
-		if ok != (tc.kind != "") || r.Kind != tc.kind || r.Holder != tc.holder {
-			t.Errorf("%s: reserved=%v kind=%q holder=%q, want kind=%q holder=%q", tc.addr, ok, r.Kind, r.Holder, tc.kind, tc.holder)
+		r, ok := reservedFor(netip.MustParseAddr(tc.addr))
+		if ok != (tc.kind != "") || r.Kind != tc.kind || r.Holder != tc.holder || r.Node != tc.node {
+			t.Errorf("%s: reserved=%v kind=%q holder=%q node=%q, want kind=%q holder=%q node=%q", tc.addr, ok, r.Kind, r.Holder, r.Node, tc.kind, tc.holder, tc.node)
 		}
 	}
 }

@@ -1,0 +1,124 @@
+package k8salloc
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+)
+
+// claimingNode is a Node with its kubelet's address (none: "") and the
+// interfaces its agent publishes.
+func claimingNode(name, kubelet, interfaces string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: interfaces}}}
+	if kubelet != "" {
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: kubelet}}
+	}
+	return n
+}
+
+// TestNodeClaimsOfHeldAddresses: a node whose agent lists other Services'
+// VIPs among its interfaces (as an address, or as the network or broadcast
+// address of a subnet it makes up) takes nothing from them. Each step sets the
+// Nodes, then reads what the operator acts on: the conflicts of the holders
+// (what would mark their ledger reservedBy and stop every agent) and the
+// claims (the claiming node's own conflict).
+func TestNodeClaimsOfHeldAddresses(t *testing.T) {
+	a := allocator.New()
+	g, err := allocator.NewGroup(allocator.Group{Name: "l2", Segment: netip.MustParsePrefix("192.0.2.0/24"), L2: true, AutoAssign: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetGroups([]*allocator.Group{g})
+	ip := netip.MustParseAddr
+	for key, addr := range map[string]string{"ns/web": "192.0.2.10", "ns/db": "192.0.2.12", "ns/api": "192.0.2.30"} {
+		if err := a.Assign(key, ip(addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []struct {
+		desc          string
+		nodes         []corev1.Node
+		wantConflicts map[string]string   // holder key -> reserved address
+		wantClaims    map[string][]string // held address -> claiming nodes
+		wantFree      string              // what the next allocation gets
+	}{{
+		desc: "a node lists web's VIP as its address and makes db's the network address of a /30",
+		nodes: []corev1.Node{
+			claimingNode("evil", "192.0.2.250", `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.10/32","192.0.2.13/30"]}]`),
+			claimingNode("good", "192.0.2.251", `[{"name":"eth0","addrs":["192.0.2.251/24"]}]`),
+		},
+		wantConflicts: map[string]string{},
+		wantClaims:    map[string][]string{"192.0.2.10": {"evil"}, "192.0.2.12": {"evil"}},
+		wantFree:      "192.0.2.1",
+	}, {
+		desc: "two nodes claim one VIP: each is named, the holder keeps it",
+		nodes: []corev1.Node{
+			claimingNode("evil", "192.0.2.250", `[{"name":"eth0","addrs":["192.0.2.10/24"]}]`),
+			claimingNode("evil2", "", `[{"name":"eth0","addrs":["192.0.2.10/24","192.0.2.1/32","192.0.2.2/32"]}]`),
+		},
+		wantConflicts: map[string]string{},
+		wantClaims:    map[string][]string{"192.0.2.10": {"evil", "evil2"}},
+		wantFree:      "192.0.2.3", // free claimed addresses are skipped
+	}, {
+		desc:          "the kubelet reports api's VIP as a Node's address: a reservation of the cluster",
+		nodes:         []corev1.Node{claimingNode("honest", "192.0.2.30", `[{"name":"eth0","addrs":["192.0.2.30/24"]}]`)},
+		wantConflicts: map[string]string{"ns/api": "192.0.2.30"},
+		wantClaims:    map[string][]string{"192.0.2.30": {"honest"}},
+		wantFree:      "192.0.2.1",
+	}} {
+		a.SetReserved(Reservations(s.nodes, nil, nil))
+		conflicts := map[string]string{}
+		for key, addrs := range a.Conflicts() {
+			for addr := range addrs {
+				conflicts[key] = addr.String()
+			}
+		}
+		if !maps.Equal(conflicts, s.wantConflicts) {
+			t.Errorf("%s: conflicts %v, want %v", s.desc, conflicts, s.wantConflicts)
+		}
+		claims := map[string][]string{}
+		for addr, cs := range a.Claims() {
+			for _, c := range cs {
+				claims[addr.String()] = append(claims[addr.String()], c.Node)
+			}
+		}
+		if len(claims) != len(s.wantClaims) {
+			t.Errorf("%s: claims %v, want %v", s.desc, claims, s.wantClaims)
+		}
+		for addr, want := range s.wantClaims {
+			if !slices.Equal(claims[addr], want) {
+				t.Errorf("%s: claims of %s %v, want %v", s.desc, addr, claims[addr], want)
+			}
+		}
+		got, err := a.Allocate("ns/new", allocator.Request{Families: []allocator.Family{allocator.IPv4}})
+		if err != nil || len(got) != 1 || got[0].String() != s.wantFree {
+			t.Errorf("%s: a new Service got %v (%v), want %s", s.desc, got, err, s.wantFree)
+		}
+		a.Release("ns/new")
+	}
+}
+
+// The operator's claims and the agents' election read one annotation: every
+// address the operator names a node for, the election keeps from that node.
+func TestNodeClaimsAgreeWithElection(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.13/30","198.51.100.1/31","2001:db8::10/64"]}]`}}}
+	en := election.NodeOf(n)
+	claims := NodeClaims(n)
+	if len(claims) != 8 {
+		t.Fatalf("claims %v, want 4 addresses and the edges of 2 subnets", claims)
+	}
+	for _, c := range claims {
+		addr := c.Prefix.Addr()
+		if c.Node != "n1" || !election.Claims(en, addr, true) || election.Claims(en, addr, false) == c.L2Only {
+			t.Errorf("%s (L2 only %v): the election disagrees", addr, c.L2Only)
+		}
+	}
+}
