@@ -72,10 +72,13 @@ func kubeProxyRules(ruleset string) string {
 	var b strings.Builder
 	table, chain := "", ""
 	for _, line := range strings.Split(ruleset, "\n") {
-		if strings.HasPrefix(line, "table ") {
-			table = line
-		} else if name, ok := strings.CutPrefix(line, "\tchain "); ok {
-			chain = name
+		switch {
+		case strings.HasPrefix(line, "table "):
+			table, chain = line, ""
+		case strings.HasPrefix(line, "\tchain "):
+			chain = strings.TrimPrefix(line, "\tchain ")
+		case strings.HasPrefix(line, "\tset "), strings.HasPrefix(line, "\tmap "):
+			chain = "" // a table's sets and maps are not its chains
 		}
 		if strings.Contains(table, " kube-proxy ") || strings.HasPrefix(chain, "KUBE-") {
 			b.WriteString(line)
