@@ -355,10 +355,15 @@ func TestBundleLifecycle(t *testing.T) {
 		}
 	})
 
+	// The operator holds a LoadBalancer Service by its cleanup finalizer until
+	// the address is released: Services go before the operator does.
+	t.Run("a Service deleted while the operator runs goes once its address is released", func(t *testing.T) {
+		c.mustKubectl(t, "delete", "service", "web", "--timeout=60s")
+	})
+
 	stopOperator() // its Deployment goes with the bundle; here it is a process
 
 	t.Run("uninstall: kubectl delete -f deploy/bundle.yaml removes every object", func(t *testing.T) {
-		c.mustKubectl(t, "delete", "service", "web")
 		c.uninstall(t, "deploy/bundle.yaml")
 		for _, o := range objects {
 			if out := c.mustKubectl(t, "get", "-n", namespace, ref(o), "--ignore-not-found"); out != "" {
