@@ -287,6 +287,12 @@ EOF
   local innode=(nsenter -t "$holder" -m --net="/run/netns/$name")
   start "$name-containerd" "${innode[@]}" containerd --config "$d/containerd.toml"
   wait_for "containerd on $name" 30 test -S "$run/containerd.sock"
+  # Its mounts (and the kubelet's, which it must see: the pods' volumes) are
+  # the node's own only if it runs in the holder's mount namespace.
+  local ctrd
+  ctrd=$(cat "$dir/run/$name-containerd.pid")
+  [[ $(readlink "/proc/$ctrd/ns/mnt") == "$(readlink "/proc/$holder/ns/mnt")" ]] ||
+    { log "containerd of $name is not in the node's mount namespace"; return 1; }
   local tar
   for tar in "$images"/*.tar; do
     "${innode[@]}" ctr -a "$run/containerd.sock" -n k8s.io images import "$tar" >/dev/null
@@ -341,8 +347,12 @@ EOF
 
 # --- teardown --------------------------------------------------------------
 
+# Every step is tried whatever the ones before it did: a failed 'up' or a
+# half-removed cluster is torn down as far as it exists.
 down() {
   [[ -d $dir ]] || return 0
+  set +e
+  trap - ERR
   dir=$(cd "$dir" && pwd)
   [[ -f $dir/name ]] && p=$(cat "$dir/name")
   local name n h f
@@ -374,7 +384,8 @@ down() {
     for f in /run/netns/cni-*; do
       [[ -e $f ]] && ! mountpoint -q "$f" && rm -f "$f"
     done
-    rm -rf "/run/$name"
+    # A mount namespace goes a moment after its last process.
+    for _ in $(seq 20); do rm -rf "/run/$name" 2>/dev/null && break; sleep 0.5; done
   done
   grep " $dir/" /proc/self/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   ip link del "$p-api" 2>/dev/null || true
