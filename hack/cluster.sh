@@ -13,13 +13,15 @@
 #
 # 'up' writes DIR/kubeconfig (admin; the API server is reached from this host
 # through a point-to-point link) and DIR/env (shell assignments: CLIENT_NETNS,
-# ROUTER_NETNS, NODE_NETNS, LAN_POOL, AGNHOST_IMAGE, KUBECONFIG). 'down' stops
+# ROUTER_NETNS, NODE_NETNS, LAN_POOL, AGNHOST_IMAGE, KUBECONFIG; for BGP:
+# BGP_POOL, ROUTER_IP, ROUTER_ASN, NODE_ASN, ROUTER_VTY for vtysh). 'down' stops
 # and removes everything 'up' made (processes, mounts, cgroups, namespaces),
 # also after a failed 'up'. One cluster at a time: the addresses are fixed.
 #
 # Addresses (documentation ranges only):
 #   192.0.2.0/24        the LAN: router .1, control plane .10, nodes .11-.13,
 #                       LAN_POOL 192.0.2.192/27 free for VIPs
+#   203.0.113.0/27      BGP_POOL: VIPs the router (FRR, AS 64512) learns by BGP
 #   198.51.100.0/25     the client's network behind the router (client .2)
 #   198.51.100.252/30   this host (.253) to the control plane (.254)
 #   10.244.N.0/24       node N's pods (inside the lab's namespaces only)
@@ -37,6 +39,7 @@ nodes=(1 2 3)
 mode=${KUBE_PROXY_MODE:-nftables}
 api=198.51.100.254
 lan_pool=192.0.2.192/27
+bgp_pool=203.0.113.0/27
 agnhost=registry.k8s.io/e2e-test-images/agnhost:2.63.0
 cgroup_hierarchies=(cpu cpuacct cpuset memory devices freezer blkio pids systemd)
 
@@ -120,6 +123,36 @@ network() {
     done
     inns "$p-rtr" ip route add "10.244.$n.0/24" via "192.0.2.1$n"
     inns "$p-cp" ip route add "10.244.$n.0/24" via "192.0.2.1$n"
+  done
+}
+
+# router: FRR's zebra and bgpd in the router's namespace, accepting BGP from
+# any node of the LAN (AS 64513) and spreading a VIP's traffic over every node
+# that advertises it (ECMP, hashed on ports too).
+router() {
+  local r=$dir/frr d
+  mkdir -p "$r"
+  printf 'hostname lab-router\n' >"$r/zebra.conf"
+  cat >"$r/bgpd.conf" <<EOF
+hostname lab-router
+router bgp 64512
+ bgp router-id 192.0.2.1
+ no bgp ebgp-requires-policy
+ no bgp default ipv4-unicast
+ neighbor nodes peer-group
+ neighbor nodes remote-as 64513
+ neighbor nodes timers 1 3
+ bgp listen range 192.0.2.0/24 peer-group nodes
+ address-family ipv4 unicast
+  neighbor nodes activate
+  maximum-paths 8
+ exit-address-family
+EOF
+  chown -R frr:frr "$r"
+  inns "$p-rtr" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
+  for d in zebra bgpd; do
+    inns "$p-rtr" "/usr/lib/frr/$d" -d -u frr -g frr -f "$r/$d.conf" -i "$r/$d.pid" -z "$r/zserv.api" \
+      --vty_socket "$r" --log "file:$r/$d.log"
   done
 }
 
@@ -310,6 +343,7 @@ up() {
   for i in vip-allocator pause agnhost coredns; do
     [[ -s $images/$i.tar ]] || { echo "$images/$i.tar is missing: run 'make images'" >&2; exit 1; }
   done
+  [[ -x /usr/lib/frr/bgpd ]] || { echo "FRR is missing: run 'make packages'" >&2; exit 1; }
   for b in containerd runc ctr; do command -v "$b" >/dev/null || { echo "$b is missing: run 'make packages'" >&2; exit 1; }; done
   if ip netns list | grep -q "^$p-sw\b"; then
     echo "a cluster named $p is up (its namespace $p-sw exists): 'hack/cluster.sh down' its directory first" >&2
@@ -322,6 +356,7 @@ up() {
   trap 'log "up failed: the logs'"'"' last lines, then teardown"; tail -n 15 "$dir"/run/*.log >&2 || true; down' ERR
 
   network
+  router
   certs
   control_plane
   log "control plane ready"
@@ -338,6 +373,11 @@ CLIENT_NETNS=$p-client
 ROUTER_NETNS=$p-rtr
 NODE_NETNS="${nodes[*]/#/$p-n}"
 LAN_POOL=$lan_pool
+BGP_POOL=$bgp_pool
+ROUTER_IP=192.0.2.1
+ROUTER_ASN=64512
+NODE_ASN=64513
+ROUTER_VTY=$dir/frr
 AGNHOST_IMAGE=$agnhost
 KUBE_PROXY_MODE=$mode
 EOF
@@ -365,6 +405,7 @@ down() {
     fi
   done
   for n in "${nodes[@]}"; do stop "$dir/run/$p-n$n-containerd.pid" "$dir/run/$p-n$n-mounts.pid"; done
+  stop "$dir"/frr/bgpd.pid "$dir"/frr/zebra.pid
   stop "$dir"/run/kube-scheduler.pid "$dir"/run/kube-controller-manager.pid "$dir"/run/kube-apiserver.pid "$dir"/run/etcd.pid
   # Processes left in a node's cgroups (a container the shims' death orphaned).
   for n in "${nodes[@]}"; do

@@ -2,15 +2,17 @@
 # Runs the upstream Kubernetes LoadBalancer e2e specs (e2e.test of the
 # Kubernetes module, --provider=skeleton) against the operator, installed from
 # deploy/bundle.yaml on a fresh cluster (hack/cluster.sh) per kube-proxy mode,
-# with one L2 IPGroup on the nodes' LAN. The runner runs in the client's
-# namespace beyond the LAN's router, as a user outside the cluster would.
+# with one IPGroup: L2 on the nodes' LAN (ANNOUNCE=L2, the default), or BGP
+# to the LAN's FRR router (ANNOUNCE=BGP: a BGPPeer, and a pool the router
+# learns and spreads over the advertising nodes). The runner runs in the
+# client's namespace beyond the router, as a user outside the cluster would.
 #
-#   hack/e2e-upstream.sh [MODE ...]      MODE: nftables, iptables (default: both)
+#   [ANNOUNCE=L2|BGP] hack/e2e-upstream.sh [MODE ...]   MODE: nftables, iptables (default: both)
 #
 # FOCUS (default 'LoadBalancer') and SKIP are ginkgo regular expressions;
 # docs/e2e.md lists the specs and the reason for any skip. Prints the runner's
 # summary per mode, then one line per mode and a total:
-#   nftables: 18 passed, 0 failed, 0 skipped
+#   nftables (L2): 18 passed, 0 failed, 0 skipped
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 k8s=$root/bin/k8s
@@ -18,6 +20,7 @@ modes=("$@")
 [[ ${#modes[@]} -gt 0 ]] || modes=(nftables iptables)
 focus=${FOCUS:-LoadBalancer}
 skip=${SKIP:-}
+announce=${ANNOUNCE:-L2}
 results=()
 passed=0 failed=0 skipped=0
 
@@ -35,13 +38,29 @@ run_mode() {
   $kubectl -n vip-allocator-operator rollout status deployment/vip-allocator-operator --timeout=180s
   for _ in $(seq 60); do $kubectl -n vip-allocator-operator get daemonset/vip-allocator-agent >/dev/null 2>&1 && break; sleep 1; done
   $kubectl -n vip-allocator-operator rollout status daemonset/vip-allocator-agent --timeout=180s
-  $kubectl apply -f - <<EOF
+  if [[ $announce == BGP ]]; then
+    $kubectl apply -f - <<EOF
+apiVersion: paas.org/v1
+kind: BGPPeer
+metadata: {name: lab-router}
+spec: {peerAddress: "$ROUTER_IP", peerASN: $ROUTER_ASN, myASN: $NODE_ASN}
+---
+apiVersion: paas.org/v1
+kind: IPGroup
+metadata: {name: routed}
+spec:
+  segment: "$BGP_POOL"
+  announce: {mode: BGP}
+EOF
+  else
+    $kubectl apply -f - <<EOF
 apiVersion: paas.org/v1
 kind: IPGroup
 metadata: {name: lan}
 spec:
   segment: "$LAN_POOL"
 EOF
+  fi
   local log=$dir/e2e.log
   ip netns exec "$CLIENT_NETNS" "$k8s/e2e.test" --provider=skeleton --kubeconfig="$KUBECONFIG" \
     --kubectl-path="$kubectl" --ginkgo.focus="$focus" ${skip:+--ginkgo.skip="$skip"} \
@@ -57,7 +76,7 @@ EOF
   selected=$("$k8s/e2e.test" --provider=skeleton --ginkgo.focus="$focus" --ginkgo.dry-run --ginkgo.no-color 2>/dev/null |
     grep -oE 'Ran [0-9]+ of' | tail -1 | cut -d' ' -f2)
   local s=$(( ${selected:-0} - ${ran:-0} ))
-  results+=("$mode: ${p:-0} passed, ${f:-0} failed, $s skipped")
+  results+=("$mode ($announce): ${p:-0} passed, ${f:-0} failed, $s skipped")
   passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) skipped=$((skipped + s))
   [[ -n $p ]] || failed=$((failed + 1)) # no summary: the runner itself failed
 }

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestFailover takes the VIP's owner away in the ways a node goes on a real
+// cluster, with a client asking the VIP all along from beyond the router:
+//   - its agent container is killed (SIGKILL): the kernel keeps the agent's
+//     rules and the kubelet restarts the container, so no request fails;
+//   - its link to the LAN goes down (a dead node): another node answers ARP
+//     for the VIP within the failover bound.
+func TestFailover(t *testing.T) {
+	l := upCluster(t, "nftables")
+	l.install(t)
+	l.apply(t, fmt.Sprintf("apiVersion: paas.org/v1\nkind: IPGroup\nmetadata: {name: lan}\nspec:\n  segment: %q\n", l.lanPool))
+	vip := l.backend(t, "default", "web", 3, "Cluster")
+	owner := l.owner(t, vip, "")
+
+	t.Run("the owner's agent container is killed", func(t *testing.T) {
+		c := l.startClient(vip)
+		pid := agentPID(t, owner)
+		if out, err := inNetns(owner, "kill", "-9", pid); err != nil {
+			t.Fatalf("kill %s: %v %s", pid, err, out)
+		}
+		l.eventually(t, 60*time.Second, "the agent restarted by the kubelet", func() error {
+			if p, err := findAgentPID(owner); err != nil || p == pid {
+				return fmt.Errorf("agent pid %q (killed %s): %v", p, pid, err)
+			}
+			return nil
+		})
+		time.Sleep(2 * time.Second)
+		ok, failed := c.stop()
+		t.Logf("%d requests answered, %d failed while the agent restarted", ok, failed)
+		if failed > 0 || ok == 0 {
+			t.Errorf("%d of %d requests failed while the owner's agent restarted", failed, ok+failed)
+		}
+	})
+
+	t.Run("the owner's link goes down", func(t *testing.T) {
+		c := l.startClient(vip)
+		down := time.Now()
+		if out, err := inNetns(owner, "ip", "link", "set", "eth0", "down"); err != nil {
+			t.Fatalf("link down: %v %s", err, out)
+		}
+		next := l.owner(t, vip, owner)
+		moved := time.Since(down)
+		time.Sleep(3 * time.Second)
+		ok, failed := c.stop()
+		gap := time.Duration(c.maxGap.Load())
+		t.Logf("%s took %s over from %s within %s; the longest wait between two answers was %s (%d answered, %d failed)",
+			next, vip, owner, moved.Round(time.Millisecond), gap.Round(time.Millisecond), ok, failed)
+		if gap > 5*time.Second {
+			t.Errorf("the client waited %s between two answers across the failover", gap)
+		}
+	})
+}
+
+// owner waits until the ledger names a node announcing vip other than not, and
+// returns that node's network namespace.
+func (l *lab) owner(t *testing.T, vip, not string) string {
+	t.Helper()
+	var ns string
+	l.eventually(t, 60*time.Second, "an owner of "+vip, func() error {
+		out, err := l.tryKubectl("get", "ip", vip, "-o", "jsonpath={.status.announcedBy[*]}")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, node := range strings.Fields(out) {
+			if node != not {
+				ns = node // the nodes are named after their namespaces
+				return nil
+			}
+		}
+		return fmt.Errorf("announced by %q", out)
+	})
+	return ns
+}
+
+// agentPID is the pid of the agent process in the node's network namespace.
+func agentPID(t *testing.T, node string) string {
+	t.Helper()
+	pid, err := findAgentPID(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func findAgentPID(node string) (string, error) {
+	out, err := inNetns(node, "ip", "netns", "pids", node)
+	if err != nil {
+		return "", fmt.Errorf("pids of %s: %v %s", node, err, out)
+	}
+	for _, pid := range strings.Fields(out) {
+		cmdline, _ := inNetns(node, "cat", "/proc/"+pid+"/cmdline")
+		if strings.Contains(cmdline, "vip-allocator") && strings.Contains(cmdline, "agent") {
+			return pid, nil
+		}
+	}
+	return "", fmt.Errorf("no agent process in %s", node)
+}
+
+// client asks the VIP from the client's namespace, one request after another,
+// and counts the answers.
+type client struct {
+	ok, failed atomic.Int64
+	maxGap     atomic.Int64 // the longest time between two answers, in nanoseconds
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func (l *lab) startClient(vip string) *client {
+	c := &client{done: make(chan struct{})}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		last := time.Now()
+		for {
+			select {
+			case <-c.done:
+				return
+			default:
+			}
+			if _, err := inNetns(l.clientNetns, "curl", "-sS", "--max-time", "1", "http://"+vip+"/hostname"); err != nil {
+				c.failed.Add(1)
+				continue
+			}
+			c.ok.Add(1)
+			if gap := time.Since(last); int64(gap) > c.maxGap.Load() {
+				c.maxGap.Store(int64(gap))
+			}
+			last = time.Now()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return c
+}
+
+func (c *client) stop() (ok, failed int64) {
+	close(c.done)
+	c.wg.Wait()
+	return c.ok.Load(), c.failed.Load()
+}
