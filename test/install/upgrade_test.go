@@ -11,10 +11,7 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,6 +82,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		return nil
 	})
 
+	createDecoys(t, c)
 	before := ledgerUIDs(ctx, t, admin)
 	addrs := serviceAddrs(ctx, t, admin)
 
@@ -166,35 +164,23 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		})
 	})
 
+	t.Run("a plan applied after one of its objects was swapped leaves that object", func(t *testing.T) {
+		checkSwappedIsLeft(ctx, t, admin)
+	})
+
 	var upgradeOut bytes.Buffer
-	t.Run("migrate upgrade removes the original's Deployment, webhook and cluster-admin binding", func(t *testing.T) {
+	t.Run("migrate upgrade removes the original's Deployment, webhook and bindings, and nothing that only resembles them", func(t *testing.T) {
 		must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &upgradeOut))
 		t.Log("\n" + upgradeOut.String())
-		var deployments appsv1.DeploymentList
-		must(t, admin.List(ctx, &deployments))
-		for _, d := range deployments.Items {
-			for _, ctr := range d.Spec.Template.Spec.Containers {
-				if paasv1.IsOriginalImage(ctr.Image) {
-					t.Errorf("Deployment %s/%s still runs %s", d.Namespace, d.Name, ctr.Image)
-				}
+		for _, obj := range []string{"deployment/" + paasv1.OriginalDeployment, "rolebinding/" + paasv1.OriginalLeaderElectionBinding,
+			"serviceaccount/" + paasv1.OriginalServiceAccount, "validatingwebhookconfiguration/" + paasv1.OriginalWebhookConfiguration,
+			"clusterrolebinding/" + paasv1.OriginalManagerBinding, "clusterrolebinding/" + paasv1.OriginalClusterAdminBinding} {
+			if _, err := c.kubectl("", "get", "-n", namespace, obj); err == nil {
+				t.Errorf("the original's %s is left", obj)
 			}
 		}
 		if _, err := c.kubectl("", "get", "deployment", "-n", namespace, "vip-allocator-operator"); err != nil {
 			t.Errorf("our Deployment must stay: %v", err)
-		}
-		var hooks admissionregistrationv1.ValidatingWebhookConfigurationList
-		must(t, admin.List(ctx, &hooks))
-		if len(hooks.Items) != 0 {
-			t.Errorf("webhook configurations left: %v", hooks.Items[0].Name)
-		}
-		var bindings rbacv1.ClusterRoleBindingList
-		must(t, admin.List(ctx, &bindings))
-		for _, b := range bindings.Items {
-			for _, s := range b.Subjects {
-				if b.RoleRef.Name == "cluster-admin" && s.Kind == "ServiceAccount" && s.Namespace == namespace {
-					t.Errorf("ClusterRoleBinding %s still binds %s to cluster-admin", b.Name, s.Name)
-				}
-			}
 		}
 		if release == "0.3" && !strings.Contains(upgradeOut.String(), "deleted ClusterRoleBinding vip-allocator-operator-manager-rolebinding") {
 			t.Errorf("0.3's cluster-admin binding not reported deleted:\n%s", upgradeOut.String())
@@ -202,6 +188,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		if _, err := c.kubectl("", "get", "clusterrolebinding", "vip-allocator-operator"); err != nil {
 			t.Errorf("our ClusterRoleBinding must stay: %v", err)
 		}
+		checkDecoysLeft(t, c, upgradeOut.String())
 	})
 
 	t.Run("every stored object of the shared CRDs is valid under the new schema", func(t *testing.T) {
