@@ -141,7 +141,9 @@ func decoys(in Installation) (Installation, []string) {
 	)
 	in.MutatingWebhooks = append(in.MutatingWebhooks, admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "renamed"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "mip.kb.io", Rules: paasRule, ClientConfig: svcIn(ns, paasv1.OriginalWebhookService)}}})
-	sa := func(name string) []rbacv1.Subject { return []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}} }
+	sa := func(name string) []rbacv1.Subject {
+		return []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}}
+	}
 	clusterAdmin := rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"}
 	in.ClusterRoleBindings = append(in.ClusterRoleBindings,
 		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admin-for-default-sa"}, RoleRef: clusterAdmin, Subjects: sa("default")},
