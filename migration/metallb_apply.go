@@ -89,9 +89,10 @@ func listMetalLB(ctx context.Context, c client.Reader, namespace, kind, version 
 type MetalLBApplyOptions struct {
 	// OperatorNamespace holds the BGP password Secret.
 	OperatorNamespace string
-	// ScaleDownController scales MetalLB's controller Deployment to 0 replicas once everything
-	// is created, so it hands out no address the operator does not know. MetalLB's speakers
-	// keep announcing until the agents have taken over; remove them after.
+	// ScaleDownController scales MetalLB's controller Deployment, the one the plan identified
+	// (name and uid), to 0 replicas once everything is created, so it hands out no address the
+	// operator does not know. MetalLB's speakers keep announcing until the agents have taken
+	// over; remove them after.
 	ScaleDownController bool
 }
 
