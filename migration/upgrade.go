@@ -60,7 +60,8 @@ func (o Object) String() string {
 	return o.Kind + " " + o.Namespace + "/" + o.Name
 }
 
-// Removal is one object "migrate upgrade" deletes, and why.
+// Removal is one object and why: one "migrate upgrade" deletes, or, in
+// UpgradePlan.Untouched, one it leaves.
 type Removal struct {
 	Object
 	Why string
