@@ -27,7 +27,8 @@ const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade|metallb [fla
            the upgrade of the original operator's installation will do (writes nothing)
   all      annotate with virtualips.paas.org/migrate every VirtualIP that can migrate now
   upgrade  remove what the original operator left that would race or block this one:
-           its Deployment, its webhooks, cluster-admin bindings of the namespace's ServiceAccounts
+           its Deployment, its webhook configuration, its bindings and ServiceAccount, each
+           by name, content and uid; look-alikes are named by the plan and left
   metallb plan   what MetalLB's pools, advertisements and peers become, what is not carried
                  over and why, and the address each Service keeps (writes nothing)
   metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows`
@@ -103,8 +104,8 @@ func MigratePlan(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io
 }
 
 // MigrateUpgrade removes what the original operator left that would race or
-// block this one (its Deployment, webhooks, cluster-admin bindings) and says
-// what the operator adopts.
+// block this one (its Deployment, webhook configuration, bindings and
+// ServiceAccount) and says what the operator adopts.
 func MigrateUpgrade(ctx context.Context, cfg *rest.Config, o MigrateOptions, out io.Writer) error {
 	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
 	if err != nil {
@@ -159,7 +160,7 @@ func runMigrateMetalLB(args []string) error {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	fs.StringVar(&o.MetalLBNamespace, "metallb-namespace", "metallb-system", "the namespace MetalLB runs in and reads its objects from")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (apply writes the BGP password Secret there)")
-	fs.BoolVar(&o.ScaleDownController, "scale-down-controller", false, "apply: scale MetalLB's controller Deployment to 0 once everything is created")
+	fs.BoolVar(&o.ScaleDownController, "scale-down-controller", false, "apply: scale MetalLB's controller Deployment (the one the plan names) to 0 once everything is created")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

@@ -53,6 +53,16 @@ func ReadMetalLB(ctx context.Context, c client.Reader, namespace string) (MetalL
 			st.Services = append(st.Services, s)
 		}
 	}
+	var deployments appsv1.DeploymentList
+	if err := c.List(ctx, &deployments, client.InNamespace(namespace)); err != nil {
+		return st, fmt.Errorf("read Deployments of namespace %s: %w", namespace, err)
+	}
+	st.Deployments = deployments.Items
+	var groups paasv1.IPGroupList
+	if err := c.List(ctx, &groups); err != nil {
+		return st, fmt.Errorf("read IPGroups: %w", err)
+	}
+	st.Groups = groups.Items
 	var nss corev1.NamespaceList
 	if err := c.List(ctx, &nss); err != nil {
 		return st, fmt.Errorf("read Namespaces: %w", err)
@@ -79,20 +89,30 @@ func listMetalLB(ctx context.Context, c client.Reader, namespace, kind, version 
 type MetalLBApplyOptions struct {
 	// OperatorNamespace holds the BGP password Secret.
 	OperatorNamespace string
-	// ScaleDownController scales MetalLB's controller Deployment to 0 replicas once everything
-	// is created, so it hands out no address the operator does not know. MetalLB's speakers
-	// keep announcing until the agents have taken over; remove them after.
+	// ScaleDownController scales MetalLB's controller Deployment, the one the plan identified
+	// (name and uid), to 0 replicas once everything is created, so it hands out no address the
+	// operator does not know. MetalLB's speakers keep announcing until the agents have taken
+	// over; remove them after.
 	ScaleDownController bool
 }
 
 // ApplyMetalLB creates the IPGroups and BGPPeers p converts to, and the password Secret. It is
-// idempotent: what exists is left as it is and said so.
+// idempotent: an identical IPGroup is left as it is and said so. It touches only what p names:
+// a pool whose IPGroup exists and differs is refused (and the controller left running), and only
+// the controller Deployment p identified, by name and uid, is scaled down.
 func ApplyMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, o MetalLBApplyOptions, out io.Writer) error {
+	var refused []error
 	for _, g := range p.Groups {
+		if g.Conflict != "" {
+			refused = append(refused, errors.New(g.Conflict))
+			continue
+		}
 		group := g.Group.DeepCopy()
 		group.SetGroupVersionKind(paasv1.GroupVersion.WithKind("IPGroup"))
 		group.Annotations = map[string]string{CreatedFromAnnotation: "metallb.io/v1beta1 IPAddressPool " + p.Namespace + "/" + g.Pool}
-		if err := createOnce(ctx, c, group, out); err != nil {
+		if err := createGroup(ctx, c, group, out); errors.Is(err, errRefused) {
+			refused = append(refused, err)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -110,9 +130,40 @@ func ApplyMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, o MetalLB
 			return err
 		}
 	}
-	if o.ScaleDownController {
-		return scaleDownMetalLB(ctx, c, p.Namespace, out)
+	if len(refused) > 0 {
+		if o.ScaleDownController {
+			fmt.Fprintln(out, "MetalLB's controller is left running: apply refused part of the plan")
+		}
+		return errors.Join(refused...)
 	}
+	if o.ScaleDownController {
+		return scaleDownMetalLB(ctx, c, p, out)
+	}
+	return nil
+}
+
+// errRefused marks what apply leaves because it is not what the plan converts to.
+var errRefused = errors.New("refused")
+
+// createGroup creates group, or leaves an IPGroup of its name that is identical; one that
+// differs (created since the plan, or by someone else) is refused.
+func createGroup(ctx context.Context, c client.Client, group *paasv1.IPGroup, out io.Writer) error {
+	err := c.Create(ctx, group, paasv1.FieldOwner)
+	switch {
+	case err == nil:
+		fmt.Fprintf(out, "created IPGroup %s\n", group.Name)
+		return nil
+	case !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("create IPGroup %s: %w", group.Name, err)
+	}
+	existing := &paasv1.IPGroup{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(group), existing); err != nil {
+		return fmt.Errorf("read IPGroup %s: %w", group.Name, err)
+	}
+	if _, conflict := existingGroup(group, []paasv1.IPGroup{*existing}); conflict != "" {
+		return fmt.Errorf("%w: %s", errRefused, conflict)
+	}
+	fmt.Fprintf(out, "IPGroup %s exists, identical: left as it is\n", group.Name)
 	return nil
 }
 
@@ -138,6 +189,8 @@ func writePasswords(ctx context.Context, c client.Client, p MetalLBPlan, namespa
 	for _, pc := range p.Peers {
 		switch {
 		case pc.Peer == nil:
+		case pc.PasswordFrom.Namespace != p.Namespace && pc.PasswordFrom.Name != "":
+			return fmt.Errorf("BGPPeer %s: its password Secret %s is outside MetalLB's namespace %s: not copied", pc.Name, pc.PasswordFrom, p.Namespace)
 		case pc.PasswordFrom.Name != "":
 			s := &corev1.Secret{}
 			if err := c.Get(ctx, pc.PasswordFrom, s); err != nil {
@@ -181,35 +234,29 @@ func writePasswords(ctx context.Context, c client.Client, p MetalLBPlan, namespa
 	return nil
 }
 
-// scaleDownMetalLB scales MetalLB's controller Deployments (labelled component=controller by
-// its manifests, app.kubernetes.io/component=controller by its Helm chart) to 0.
-func scaleDownMetalLB(ctx context.Context, c client.Client, namespace string, out io.Writer) error {
-	var list appsv1.DeploymentList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return fmt.Errorf("list MetalLB Deployments: %w", err)
+// scaleDownMetalLB scales the controller Deployment p identified to 0: the Deployment of that
+// name only while it has the uid the plan saw, the patch bound to the version just read.
+func scaleDownMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, out io.Writer) error {
+	ctl := p.Controller
+	if ctl == nil {
+		return fmt.Errorf("no single MetalLB controller Deployment in namespace %s (labelled component=controller and app=metallb, or app.kubernetes.io/component=controller and app.kubernetes.io/name=metallb): scale it down by hand", p.Namespace)
 	}
-	var errs []error
-	found := false
-	for i := range list.Items {
-		d := &list.Items[i]
-		if d.Labels["component"] != "controller" && d.Labels["app.kubernetes.io/component"] != "controller" {
-			continue
-		}
-		found = true
-		if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
-			fmt.Fprintf(out, "Deployment %s/%s is scaled to 0 already\n", d.Namespace, d.Name)
-			continue
-		}
-		patch := client.MergeFrom(d.DeepCopy())
-		d.Spec.Replicas = ptrTo(int32(0))
-		if err := c.Patch(ctx, d, patch, paasv1.FieldOwner); err != nil {
-			errs = append(errs, fmt.Errorf("scale Deployment %s/%s to 0: %w", d.Namespace, d.Name, err))
-			continue
-		}
-		fmt.Fprintf(out, "scaled Deployment %s/%s to 0 (MetalLB's speakers keep announcing until the agents took over: remove them then)\n", d.Namespace, d.Name)
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ctl.Namespace, Name: ctl.Name}, d); err != nil {
+		return fmt.Errorf("read %s: %w", ctl, err)
 	}
-	if !found {
-		errs = append(errs, fmt.Errorf("no MetalLB controller Deployment in namespace %s (labelled component=controller or app.kubernetes.io/component=controller): scale it down by hand", namespace))
+	if d.UID != ctl.UID {
+		return fmt.Errorf("%s is no longer the Deployment the plan saw (uid %s, now %s): left as it is; plan again", ctl, ctl.UID, d.UID)
 	}
-	return errors.Join(errs...)
+	if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
+		fmt.Fprintf(out, "%s is scaled to 0 already\n", ctl)
+		return nil
+	}
+	patch := client.MergeFromWithOptions(d.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	d.Spec.Replicas = ptrTo(int32(0))
+	if err := c.Patch(ctx, d, patch, paasv1.FieldOwner); err != nil {
+		return fmt.Errorf("scale %s to 0: %w", ctl, err)
+	}
+	fmt.Fprintf(out, "scaled %s to 0 (MetalLB's speakers keep announcing until the agents took over: remove them then)\n", ctl)
+	return nil
 }

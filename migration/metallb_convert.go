@@ -28,6 +28,11 @@ type MetalLBPlan struct {
 	Groups   []GroupConversion
 	Peers    []PeerConversion
 	Services []ServiceFate
+	// Controller is MetalLB's controller Deployment, which --scale-down-controller
+	// scales to 0 (nil: none found, or more than one looks like it).
+	Controller *Object
+	// NotTouched names objects that resemble what apply acts on, and why it leaves them.
+	NotTouched []string
 	// Notes on objects that become part of others (Communities, BFDProfiles).
 	Notes []string
 	// Problems are what the conversion cannot do, each with its cause and the fix.
@@ -42,7 +47,11 @@ type GroupConversion struct {
 	AnnouncedBy []string
 	// Dropped is what is not carried over, and why.
 	Dropped []string
-	ranges  []addrRange
+	// Exists: an identical IPGroup of the name exists already; apply leaves it.
+	Exists bool
+	// Conflict says why apply refuses the pool: an IPGroup of the name exists and differs.
+	Conflict string
+	ranges   []addrRange
 }
 
 // PeerConversion is one MetalLB BGPPeer and the BGPPeer it becomes (nil: none).
@@ -53,7 +62,10 @@ type PeerConversion struct {
 	// apply copies into PasswordSecret; Password a plain-text one from spec.password.
 	PasswordFrom types.NamespacedName
 	Password     string
-	Dropped      []string
+	// PasswordRefused says why the peer is not converted: its password Secret
+	// is outside MetalLB's namespace.
+	PasswordRefused string
+	Dropped         []string
 }
 
 // ServiceFate is what becomes of a Service MetalLB serves.
@@ -100,7 +112,15 @@ func ConvertMetalLB(st MetalLBState) MetalLBPlan {
 	slices.SortFunc(o.peers, func(a, b *mlbPeer) int { return cmp.Compare(a.Name, b.Name) })
 	anyPriority := slices.ContainsFunc(o.pools, func(pl parsedPool) bool { return pl.ServiceAllocation != nil && pl.ServiceAllocation.Priority > 0 })
 	for _, pool := range o.pools {
-		p.Groups = append(p.Groups, convertPool(pool, o, anyPriority))
+		g := convertPool(pool, o, anyPriority)
+		if g.Exists, g.Conflict = existingGroup(&g.Group, st.Groups); g.Conflict != "" {
+			p.Problems = append(p.Problems, g.Conflict)
+		}
+		p.Groups = append(p.Groups, g)
+	}
+	var problem string
+	if p.Controller, p.NotTouched, problem = metallbController(st.Deployments); problem != "" {
+		p.Problems = append(p.Problems, problem)
 	}
 	for _, ad := range o.ads {
 		if !slices.ContainsFunc(o.pools, func(pl parsedPool) bool { return ad.selects(pl.mlbPool) }) {
@@ -108,7 +128,11 @@ func ConvertMetalLB(st MetalLBState) MetalLBPlan {
 		}
 	}
 	for _, peer := range o.peers {
-		p.Peers = append(p.Peers, convertPeer(peer, st.Namespace, o.bfd))
+		c := convertPeer(peer, st.Namespace, o.bfd)
+		if c.Peer == nil && c.PasswordRefused != "" {
+			p.Problems = append(p.Problems, c.PasswordRefused)
+		}
+		p.Peers = append(p.Peers, c)
 	}
 	for _, c := range st.Communities {
 		p.Notes = append(p.Notes, fmt.Sprintf("Community %s: its aliases are resolved into the IPGroups' announce.bgp.communities", c.GetName()))
@@ -397,6 +421,14 @@ func convertPeer(peer *mlbPeer, namespace string, profiles map[string]*mlbBFDPro
 	switch {
 	case peer.PasswordSecret != nil && peer.PasswordSecret.Name != "":
 		c.PasswordFrom = types.NamespacedName{Namespace: cmp.Or(peer.PasswordSecret.Namespace, namespace), Name: peer.PasswordSecret.Name}
+		if c.PasswordFrom.Namespace != namespace {
+			// The agents can read the Secret apply writes: a password is copied
+			// there only from MetalLB's own namespace, never from another.
+			c.PasswordRefused = fmt.Sprintf("BGPPeer %s: its passwordSecret %s is outside MetalLB's namespace %s; apply copies passwords only from there, so the peer is not converted: move the Secret to %s, point the BGPPeer at it and plan again",
+				peer.Name, c.PasswordFrom, namespace, namespace)
+			return PeerConversion{Name: c.Name, Version: c.Version, PasswordRefused: c.PasswordRefused,
+				Dropped: []string{"not converted: " + c.PasswordRefused}}
+		}
 	case peer.Password != "":
 		c.Password = peer.Password
 	}

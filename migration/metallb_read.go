@@ -5,10 +5,13 @@ import (
 	"net/netip"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 // Switching from MetalLB: MetalLB's objects are read as unstructured (this project has no
@@ -30,6 +33,10 @@ type MetalLBState struct {
 	Communities []unstructured.Unstructured // Community
 	BFDProfiles []unstructured.Unstructured // BFDProfile
 	Services    []corev1.Service
+	// Deployments of MetalLB's namespace, to find its controller by.
+	Deployments []appsv1.Deployment
+	// Groups are the IPGroups that exist already.
+	Groups []paasv1.IPGroup
 	// NamespaceLabels of every namespace, for MetalLB's namespace selectors.
 	NamespaceLabels map[string]map[string]string
 }

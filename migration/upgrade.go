@@ -60,7 +60,8 @@ func (o Object) String() string {
 	return o.Kind + " " + o.Namespace + "/" + o.Name
 }
 
-// Removal is one object "migrate upgrade" deletes, and why.
+// Removal is one object and why: one "migrate upgrade" deletes, or, in
+// UpgradePlan.Untouched, one it leaves.
 type Removal struct {
 	Object
 	Why string
@@ -91,7 +92,10 @@ type Orphan struct {
 
 // UpgradePlan is what the upgrade of the original's installation will do.
 type UpgradePlan struct {
-	Remove     []Removal   // by "migrate upgrade" (the operator may not)
+	Remove []Removal // by "migrate upgrade" (the operator may not)
+	// Untouched are objects that resemble the original's but are not what its
+	// bundle installs: neither "migrate upgrade" nor the operator touches them.
+	Untouched  []Removal
 	Adopt      []Adoption  // by the operator
 	Finalizers []Finalizer // removed by the operator
 	Orphans    []Orphan    // deleted by the operator
@@ -111,11 +115,15 @@ func (p UpgradePlan) Done() bool {
 // PlanUpgrade decides the upgrade of in. It is pure: in is one snapshot.
 func PlanUpgrade(in Installation) UpgradePlan {
 	var p UpgradePlan
-	p.Remove = append(p.Remove, originalDeployments(in)...)
-	webhooks, problems := originalWebhooks(in)
-	p.Remove = append(p.Remove, webhooks...)
-	p.Problems = append(p.Problems, problems...)
-	p.Remove = append(p.Remove, originalGrants(in)...)
+	p.add(originalDeployments(in))
+	p.add(originalWebhooks(in))
+	p.add(originalClusterBindings(in))
+	p.add(originalRoleBindings(in))
+	for _, sa := range in.ServiceAccounts {
+		if sa.Namespace == in.Namespace && sa.Name == paasv1.OriginalServiceAccount {
+			p.Remove = append(p.Remove, Removal{Object{"ServiceAccount", sa.Namespace, sa.Name, sa.UID}, "the original operator's identity"})
+		}
+	}
 	planLedger(in, &p)
 	for _, vip := range in.VirtualIPs {
 		if !vip.Migrated() {
@@ -126,36 +134,70 @@ func PlanUpgrade(in Installation) UpgradePlan {
 	return p
 }
 
-// originalDeployments: every Deployment running the original's image races our
-// operator for the same Services and ledger.
-func originalDeployments(in Installation) []Removal {
-	var out []Removal
+// reach is what one kind's judge decided: the original's objects to remove,
+// the look-alikes it leaves, and what needs a person.
+type reach struct {
+	remove    []Removal
+	untouched []Removal
+	problems  []string
+}
+
+func (p *UpgradePlan) add(r reach) {
+	p.Remove = append(p.Remove, r.remove...)
+	p.Untouched = append(p.Untouched, r.untouched...)
+	p.Problems = append(p.Problems, r.problems...)
+}
+
+// originalDeployments: the original's Deployment races our operator for the
+// same Services and ledger. It is the one its bundle installs, by name in the
+// operator's namespace, running the original's image; a Deployment running
+// that image anywhere else is someone's copy, named in the plan and left.
+func originalDeployments(in Installation) (r reach) {
 	for _, d := range in.Deployments {
+		image := ""
 		for _, c := range d.Spec.Template.Spec.Containers {
 			if paasv1.IsOriginalImage(c.Image) {
-				out = append(out, Removal{Object{"Deployment", d.Namespace, d.Name, d.UID},
-					fmt.Sprintf("runs the original operator (%s), which would race this one for every Service and ledger object", c.Image)})
+				image = c.Image
 				break
 			}
 		}
+		if image == "" {
+			continue
+		}
+		obj := Object{"Deployment", d.Namespace, d.Name, d.UID}
+		if d.Namespace == in.Namespace && d.Name == paasv1.OriginalDeployment {
+			r.remove = append(r.remove, Removal{obj,
+				fmt.Sprintf("runs the original operator (%s), which would race this one for every Service and ledger object", image)})
+			continue
+		}
+		r.untouched = append(r.untouched, Removal{obj,
+			fmt.Sprintf("runs the original's image %s but is not its Deployment %s/%s; if it serves LoadBalancer Services it races this operator: scale it down by hand",
+				image, in.Namespace, paasv1.OriginalDeployment)})
 	}
-	return out
+	return r
 }
 
-// originalWebhooks: webhook configurations whose webhooks intercept paas.org
-// objects through a Service in the operator's namespace. This operator runs no
-// webhook, so they are the original's; with failurePolicy Fail and no pod they
-// refuse every write they intercept. A configuration that also holds other
-// webhooks is not ours to delete: a problem for a person.
-func originalWebhooks(in Installation) (remove []Removal, problems []string) {
-	type hook struct {
-		name, ns  string
-		resources []string // the paas.org resources it intercepts
-	}
-	judge := func(kind, name string, uid types.UID, hooks []hook) {
+// webhookHook is one webhook of a configuration, as the upgrade judges it.
+type webhookHook struct {
+	name      string
+	service   types.NamespacedName // the Service it calls; empty for a URL
+	resources []string             // the paas.org resources it intercepts
+}
+
+// originalWebhooks: the original's ValidatingWebhookConfiguration, by name,
+// whose webhooks all call the original's webhook Service. This operator runs
+// no webhook: with failurePolicy Fail and no pod behind them they refuse every
+// write they intercept. If the configuration also holds other webhooks it is
+// not ours to delete: a problem for a person. Any other configuration that
+// intercepts paas.org objects through a Service of the namespace is left and
+// named.
+func originalWebhooks(in Installation) (r reach) {
+	originalService := types.NamespacedName{Namespace: in.Namespace, Name: paasv1.OriginalWebhookService}
+	judge := func(kind, name string, uid types.UID, hooks []webhookHook) {
+		obj := Object{kind, "", name, uid}
 		var ours, intercepted, others []string
 		for _, h := range hooks {
-			if len(h.resources) > 0 && h.ns == in.Namespace {
+			if h.service == originalService && len(h.resources) > 0 {
 				ours = append(ours, h.name)
 				intercepted = append(intercepted, h.resources...)
 			} else {
@@ -163,39 +205,62 @@ func originalWebhooks(in Installation) (remove []Removal, problems []string) {
 			}
 		}
 		slices.Sort(intercepted)
+		isOriginal := kind == "ValidatingWebhookConfiguration" && name == paasv1.OriginalWebhookConfiguration
 		switch {
-		case len(ours) == 0:
-		case len(others) == 0:
-			remove = append(remove, Removal{Object{kind, "", name, uid},
+		case isOriginal && len(ours) > 0 && len(others) == 0:
+			r.remove = append(r.remove, Removal{obj,
 				fmt.Sprintf("the original's webhook %s has no pod behind it: every write of paas.org %s it intercepts fails",
 					strings.Join(ours, ", "), strings.Join(slices.Compact(intercepted), ", "))})
+		case isOriginal && len(ours) > 0:
+			r.problems = append(r.problems, fmt.Sprintf("%s holds the original's webhook %s and others (%s): migrate upgrade leaves it; remove %s from it by hand, or every ledger write fails",
+				obj, strings.Join(ours, ", "), strings.Join(others, ", "), strings.Join(ours, ", ")))
+		case isOriginal:
+			r.untouched = append(r.untouched, Removal{obj, fmt.Sprintf("has the original's name, but none of its webhooks calls Service %s for paas.org objects", originalService)})
 		default:
-			problems = append(problems, fmt.Sprintf("%s %s holds the original's webhook %s and others (%s): migrate upgrade leaves it; remove %s from it by hand, or every ledger write fails",
-				kind, name, strings.Join(ours, ", "), strings.Join(others, ", "), strings.Join(ours, ", ")))
+			if why := interceptsFromNamespace(hooks, in.Namespace); why != "" {
+				r.untouched = append(r.untouched, Removal{obj, why + fmt.Sprintf(", but is not the original's %s; if nothing answers it, the writes it intercepts fail: remove it by hand", paasv1.OriginalWebhookConfiguration)})
+			}
 		}
 	}
 	for _, c := range in.ValidatingWebhooks {
-		var hooks []hook
+		var hooks []webhookHook
 		for _, w := range c.Webhooks {
-			hooks = append(hooks, hook{name: w.Name, ns: webhookNamespace(w.ClientConfig), resources: paasResources(w.Rules)})
+			hooks = append(hooks, webhookHook{w.Name, webhookService(w.ClientConfig), paasResources(w.Rules)})
 		}
 		judge("ValidatingWebhookConfiguration", c.Name, c.UID, hooks)
 	}
 	for _, c := range in.MutatingWebhooks {
-		var hooks []hook
+		var hooks []webhookHook
 		for _, w := range c.Webhooks {
-			hooks = append(hooks, hook{name: w.Name, ns: webhookNamespace(w.ClientConfig), resources: paasResources(w.Rules)})
+			hooks = append(hooks, webhookHook{w.Name, webhookService(w.ClientConfig), paasResources(w.Rules)})
 		}
 		judge("MutatingWebhookConfiguration", c.Name, c.UID, hooks)
 	}
-	return remove, problems
+	return r
 }
 
-func webhookNamespace(c admissionregistrationv1.WebhookClientConfig) string {
-	if c.Service == nil {
+// interceptsFromNamespace says which of hooks intercept paas.org objects
+// through a Service of namespace, or "" if none does.
+func interceptsFromNamespace(hooks []webhookHook, namespace string) string {
+	var names, resources []string
+	for _, h := range hooks {
+		if h.service.Namespace == namespace && len(h.resources) > 0 {
+			names = append(names, fmt.Sprintf("%s (Service %s)", h.name, h.service))
+			resources = append(resources, h.resources...)
+		}
+	}
+	if len(names) == 0 {
 		return ""
 	}
-	return c.Service.Namespace
+	slices.Sort(resources)
+	return fmt.Sprintf("its webhook %s intercepts paas.org %s", strings.Join(names, ", "), strings.Join(slices.Compact(resources), ", "))
+}
+
+func webhookService(c admissionregistrationv1.WebhookClientConfig) types.NamespacedName {
+	if c.Service == nil {
+		return types.NamespacedName{}
+	}
+	return types.NamespacedName{Namespace: c.Service.Namespace, Name: c.Service.Name}
 }
 
 // paasResources lists the paas.org resources rules intercept ("*" for all).
@@ -209,40 +274,83 @@ func paasResources(rules []admissionregistrationv1.RuleWithOperations) []string 
 	return out
 }
 
-// originalGrants: a ServiceAccount of the namespace bound to cluster-admin (the
-// original 0.3 bound its own so) gives every pod of the namespace the cluster;
-// the original's ServiceAccount and its bindings give a pod that uses it the
-// right to rewrite any Service and the ledger.
-func originalGrants(in Installation) []Removal {
-	var out []Removal
-	isOriginalSA := func(s rbacv1.Subject) bool {
-		return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == in.Namespace && s.Name == paasv1.OriginalServiceAccount
+// originalBinding is a binding the original's bundle installs: its name, the
+// role it binds, and as its only subject the original's ServiceAccount.
+type originalBinding struct {
+	name, roleKind, role, why string
+}
+
+var clusterBindingsOfOriginal = []originalBinding{
+	{paasv1.OriginalManagerBinding, "ClusterRole", paasv1.OriginalManagerRole, "grants ClusterRole " + paasv1.OriginalManagerRole + " to the original's ServiceAccount"},
+	{paasv1.OriginalClusterAdminBinding, "ClusterRole", "cluster-admin", "binds the original's ServiceAccount to cluster-admin: a pod using it could do anything"},
+}
+
+// judgeBinding decides one binding: the original's (by name, role and its
+// ServiceAccount as the only subject) is removed; one with the original's name
+// but other content, or that binds the original's ServiceAccount under another
+// name, is left and named. ok is false for bindings of no concern.
+func judgeBinding(in Installation, obj Object, ref rbacv1.RoleRef, subjects []rbacv1.Subject, originals []originalBinding) (Removal, bool, bool) {
+	originalSA := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: in.Namespace, Name: paasv1.OriginalServiceAccount}
+	onlyOriginalSA := len(subjects) == 1 && subjects[0].Kind == originalSA.Kind && subjects[0].Namespace == originalSA.Namespace && subjects[0].Name == originalSA.Name
+	for _, o := range originals {
+		if obj.Name != o.name {
+			continue
+		}
+		if ref.Kind == o.roleKind && ref.Name == o.role && onlyOriginalSA {
+			return Removal{obj, o.why}, true, true
+		}
+		return Removal{obj, fmt.Sprintf("has the name of the original's binding, but binds %s to %s %s, not ServiceAccount %s/%s to %s %s",
+			subjectNames(subjects), ref.Kind, ref.Name, in.Namespace, paasv1.OriginalServiceAccount, o.roleKind, o.role)}, false, true
 	}
+	if slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+		return s.Kind == originalSA.Kind && s.Namespace == originalSA.Namespace && s.Name == originalSA.Name
+	}) {
+		return Removal{obj, fmt.Sprintf("binds %s to %s %s, but is not a binding the original's bundle installs; once the ServiceAccount is deleted it grants it nothing", subjectNames(subjects), ref.Kind, ref.Name)}, false, true
+	}
+	return Removal{}, false, false
+}
+
+// originalClusterBindings: the original's ClusterRoleBindings. A cluster-admin
+// binding of another ServiceAccount of the namespace is not the original's: it
+// is named, for a person to judge.
+func originalClusterBindings(in Installation) (r reach) {
 	for _, b := range in.ClusterRoleBindings {
+		obj := Object{"ClusterRoleBinding", "", b.Name, b.UID}
+		if rm, remove, concern := judgeBinding(in, obj, b.RoleRef, b.Subjects, clusterBindingsOfOriginal); concern {
+			if remove {
+				r.remove = append(r.remove, rm)
+			} else {
+				r.untouched = append(r.untouched, rm)
+			}
+			continue
+		}
 		namespaceSA := slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
 			return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == in.Namespace
 		})
-		switch {
-		case b.RoleRef.Kind == "ClusterRole" && b.RoleRef.Name == "cluster-admin" && namespaceSA:
-			out = append(out, Removal{Object{"ClusterRoleBinding", "", b.Name, b.UID},
-				fmt.Sprintf("binds %s to cluster-admin: every pod of namespace %s could do anything", subjectNames(b.Subjects), in.Namespace)})
-		case len(b.Subjects) > 0 && !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return !isOriginalSA(s) }):
-			out = append(out, Removal{Object{"ClusterRoleBinding", "", b.Name, b.UID},
-				fmt.Sprintf("grants ClusterRole %s to the original's ServiceAccount", b.RoleRef.Name)})
+		if b.RoleRef.Kind == "ClusterRole" && b.RoleRef.Name == "cluster-admin" && namespaceSA {
+			r.untouched = append(r.untouched, Removal{obj,
+				fmt.Sprintf("binds %s to cluster-admin, but is not the original's binding: a pod running as it can do anything; remove it by hand if nothing needs it", subjectNames(b.Subjects))})
 		}
 	}
+	return r
+}
+
+// originalRoleBindings: the original's leader-election RoleBinding in the namespace.
+func originalRoleBindings(in Installation) (r reach) {
+	originals := []originalBinding{{paasv1.OriginalLeaderElectionBinding, "Role", paasv1.OriginalLeaderElectionRole,
+		"grants Role " + paasv1.OriginalLeaderElectionRole + " to the original's ServiceAccount"}}
 	for _, b := range in.RoleBindings {
-		if len(b.Subjects) > 0 && !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return !isOriginalSA(s) }) {
-			out = append(out, Removal{Object{"RoleBinding", b.Namespace, b.Name, b.UID},
-				fmt.Sprintf("grants %s %s to the original's ServiceAccount", b.RoleRef.Kind, b.RoleRef.Name)})
+		if b.Namespace != in.Namespace {
+			continue
+		}
+		obj := Object{"RoleBinding", b.Namespace, b.Name, b.UID}
+		if rm, remove, concern := judgeBinding(in, obj, b.RoleRef, b.Subjects, originals); remove {
+			r.remove = append(r.remove, rm)
+		} else if concern {
+			r.untouched = append(r.untouched, rm)
 		}
 	}
-	for _, sa := range in.ServiceAccounts {
-		if sa.Namespace == in.Namespace && sa.Name == paasv1.OriginalServiceAccount {
-			out = append(out, Removal{Object{"ServiceAccount", sa.Namespace, sa.Name, sa.UID}, "the original operator's identity"})
-		}
-	}
-	return out
+	return r
 }
 
 func subjectNames(subjects []rbacv1.Subject) string {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,6 +85,10 @@ func ApplyUpgrade(ctx context.Context, c client.Writer, p UpgradePlan, out io.Wr
 		obj.SetName(r.Name)
 		uid := r.UID
 		err = c.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete %s: it is no longer the object the plan saw (uid %s), so it is left; plan again: %w", r.Object, r.UID, err))
+			continue
+		}
 		if client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", r.Object, err))
 			continue
@@ -122,6 +127,12 @@ func (p UpgradePlan) Write(out io.Writer, namespace string) {
 		fmt.Fprintln(out, "vip-allocator migrate upgrade deletes:")
 		for _, r := range p.Remove {
 			fmt.Fprintf(out, "  %s: %s\n", r.Object, r.Why)
+		}
+	}
+	if len(p.Untouched) > 0 {
+		fmt.Fprintln(out, "not touched (they resemble the original's objects, but are not what its bundle installs):")
+		for _, u := range p.Untouched {
+			fmt.Fprintf(out, "  %s: %s\n", u.Object, u.Why)
 		}
 	}
 	if len(p.Adopt)+len(p.Finalizers)+len(p.Orphans) > 0 {

@@ -124,42 +124,121 @@ func TestPlanUpgradeRemovesTheOriginalsPieces(t *testing.T) {
 	}
 }
 
-func TestPlanUpgradeWebhooksAndGrants(t *testing.T) {
-	in := ourInstallation(Installation{Namespace: paasv1.OriginalNamespace})
+// decoys adds objects that resemble the original's, none of which its bundle
+// installs: the upgrade must leave every one and name it.
+func decoys(in Installation) (Installation, []string) {
+	ns := in.Namespace
+	svcIn := func(ns, name string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}}
+	}
+	everything := []admissionregistrationv1.RuleWithOperations{{Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, Resources: []string{"*"}}}}
 	paasRule := []admissionregistrationv1.RuleWithOperations{{Rule: admissionregistrationv1.Rule{APIGroups: []string{"paas.org"}, Resources: []string{"ips"}}}}
-	otherRule := []admissionregistrationv1.RuleWithOperations{{Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}}}}
-	svcIn := func(ns string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "webhook"}}
-	}
-	in.ValidatingWebhooks = []admissionregistrationv1.ValidatingWebhookConfiguration{
-		{ObjectMeta: metav1.ObjectMeta{Name: "mixed"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			{Name: "vip.kb.io", Rules: paasRule, ClientConfig: svcIn(in.Namespace)},
-			{Name: "policy.example.com", Rules: otherRule, ClientConfig: svcIn("policy")}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			{Name: "audit.example.com", Rules: paasRule, ClientConfig: svcIn("audit")}}},
-	}
-	in.MutatingWebhooks = []admissionregistrationv1.MutatingWebhookConfiguration{
-		{ObjectMeta: metav1.ObjectMeta{Name: "renamed"}, Webhooks: []admissionregistrationv1.MutatingWebhook{
-			{Name: "mip.kb.io", Rules: paasRule, ClientConfig: svcIn(in.Namespace)}}},
-	}
-	in.ClusterRoleBindings = append(in.ClusterRoleBindings,
-		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admin-for-default-sa"}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: in.Namespace, Name: "default"}}},
-		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admins"}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects: []rbacv1.Subject{{Kind: "Group", Name: "platform-admins"}}},
-		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "view"},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: in.Namespace, Name: "default"}}},
+	in.ValidatingWebhooks = append(in.ValidatingWebhooks,
+		admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "policy", UID: "uid-policy"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			{Name: "policy.example.com", Rules: everything, ClientConfig: svcIn(ns, "policy")}}},
+		admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "audit"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			{Name: "audit.example.com", Rules: paasRule, ClientConfig: svcIn("audit", "audit")}}}, // served from elsewhere: of no concern
 	)
+	in.MutatingWebhooks = append(in.MutatingWebhooks, admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "renamed"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "mip.kb.io", Rules: paasRule, ClientConfig: svcIn(ns, paasv1.OriginalWebhookService)}}})
+	sa := func(name string) []rbacv1.Subject {
+		return []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}}
+	}
+	clusterAdmin := rbacv1.RoleRef{Kind: "ClusterRole", Name: "cluster-admin"}
+	in.ClusterRoleBindings = append(in.ClusterRoleBindings,
+		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admin-for-default-sa"}, RoleRef: clusterAdmin, Subjects: sa("default")},
+		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "extra-grant"}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "view"}, Subjects: sa(paasv1.OriginalServiceAccount)},
+		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admins"}, RoleRef: clusterAdmin, Subjects: []rbacv1.Subject{{Kind: "Group", Name: "platform-admins"}}},
+		rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "view"}, Subjects: sa("default")},
+	)
+	in.RoleBindings = append(in.RoleBindings, rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "debug"},
+		RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "edit"}, Subjects: sa(paasv1.OriginalServiceAccount)})
+	original := corev1.PodSpec{Containers: []corev1.Container{{Image: "docker.io/paasteam324/vip-allocator-operator:1.0"}}}
+	in.Deployments = append(in.Deployments,
+		appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: paasv1.OriginalDeployment}, Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: original}}})
+	return in, []string{
+		"ClusterRoleBinding admin-for-default-sa",
+		"ClusterRoleBinding extra-grant",
+		"Deployment lab/vip-allocator-operator-controller-manager",
+		"MutatingWebhookConfiguration renamed",
+		"RoleBinding vip-allocator-operator/debug",
+		"ValidatingWebhookConfiguration policy",
+	}
+}
+
+func TestPlanUpgradeLeavesWhatOnlyResemblesTheOriginal(t *testing.T) {
+	in, want := decoys(ourInstallation(originalBundle(t, "0.3")))
 	p := PlanUpgrade(in)
+	if len(p.Remove) != 6 {
+		t.Errorf("removes %d objects, want the original's 6: %v", len(p.Remove), p.Remove)
+	}
 	var got []string
-	for _, r := range p.Remove {
-		got = append(got, r.Object.String())
+	for _, u := range p.Untouched {
+		got = append(got, u.Object.String())
 	}
-	want := []string{"MutatingWebhookConfiguration renamed", "ClusterRoleBinding admin-for-default-sa"}
+	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		t.Errorf("removes %v, want %v", got, want)
+		t.Errorf("not touched\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
-	if len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "ValidatingWebhookConfiguration mixed holds the original's webhook vip.kb.io and others (policy.example.com)") {
+	var out bytes.Buffer
+	p.Write(&out, in.Namespace)
+	for _, line := range []string{
+		"not touched (they resemble the original's objects, but are not what its bundle installs):",
+		"  ClusterRoleBinding admin-for-default-sa: binds ServiceAccount vip-allocator-operator/default to cluster-admin, but is not the original's binding",
+		"  Deployment lab/vip-allocator-operator-controller-manager: runs the original's image docker.io/paasteam324/vip-allocator-operator:1.0 but is not its Deployment vip-allocator-operator/vip-allocator-operator-controller-manager",
+		"  ValidatingWebhookConfiguration policy: its webhook policy.example.com (Service vip-allocator-operator/policy) intercepts paas.org *, but is not the original's",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the plan does not say %q:\n%s", line, out.String())
+		}
+	}
+}
+
+// An object with the original's name but other content is not the original's.
+func TestPlanUpgradeWantsTheOriginalsContent(t *testing.T) {
+	in := ourInstallation(originalBundle(t, "0.3"))
+	for i := range in.ClusterRoleBindings {
+		if b := &in.ClusterRoleBindings[i]; b.Name == paasv1.OriginalClusterAdminBinding {
+			b.Subjects = append(b.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: in.Namespace, Name: "default"})
+		}
+	}
+	hooks := in.ValidatingWebhooks[0].Webhooks
+	hooks[0].ClientConfig.Service.Name = "policy"
+	hooks[1].ClientConfig.Service.Name = "policy"
+	in.Deployments[0].Spec.Template.Spec.Containers = in.Deployments[0].Spec.Template.Spec.Containers[:1] // kube-rbac-proxy only
+	p := PlanUpgrade(in)
+	for _, r := range p.Remove {
+		if r.Name == paasv1.OriginalClusterAdminBinding || r.Name == paasv1.OriginalWebhookConfiguration || r.Name == paasv1.OriginalDeployment {
+			t.Errorf("removes %s, which is not as the original installs it", r.Object)
+		}
+	}
+	var untouched []string
+	for _, u := range p.Untouched {
+		untouched = append(untouched, u.Object.String()+": "+u.Why)
+	}
+	for _, want := range []string{
+		"ClusterRoleBinding vip-allocator-operator-manager-rolebinding: has the name of the original's binding, but binds ServiceAccount vip-allocator-operator/vip-allocator-operator-sa, ServiceAccount vip-allocator-operator/default to ClusterRole cluster-admin",
+		"ValidatingWebhookConfiguration vip-allocator-operator-validating-webhook-configuration: has the original's name, but none of its webhooks calls Service vip-allocator-operator/vip-allocator-operator-webhook",
+	} {
+		if !slices.ContainsFunc(untouched, func(u string) bool { return strings.HasPrefix(u, want) }) {
+			t.Errorf("not named %q among\n  %s", want, strings.Join(untouched, "\n  "))
+		}
+	}
+}
+
+// The original's configuration holding someone else's webhook too is a problem for a person.
+func TestPlanUpgradeMixedWebhookConfiguration(t *testing.T) {
+	in := ourInstallation(originalBundle(t, "1.0"))
+	other := admissionregistrationv1.ValidatingWebhook{Name: "policy.example.com",
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "policy", Name: "webhook"}}}
+	in.ValidatingWebhooks[0].Webhooks = append(in.ValidatingWebhooks[0].Webhooks, other)
+	p := PlanUpgrade(in)
+	for _, r := range p.Remove {
+		if r.Kind == "ValidatingWebhookConfiguration" {
+			t.Errorf("removes %s, which holds another webhook", r.Object)
+		}
+	}
+	if len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "ValidatingWebhookConfiguration vip-allocator-operator-validating-webhook-configuration holds the original's webhook vip.kb.io and others (policy.example.com)") {
 		t.Errorf("the mixed configuration must be named as a problem: %q", p.Problems)
 	}
 }

@@ -25,8 +25,24 @@ const (
 	// (webhook vip.kb.io on IPs; 0.3 also vvirtualip.kb.io on VirtualIPs), both
 	// failurePolicy Fail: with no pod behind them every ledger write fails.
 	OriginalWebhookConfiguration = "vip-allocator-operator-validating-webhook-configuration"
+	// OriginalWebhookService is the Service, in the original's namespace, that
+	// every webhook of OriginalWebhookConfiguration calls.
+	OriginalWebhookService = "vip-allocator-operator-webhook"
 	// OriginalServiceAccount is the original's ServiceAccount.
 	OriginalServiceAccount = "vip-allocator-operator-sa"
+	// OriginalManagerBinding is the original's ClusterRoleBinding of
+	// OriginalManagerRole to its ServiceAccount.
+	OriginalManagerBinding = "vip-allocator-operator-manager-role-binding"
+	// OriginalManagerRole is the original's ClusterRole.
+	OriginalManagerRole = "vip-allocator-operator-manager-role"
+	// OriginalClusterAdminBinding is the ClusterRoleBinding of cluster-admin to
+	// the original's ServiceAccount that 0.3 installs.
+	OriginalClusterAdminBinding = "vip-allocator-operator-manager-rolebinding"
+	// OriginalLeaderElectionBinding is the original's RoleBinding of
+	// OriginalLeaderElectionRole to its ServiceAccount, in its namespace.
+	OriginalLeaderElectionBinding = "vip-allocator-operator-leader-election-rolebinding"
+	// OriginalLeaderElectionRole is the original's Role in its namespace.
+	OriginalLeaderElectionRole = "vip-allocator-operator-leader-election-role"
 )
 
 // OriginalServiceOwner names the Service a ledger object written by the
