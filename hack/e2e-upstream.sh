@@ -7,12 +7,17 @@
 # learns and spreads over the advertising nodes). The runner runs in the
 # client's namespace beyond the router, as a user outside the cluster would.
 #
-#   [ANNOUNCE=L2|BGP] hack/e2e-upstream.sh [MODE ...]   MODE: nftables, iptables (default: both)
+#   [ANNOUNCE=L2|BGP] [IP_MODE=Proxy|VIP] hack/e2e-upstream.sh [MODE ...]
+#                                   MODE: nftables, iptables (default: both)
+#
+# IP_MODE=VIP runs the operator with --ip-mode=VIP (kube-proxy forwards the VIPs,
+# the agents only announce them): the specs that skip themselves for ipMode
+# Proxy run there.
 #
 # FOCUS (default 'LoadBalancer') and SKIP are ginkgo regular expressions;
 # docs/e2e.md lists the specs and the reason for any skip. Prints the runner's
 # summary per mode, then one line per mode and a total:
-#   nftables (L2): 18 passed, 0 failed, 0 skipped
+#   nftables (L2, ipMode Proxy): 16 passed, 0 failed, 2 skipped
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 k8s=$root/bin/k8s
@@ -21,6 +26,7 @@ modes=("$@")
 focus=${FOCUS:-LoadBalancer}
 skip=${SKIP:-}
 announce=${ANNOUNCE:-L2}
+ip_mode=${IP_MODE:-Proxy}
 results=()
 passed=0 failed=0 skipped=0
 
@@ -35,6 +41,10 @@ run_mode() {
   local kubectl=$k8s/kubectl
   $kubectl create namespace vip-allocator-operator
   $kubectl create -f "$root/deploy/bundle.yaml" >/dev/null
+  if [[ $ip_mode != Proxy ]]; then
+    $kubectl -n vip-allocator-operator patch deployment vip-allocator-operator --type json \
+      -p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--ip-mode='"$ip_mode"'"}]'
+  fi
   $kubectl -n vip-allocator-operator rollout status deployment/vip-allocator-operator --timeout=180s
   for _ in $(seq 60); do $kubectl -n vip-allocator-operator get daemonset/vip-allocator-agent >/dev/null 2>&1 && break; sleep 1; done
   $kubectl -n vip-allocator-operator rollout status daemonset/vip-allocator-agent --timeout=180s
@@ -76,7 +86,7 @@ EOF
   selected=$("$k8s/e2e.test" --provider=skeleton --ginkgo.focus="$focus" --ginkgo.dry-run --ginkgo.no-color 2>/dev/null |
     grep -oE 'Ran [0-9]+ of' | tail -1 | cut -d' ' -f2)
   local s=$(( ${selected:-0} - ${ran:-0} ))
-  results+=("$mode ($announce): ${p:-0} passed, ${f:-0} failed, $s skipped")
+  results+=("$mode ($announce, ipMode $ip_mode): ${p:-0} passed, ${f:-0} failed, $s skipped")
   passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) skipped=$((skipped + s))
   [[ -n $p ]] || failed=$((failed + 1)) # no summary: the runner itself failed
 }

@@ -81,6 +81,9 @@ type Agent struct {
 	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
 	// none; see listNodes).
 	unviewed *unviewedNodes
+	// programmed is what the planes last synced of each Service: the stale
+	// flows of a sync are told from it (forgetStaleFlows).
+	programmed map[types.NamespacedName]dataplane.Service
 }
 
 // +kubebuilder:rbac:groups="",resources=services;nodes,verbs=get;list;watch
@@ -158,9 +161,45 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	if full {
 		a.lastFull = time.Now()
 	}
+	a.forgetStaleFlows(ctx, derivedNow, derivedAll)
 	// Come back to check the canary, for the periodic full sync, and to read
 	// this node's addresses again (no event tells when they change).
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// forgetStaleFlows deletes the conntrack entries that would keep a UDP or
+// SCTP client on an endpoint the rules no longer send to (dataplane.StaleFlows),
+// comparing what the planes now hold with what they held for the Services
+// derived in this sync (all of them: every Service ever programmed too). A
+// failure is logged: the rules are right, and the next change tries again.
+func (a *Agent) forgetStaleFlows(ctx context.Context, derived []types.NamespacedName, all bool) {
+	if a.programmed == nil {
+		a.programmed = map[types.NamespacedName]dataplane.Service{}
+	}
+	keys := derived
+	if all {
+		keys = slices.AppendSeq(slices.Collect(maps.Keys(a.programmed)), maps.Keys(a.state.at))
+	}
+	var stale []dataplane.StaleFlow
+	for _, key := range keys {
+		var before, after *dataplane.Service
+		if s, ok := a.programmed[key]; ok {
+			before = &s
+		}
+		if i, ok := a.state.at[key]; ok {
+			after = &a.state.served[i]
+			a.programmed[key] = *after
+		} else {
+			delete(a.programmed, key)
+		}
+		stale = append(stale, dataplane.StaleFlows(before, after)...)
+	}
+	if len(stale) == 0 {
+		return
+	}
+	if err := dataplane.ForgetFlows(stale); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "delete the conntrack entries of endpoints gone", "flows", len(stale))
+	}
 }
 
 // Handoff gives every data plane its family's connection handoffs (see
