@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
@@ -75,4 +76,15 @@ func (r *ServiceReconciler) scheduleLeaseExpiry(end time.Time) {
 	}
 	r.leaseTimer.at = end
 	r.leaseTimer.t = time.AfterFunc(time.Until(end), r.expireLeases)
+}
+
+// leasedTo are the addresses of addrs leased to key.
+func leasedTo(a *allocator.Allocator, key string, addrs []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, addr := range addrs {
+		if l, ok := a.LeaseOf(addr); ok && l.Holder == key {
+			out = append(out, addr)
+		}
+	}
+	return out
 }

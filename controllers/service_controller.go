@@ -189,7 +189,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		}
 	}
 	r.setPending(key, result.err != nil)
-	if result.released {
+	if result.released || result.reclaimed {
 		r.wakePending()
 	}
 	return nil
@@ -206,6 +206,9 @@ type allocOutcome struct {
 	claims   map[netip.Addr][]allocator.Reservation
 	err      error
 	released bool // an address was freed: pending Services may now fit
+	// reclaimed is true when the Service took back an address leased to it:
+	// Services waiting for it are told it is in use now.
+	reclaimed bool
 	// sharingKey is the Service's sharing key, recorded on its ledger objects.
 	sharingKey string
 	// notAdopted are the addresses the status showed with no ledger object (another load
@@ -235,7 +238,9 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		shared := s.alloc.SharingOf(key.String())
 		importShown(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
+		leased := leasedTo(s.alloc, key.String(), req.IPs)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
+		out.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
 		// Service of its key in.
