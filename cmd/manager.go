@@ -58,7 +58,7 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
-		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reserved}).SetupWithManager(mgr); err != nil {
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reserved, ReleasedGrace: o.ReleasedGrace}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
 	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator"), Reserved: reserved, OnCordon: o.Agent.OnCordon}).SetupWithManager(mgr); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -40,6 +41,9 @@ type OperatorOptions struct {
 	IPMode string
 	// ServiceCIDRs are reserved besides the ServiceCIDR objects (--service-cidrs).
 	ServiceCIDRs []netip.Prefix
+	// ReleasedGrace keeps an address a Service asked for by name for that
+	// Service this long after it released it (--released-address-grace); 0 keeps none.
+	ReleasedGrace time.Duration
 	// AdmissionPolicies makes the operator apply config/admission's policies
 	// for its own namespace (OLM installs: a bundle cannot carry them).
 	AdmissionPolicies bool
@@ -74,6 +78,7 @@ func runOperator(args []string) error {
 	fs.Float64Var(&o.QPS, "kube-api-qps", DefaultQPS, "API requests per second the operator may make, per resource type")
 	fs.IntVar(&o.Burst, "kube-api-burst", DefaultBurst, "API request burst, per resource type")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
+	fs.DurationVar(&o.ReleasedGrace, "released-address-grace", controllers.DefaultReleasedAddressGrace, "how long an address a Service asked for by name (spec.loadBalancerIP, vip.paas.org/ips) stays kept for that namespace/name after the Service is deleted or stops being a LoadBalancer, so that deleting and creating it again gets the address back before another Service waiting for it; 0 keeps none")
 	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
@@ -112,6 +117,9 @@ func runOperator(args []string) error {
 	// the caches sync. $KUBE_FEATURE_WatchListClient overrides it.
 	if _, set := os.LookupEnv(watchListGate); !set {
 		_ = os.Setenv(watchListGate, "false")
+	}
+	if o.ReleasedGrace < 0 {
+		return fmt.Errorf("--released-address-grace must not be negative, not %s", o.ReleasedGrace)
 	}
 	if o.IPMode != string(corev1.LoadBalancerIPModeProxy) && o.IPMode != string(corev1.LoadBalancerIPModeVIP) {
 		return fmt.Errorf("--ip-mode must be Proxy or VIP, not %q", o.IPMode)

@@ -19,6 +19,7 @@ func TestIPAllocatedCondition(t *testing.T) {
 	noV6 := &allocator.Error{Reason: allocator.ErrNoGroup, Msg: "no auto-assign IPv6 IPGroup admits this Service"}
 	tooManyPorts := &allocator.Error{Reason: allocator.ErrSharedTooManyPorts, Msg: "192.0.2.1 is shared under key \"k\" by 1 Services with 30000 ports"}
 	inUse := &allocator.Error{Reason: allocator.ErrInUse, Msg: "requested 192.0.2.9 is already held by ns/x"}
+	leased := &allocator.Error{Reason: allocator.ErrLeased, Msg: "requested 192.0.2.9 was released by the Service that had asked for it and is kept for that Service until 2030-01-01T12:05:00Z"}
 	for _, tc := range []struct {
 		desc        string
 		policy      *corev1.IPFamilyPolicy
@@ -42,6 +43,8 @@ func TestIPAllocatedCondition(t *testing.T) {
 			"requested 192.0.2.9 is already held by ns/x; no auto-assign IPv6 IPGroup admits this Service"},
 		{"too many ports on a shared address is reported while it is kept", nil, held, tooManyPorts, "False", paasv1.ReasonSharedTooManyPorts,
 			"192.0.2.1 is shared under key \"k\" by 1 Services with 30000 ports (keeps 192.0.2.1 from IPGroup g meanwhile)"},
+		{"a leased request is reported even while an address is held", &prefer, held, leased, "False", paasv1.ReasonRequestedIPLeased,
+			"requested 192.0.2.9 was released by the Service that had asked for it and is kept for that Service until 2030-01-01T12:05:00Z (keeps 192.0.2.1 from IPGroup g meanwhile)"},
 		{"a request error without a sentinel", nil, nil, errors.New("bad annotation"), "False", paasv1.ReasonInvalidRequest, "bad annotation"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -105,7 +105,7 @@ func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Servi
 // completes: until then the Service, and the addresses its status shows, stay.
 func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
-	held, err := r.release(ctx, key, nil)
+	held, err := r.release(ctx, key, nil, requestedIPs(svc))
 	if err != nil {
 		r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
 			"Cannot release the addresses of this Service being deleted, so its finalizers stay: %v%s", err, webhookHint(err))

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,9 +63,18 @@ type ServiceReconciler struct {
 	IPMode corev1.LoadBalancerIPMode
 	// Reserved reads the addresses the cluster reserves (reserved.go).
 	Reserved *ReservedSource
+	// ReleasedGrace is how long an address a Service asked for by name stays
+	// kept for it after the Service released it (leases.go); 0 keeps none.
+	ReleasedGrace time.Duration
 
 	state *allocatorState
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+	// leaseTimer runs expireLeases when the first lease ends.
+	leaseTimer struct {
+		sync.Mutex
+		t  *time.Timer
+		at time.Time
+	}
 }
 
 // Services are patched (not status) for their finalizers alone here (the
@@ -89,14 +99,14 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("get Service %s: %w", req.NamespacedName, err)
 		}
-		_, err := r.release(ctx, req.NamespacedName, nil)
+		_, err := r.release(ctx, req.NamespacedName, nil, nil)
 		return ctrl.Result{}, err
 	}
 	if !svc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finishDeletion(ctx, svc)
 	}
 	if !lbclass.Handles(svc, r.OwnClassOnly) {
-		held, err := r.release(ctx, req.NamespacedName, svc)
+		held, err := r.release(ctx, req.NamespacedName, svc, requestedIPs(svc))
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -179,7 +189,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 		}
 	}
 	r.setPending(key, result.err != nil)
-	if result.released {
+	if result.released || result.reclaimed {
 		r.wakePending()
 	}
 	return nil
@@ -196,6 +206,9 @@ type allocOutcome struct {
 	claims   map[netip.Addr][]allocator.Reservation
 	err      error
 	released bool // an address was freed: pending Services may now fit
+	// reclaimed is true when the Service took back an address leased to it:
+	// Services waiting for it are told it is in use now.
+	reclaimed bool
 	// sharingKey is the Service's sharing key, recorded on its ledger objects.
 	sharingKey string
 	// notAdopted are the addresses the status showed with no ledger object (another load
@@ -220,14 +233,18 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 	} else if requestErr != nil {
 		out.held, out.err = before, requestErr
 	} else {
+		// A lease that ended frees an address pending Services may now fit.
+		out.released = len(s.alloc.ExpireLeases(time.Now())) > 0
 		shared := s.alloc.SharingOf(key.String())
 		importShown(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
+		leased := leasedTo(s.alloc, key.String(), req.IPs)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
+		out.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
 		// Service of its key in.
-		out.released = shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
+		out.released = out.released || shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
 	}
 	out.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
 	for _, addr := range shown {
@@ -440,11 +457,17 @@ func nilIfEmpty[T any](list []T) any {
 
 // release frees what key holds: memory, ledger, and, when the Service still
 // exists but is no longer ours to serve, the addresses and condition in its status.
-// held says whether key held any address here.
-func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedName, svc *corev1.Service) (held bool, err error) {
+// Of the addresses it frees, those in requested (what the Service asked for
+// by name) stay kept for key for the grace (leases.go). held says whether key
+// held any address here.
+func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedName, svc *corev1.Service, requested []netip.Addr) (held bool, err error) {
+	until := r.leaseUntil(time.Now())
 	r.state.mu.Lock()
-	freed := r.state.alloc.Release(key.String())
+	freed := r.state.alloc.ReleaseRequested(key.String(), requested, until)
 	r.state.mu.Unlock()
+	if !until.IsZero() && len(freed) > 0 {
+		r.scheduleLeaseExpiry(until)
+	}
 	r.setPending(key, false)
 	r.state.forget(key)
 	ledger, err := r.ledgerOf(ctx, key)

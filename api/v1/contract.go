@@ -84,6 +84,11 @@ const (
 	// broadcast address of a subnet an L2 group announces on); the message
 	// names what holds it.
 	ReasonRequestedIPReserved = "RequestedIPReserved"
+	// ReasonRequestedIPLeased: the requested address was released by a
+	// Service that had asked for it by name, and is kept for that Service, in
+	// case it is created again, until the time the message gives; the message
+	// does not name that Service.
+	ReasonRequestedIPLeased = "RequestedIPLeased"
 	// ReasonSharedPortCollision: the Service carries a sharing key, but a
 	// Service already holding the key's address uses one of its ports (same
 	// protocol and port); the message names that Service and the port.

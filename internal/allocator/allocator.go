@@ -8,7 +8,8 @@
 // excluded ranges, so a /8 or an IPv6 /64 costs no more than a /24. It never
 // hands out an address reserved in the cluster (SetReserved, reserved.go), and
 // an address in overlapping groups only to a key every one of them admits
-// (tenancy.go).
+// (tenancy.go), and an address a key asked for and released only to that key
+// until its lease ends (lease.go).
 //
 // It is not safe for concurrent use; the caller serialises access.
 package allocator
@@ -91,6 +92,8 @@ type Allocator struct {
 	byShareKey map[string]map[netip.Addr]struct{}
 	// reserved are addresses held elsewhere in the cluster (reserved.go).
 	reserved reservations
+	// leases are released addresses kept for the key that asked for them (lease.go).
+	leases map[netip.Addr]Lease
 }
 
 // hintKey names a group's part of one family: a dual-stack group has two hints.
@@ -114,6 +117,7 @@ func New() *Allocator {
 		joined:     map[netip.Addr][]string{},
 		sharing:    map[string]Sharing{},
 		byShareKey: map[string]map[netip.Addr]struct{}{},
+		leases:     map[netip.Addr]Lease{},
 	}
 }
 
@@ -221,6 +225,11 @@ func (a *Allocator) ReleaseAddr(addr netip.Addr) {
 			}
 		}
 	}
+	a.rewindHints(addr)
+}
+
+// rewindHints moves the hints of the groups holding addr back to it: it is free.
+func (a *Allocator) rewindHints(addr netip.Addr) {
 	for _, g := range a.groups {
 		k := hintKey{g.Name, FamilyOf(addr)}
 		if h, ok := a.hints[k]; ok && g.Contains(addr) && (h.full || addr.Less(h.from)) {
@@ -415,6 +424,9 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 				addr, fence.Name)
 		}
 	}
+	if err := a.leaseError(key, addr); err != nil {
+		return err
+	}
 	if _, ok := a.owner[addr]; ok && !mine {
 		if err := a.joinError(key, req.Sharing, addr, true); err != nil {
 			var e *Error
@@ -490,6 +502,9 @@ func (a *Allocator) fullError(fam Family, groups []*Group) error {
 		if r := a.ReservedCount(g); r.Sign() > 0 {
 			part += fmt.Sprintf(", %s reserved in the cluster", r)
 		}
+		if n := a.leasedIn(g, fam); n > 0 {
+			part += fmt.Sprintf(", %d kept for Services that released them", n)
+		}
 		parts = append(parts, part+")")
 	}
 	return fail(ErrGroupFull, "no free %s address in IPGroup %s; add addresses to a group, create another group, or free an address",
@@ -547,7 +562,8 @@ func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bo
 			from = fence.runEnd(addr)
 			continue
 		}
-		if _, taken := a.owner[addr]; !taken {
+		_, leased := a.leases[addr]
+		if _, taken := a.owner[addr]; !taken && !leased {
 			if moveHint {
 				a.hints[k] = hint{from: addr}
 			}
@@ -569,6 +585,7 @@ func (a *Allocator) keepOnly(key string, fam Family, addr netip.Addr) {
 
 // take makes key hold addr: as its owner when it is free, else joining it.
 func (a *Allocator) take(key string, addr netip.Addr) {
+	delete(a.leases, addr) // its holder is back, or the ledger says another key has it
 	if _, held := a.owner[addr]; held {
 		a.joined[addr] = append(a.joined[addr], key)
 	} else {

@@ -143,12 +143,12 @@ func (a *Allocator) joinError(key string, s Sharing, addr netip.Addr, strict boo
 		o, shares := a.sharing[other]
 		switch {
 		case !s.Shares() || !shares:
-			return fail(ErrInUse, "%s is already held by %s", addr, other)
+			return fail(ErrInUse, "%s is already held by %s", addr, holderName(key, other))
 		case o.Key != s.Key:
-			return fail(ErrInUse, "%s is already held by %s, shared under another sharing key (%q); give this Service that key to share it", addr, other, clipKey(o.Key))
+			return fail(ErrInUse, "%s is already held by %s, shared under another sharing key (%q); give this Service that key to share it", addr, holderName(key, other), clipKey(o.Key))
 		case !sameGroup(s, o):
-			return fail(ErrInUse, "%s is already held by %s in namespace %s, which shares key %q across namespaces only with Services of the namespaces both list in vip.paas.org/sharing-cross-namespace; list each other's namespace on both sides",
-				addr, other, o.Namespace, clipKey(s.Key))
+			return fail(ErrInUse, "%s is already held by %s, which shares key %q across namespaces only with Services of the namespaces both list in vip.paas.org/sharing-cross-namespace; list each other's namespace on both sides",
+				addr, holderName(key, other), clipKey(s.Key))
 		}
 	}
 	if !strict || len(holders) == 0 {

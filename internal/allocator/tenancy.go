@@ -1,6 +1,9 @@
 package allocator
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Tenancy across overlapping groups: an address that several groups may hand
 // out goes only to a Service that every one of them admits by its selectors
@@ -37,4 +40,23 @@ func (g *Group) runEnd(addr netip.Addr) netip.Addr {
 		return s.last
 	}
 	return addr
+}
+
+// holderName names holder, a key, in a message to key: as namespace/name when
+// both are of one namespace, else only as a Service (or a legacy VirtualIP,
+// "VirtualIP namespace/name") of another namespace: a refusal must not tell
+// one tenant what another runs, nor where.
+func holderName(key, holder string) string {
+	kind, ref := "Service", holder
+	if k, rest, ok := strings.Cut(holder, " "); ok {
+		kind, ref = k, rest
+	}
+	ns, _, isRef := strings.Cut(ref, "/")
+	if !isRef {
+		return holder // no tenant's name ("unowned <address>")
+	}
+	if mine, _, _ := strings.Cut(key, "/"); mine == ns {
+		return holder
+	}
+	return "a " + kind + " in another namespace"
 }
