@@ -68,7 +68,7 @@ func TestDataplaneService(t *testing.T) {
 		Ports:        []dataplane.Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
 		Local:        true,
 		SourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")},
-		Closed:       true, // "garbage" closes it: dropped, the list would admit more than asked
+		Closed:       true,          // "garbage" closes it: dropped, the list would admit more than asked
 		Affinity:     3 * time.Hour, // ClientIP without a config: kube-proxy's default
 		Endpoints: []dataplane.Endpoint{
 			{Addr: netip.MustParseAddr("198.51.100.11"), Local: true, Ports: ports},
