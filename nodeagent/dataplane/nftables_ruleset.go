@@ -24,7 +24,7 @@ import (
 //	  chain affinity-lookup {               # one rule per session affinity T (seconds) in use
 //	    ip daddr . meta l4proto . th dport @affinity_T dnat ip to ip daddr . meta l4proto . th dport . ip saddr map @affinity
 //	  }
-//	  chain affinity-record {               # from nat-postrouting, before the masquerade
+//	  chain affinity-record {               # from nat-postrouting, before the masquerade, and nat-input
 //	    ct original ip daddr . meta l4proto . ct original proto-dst @affinity_T
 //	      update @affinity { ct original ip daddr . meta l4proto . ct original proto-dst . ip saddr timeout T : ip daddr . th dport }
 //	  }
@@ -34,6 +34,7 @@ import (
 //	    ip daddr @vips reject with icmp port-unreachable
 //	  }
 //	  chain nat-postrouting { jump affinity-record; meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
+//	  chain nat-input { jump affinity-record }
 //	  map affinity { ...; flags dynamic,timeout }  # filled by the kernel: who used which endpoint
 //	}
 //
@@ -59,6 +60,7 @@ const (
 	nftNATPrerouting  = "nat-prerouting"
 	nftNATOutput      = "nat-output"
 	nftNATPostrouting = "nat-postrouting"
+	nftNATInput       = "nat-input"
 	nftFilterInput    = "filter-input"
 	nftFilterForward  = "filter-forward"
 	nftFilterOutput   = "filter-output"
@@ -122,6 +124,7 @@ func (l *nftLayout) chains() []*nftables.Chain {
 		base(nftNATPrerouting, nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftDNATPriority),
 		base(nftNATOutput, nftables.ChainTypeNAT, nftables.ChainHookOutput, nftDNATPriority),
 		base(nftNATPostrouting, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftSNATPriority),
+		base(nftNATInput, nftables.ChainTypeNAT, nftables.ChainHookInput, nftSNATPriority),
 		base(nftFilterInput, nftables.ChainTypeFilter, nftables.ChainHookInput, nftFilterPriority),
 		base(nftFilterForward, nftables.ChainTypeFilter, nftables.ChainHookForward, nftFilterPriority),
 		base(nftFilterOutput, nftables.ChainTypeFilter, nftables.ChainHookOutput, nftFilterPriority),
@@ -264,6 +267,8 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 			// Random source ports avoid the SNAT port race that drops SYNs under load.
 			&expr.Masq{FullyRandom: true},
 		}},
+		// A connection DNATed to an endpoint of this host's own never reaches postrouting.
+		nftNATInput:      jump(nftAffinityRecord),
 		nftFilterInput:   jump(nftRejectVIPs),
 		nftFilterForward: jump(nftRejectVIPs),
 		nftFilterOutput:  jump(nftRejectVIPs),

@@ -64,8 +64,8 @@ func testNFTables(t *testing.T, fam Family) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Full || st.Rules != 17 || st.Elements != 7 || st.Chains != 10 {
-		t.Errorf("first Sync: %+v, want a full one of 17 rules, 7 elements, 10 chains", st)
+	if !st.Full || st.Rules != 18 || st.Elements != 7 || st.Chains != 11 {
+		t.Errorf("first Sync: %+v, want a full one of 18 rules, 7 elements, 11 chains", st)
 	}
 	table := nftList(t, fam)
 	for _, want := range []string{
