@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -53,6 +54,20 @@ func parseSourceRanges(ranges []string) (out []netip.Prefix, invalid []string) {
 	return out, invalid
 }
 
+// sessionAffinity is how long a client stays with its endpoint under sessionAffinity
+// ClientIP (10800 s unless sessionAffinityConfig says otherwise, as in kube-proxy); 0 for
+// no affinity.
+func sessionAffinity(spec *corev1.ServiceSpec) time.Duration {
+	if spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return 0
+	}
+	secs := int32(corev1.DefaultClientIPServiceAffinitySeconds)
+	if c := spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		secs = *c.ClientIP.TimeoutSeconds
+	}
+	return time.Duration(secs) * time.Second
+}
+
 // dataplaneService converts a served Service and its EndpointSlices into what
 // the data plane renders. Only ready endpoints count; Local marks those on node.
 // Source ranges with an entry that does not parse close the Service (see
@@ -63,6 +78,7 @@ func dataplaneService(svc *corev1.Service, endpointSlices []discoveryv1.Endpoint
 		Name:      svc.Name,
 		VIPs:      proxyVIPs(svc),
 		Local:     svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
+		Affinity:  sessionAffinity(&svc.Spec),
 	}
 	for _, p := range svc.Spec.Ports {
 		out.Ports = append(out.Ports, dataplane.Port{Name: p.Name, Protocol: dataplane.Protocol(p.Protocol), Port: uint16(p.Port)})

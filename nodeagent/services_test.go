@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -48,6 +49,7 @@ func TestServed(t *testing.T) {
 func TestDataplaneService(t *testing.T) {
 	svc := lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1", "2001:db8::1")
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 	svc.Spec.LoadBalancerSourceRanges = []string{"203.0.113.7/24", "garbage"}
 	svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}, {Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}
 	slice := discoveryv1.EndpointSlice{
@@ -66,7 +68,8 @@ func TestDataplaneService(t *testing.T) {
 		Ports:        []dataplane.Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
 		Local:        true,
 		SourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")},
-		Closed:       true, // "garbage" closes it: dropped, the list would admit more than asked
+		Closed:       true,          // "garbage" closes it: dropped, the list would admit more than asked
+		Affinity:     3 * time.Hour, // ClientIP without a config: kube-proxy's default
 		Endpoints: []dataplane.Endpoint{
 			{Addr: netip.MustParseAddr("198.51.100.11"), Local: true, Ports: ports},
 			{Addr: netip.MustParseAddr("198.51.100.12"), Local: false, Ports: ports},

@@ -17,6 +17,7 @@ const (
 	chainFilter   = "VIPA-FILTER"      // filter: reject what nat did not DNAT, accept what it did
 	chainCanary   = "VIPA-CANARY"      // nat and filter: gone means someone flushed us
 	svcChainStem  = "VIPA-SVC-"        // nat: one chain per Service port, hashed name
+	recentStem    = "VIPA-SEP-"        // a recent list per endpoint of a port with affinity (not a chain)
 )
 
 // tables is the order of tables in a payload.

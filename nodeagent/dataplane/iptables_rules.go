@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // This file spells the iptables plane's rules of each chain; iptables_render.go assembles
@@ -201,8 +202,8 @@ func (r *renderer) port(w sink, port uint16) {
 // to the chain.
 //
 // DNAT rules sit directly in this chain, one per endpoint, instead of kube-proxy's chain per
-// endpoint: it halves the rules and chains to write, and the agent has no session affinity
-// that would need them.
+// endpoint: it halves the rules and chains to write. Session affinity needs no endpoint chain
+// either: the recent lists a rule matches and sets do that job (see dnatRules).
 func (r *renderer) portChain(w sink, s *Service, p Port, chain string) int {
 	pr := iptProto(p.Protocol)
 	if pr == "" || !reachable(r.family, s) {
@@ -231,6 +232,32 @@ func (r *renderer) portChain(w sink, s *Service, p Port, chain string) int {
 		w.WriteString(" -j " + chainMasq + "\n")
 		n++
 	}
+	return n + r.dnatRules(w, s, chain, pr, eps)
+}
+
+// dnatRules writes the DNAT rules of a Service port chain: one per endpoint, each taken with
+// the probability that spreads new connections evenly.
+//
+// With session affinity, first one rule per endpoint sends a client that endpoint's recent
+// list saw within the affinity time back to it, and renews the entry; then whichever random
+// rule matches records the client in its endpoint's list (matches stop at the first that
+// fails, so only the chosen endpoint's list is set). The kernel deletes a list with the last
+// rule naming it: the lists of an endpoint that went away, or of a port whose affinity was
+// switched off, go with their rules.
+func (r *renderer) dnatRules(w sink, s *Service, chain, pr string, eps []target) int {
+	var names []string
+	var secs string
+	if s.Affinity > 0 {
+		secs = strconv.FormatInt(int64(max(s.Affinity/time.Second, 1)), 10)
+		for _, ep := range eps {
+			names = append(names, recentListName(chain, ep))
+		}
+	}
+	for i, ep := range names {
+		w.WriteString("-A " + chain + " -p " + pr + " -m recent --name " + ep + " --rcheck --seconds " + secs +
+			" --reap -m recent --name " + ep + " --set")
+		r.dnatTo(w, eps[i])
+	}
 	for i, ep := range eps {
 		w.WriteString("-A ")
 		w.WriteString(chain)
@@ -241,11 +268,29 @@ func (r *renderer) portChain(w sink, s *Service, p Port, chain string) int {
 			w.WriteString(" -m statistic --mode random --probability ")
 			w.WriteString(probability(left))
 		}
-		w.WriteString(" -j DNAT --to-destination ")
-		r.tmp = netip.AddrPortFrom(ep.addr, ep.port).AppendTo(r.tmp[:0])
-		w.Write(r.tmp)
-		w.WriteByte('\n')
-		n++
+		if names != nil {
+			w.WriteString(" -m recent --name " + names[i] + " --set")
+		}
+		r.dnatTo(w, ep)
 	}
-	return n
+	return len(names) + len(eps)
+}
+
+// dnatTo ends a rule with its DNAT target.
+func (r *renderer) dnatTo(w sink, ep target) {
+	w.WriteString(" -j DNAT --to-destination ")
+	r.tmp = netip.AddrPortFrom(ep.addr, ep.port).AppendTo(r.tmp[:0])
+	w.Write(r.tmp)
+	w.WriteByte('\n')
+}
+
+// recentListName names the recent list (xt_recent) of one endpoint of a Service port chain:
+// hashed like the chain, so it is short, stable across restarts and unique to the chain and
+// endpoint. (The kernel allows up to 199 characters; kube-proxy names its lists after its
+// 28-character endpoint chains, and so does this, with the stem VIPA-SEP-.)
+func recentListName(chain string, ep target) string {
+	h := sha256.Sum256([]byte(chain + "/" + netip.AddrPortFrom(ep.addr, ep.port).String()))
+	var enc [56]byte
+	base32.StdEncoding.Encode(enc[:], h[:])
+	return recentStem + string(enc[:16])
 }

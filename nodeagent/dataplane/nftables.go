@@ -182,7 +182,7 @@ func (n *NFTables) Healthy() bool {
 	if ok, err := tableExists(c, n.layout.table); err != nil || !ok {
 		return false
 	}
-	for chain, want := range n.layout.ruleCounts(len(n.last.maps)) {
+	for chain, want := range n.layout.ruleCounts(len(n.last.maps), len(n.last.affinity)) {
 		rules, err := c.GetRules(n.layout.table, &nftables.Chain{Name: chain, Table: n.layout.table})
 		if err != nil || len(rules) != want {
 			return false
@@ -212,8 +212,8 @@ func tableExists(c *nftables.Conn, t *nftables.Table) (bool, error) {
 
 // probeNFTables sends the plane's whole ruleset (one endpoint map) under another table name
 // and deletes that table in the same transaction: the kernel checks every expression (and
-// loads its modules) and commits nothing. A kernel without nf_tables, NAT, numgen or
-// concatenated interval sets fails here, and the agent falls back to iptables.
+// loads its modules) and commits nothing. A kernel without nf_tables, NAT, numgen,
+// concatenated interval sets or dynamic maps fails here, and the agent falls back to iptables.
 func probeNFTables(l *nftLayout) error {
 	conn, err := nftConn()
 	if err != nil {
@@ -221,8 +221,8 @@ func probeNFTables(l *nftLayout) error {
 	}
 	c := &nftBatch{Conn: conn}
 	c.AddTable(l.table)
-	sets := l.declareSets(c, map[int]bool{1: true})
-	l.queueRules(c, sets, map[int]bool{1: true})
+	sets := l.declareSets(c, map[int]bool{1: true}, map[uint32]bool{1: true})
+	l.queueRules(c, sets, map[int]bool{1: true}, map[uint32]bool{1: true})
 	c.DelTable(l.table)
 	if err := c.flush(); err != nil {
 		if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // This file turns Services into the elements of the nftables plane's sets and maps (pure: no
@@ -19,7 +20,8 @@ import (
 // bytes, the protocol in the first byte of its word, the port in network order.
 
 // setID names one of the plane's sets and maps; ids from setEndpoints on are the endpoint maps
-// of Service ports with (id - setEndpoints + 1) endpoints.
+// of Service ports with (id - setEndpoints + 1) endpoints, ids from setAffinity on the sets of
+// Service ports with session affinity of (id - setAffinity) seconds.
 type setID uint32
 
 const (
@@ -29,14 +31,31 @@ const (
 	setMasquerade              // Service port key: policy Cluster, masquerade all
 	setHairpin                 // Service port key . local endpoint: policy Local, masquerade only hairpin
 	setEndpoints               // Service port key . index : endpoint . port, for 1 endpoint; +1 per more
+
+	setAffinity setID = 1 << 24 // Service port key: ports with session affinity of 0 s; +1 per second
+	// setClients is the map of the clients of ports with session affinity, filled by the
+	// kernel: Service port key . client : endpoint . port. It holds no Service's elements and
+	// is never double-buffered (see writeFull): a full Sync must not forget the clients.
+	setClients = setAffinity
 )
+
+// affinitySet is the set of Service ports with session affinity of secs seconds.
+func affinitySet(secs uint32) setID { return setAffinity + setID(secs) }
+
+// affinitySeconds is the session affinity of an affinity set's ports, 0 for the other sets.
+func (id setID) affinitySeconds() uint32 {
+	if id < setAffinity {
+		return 0
+	}
+	return uint32(id - setAffinity)
+}
 
 // endpointsSet is the map of Service ports with k endpoints.
 func endpointsSet(k int) setID { return setEndpoints + setID(k-1) }
 
 // endpointCount is k for an endpoint map, 0 for the other sets.
 func (id setID) endpointCount() int {
-	if id < setEndpoints {
+	if id < setEndpoints || id >= setAffinity {
 		return 0
 	}
 	return int(id-setEndpoints) + 1
@@ -54,6 +73,12 @@ func (id setID) String() string {
 		return "masquerade"
 	case setHairpin:
 		return "hairpin"
+	}
+	if id == setClients {
+		return nftClientsMap
+	}
+	if secs := id.affinitySeconds(); secs > 0 {
+		return "affinity_" + strconv.Itoa(int(secs))
 	}
 	return "endpoints_" + strconv.Itoa(id.endpointCount())
 }
@@ -152,6 +177,9 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 			} else {
 				out = appendElem(out, setMasquerade, key, nil, nil, nil, nil)
 			}
+			if secs := affinitySecs(s.Affinity); secs > 0 {
+				out = appendElem(out, affinitySet(secs), key, nil, nil, nil, nil)
+			}
 			set := endpointsSet(len(eps))
 			for i, ep := range eps {
 				// numgen writes its number in host byte order.
@@ -164,12 +192,20 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 	return out
 }
 
-// appendElem appends one element as a record: its set (2 bytes), then its key, its interval
+// affinitySecs is a session affinity in whole seconds, at least 1 when there is one.
+func affinitySecs(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	return uint32(max(d/time.Second, 1))
+}
+
+// appendElem appends one element as a record: its set (4 bytes), then its key, its interval
 // end and its data, each preceded by its length (1 byte; keys are at most 40 bytes), the key
 // and the end each given in two parts. A Service's elements are kept as one string of such
-// records: ~330 bytes per Service instead of ~1.5 KB as separate strings.
+// records: ~350 bytes per Service instead of ~1.5 KB as separate strings.
 func appendElem(b []byte, set setID, key, keyTail, end, endTail, val []byte) []byte {
-	b = binary.LittleEndian.AppendUint16(b, uint16(set))
+	b = binary.LittleEndian.AppendUint32(b, uint32(set))
 	b = append(b, byte(len(key)+len(keyTail)))
 	b = append(append(b, key...), keyTail...)
 	b = append(b, byte(len(end)+len(endTail)))
@@ -181,8 +217,8 @@ func appendElem(b []byte, set setID, key, keyTail, end, endTail, val []byte) []b
 // eachElem calls f for every element of records; the elements' strings are parts of records.
 func eachElem(records string, f func(nftElem)) {
 	for len(records) > 0 {
-		e := nftElem{set: setID(records[0]) | setID(records[1])<<8} // little endian, see appendElem
-		records = records[2:]
+		e := nftElem{set: setID(records[0]) | setID(records[1])<<8 | setID(records[2])<<16 | setID(records[3])<<24} // see appendElem
+		records = records[4:]
 		for _, part := range []*string{&e.key, &e.end, &e.val} {
 			n := int(records[0])
 			*part, records = records[1:1+n], records[1+n:]

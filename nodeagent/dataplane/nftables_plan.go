@@ -12,6 +12,7 @@ type nftState struct {
 	ports    map[string]string     // Service port key -> namespace/name of the Service serving it
 	vipRefs  map[string]int        // VIP -> Services using it (Services may share a VIP on distinct ports)
 	maps     map[int]bool          // endpoint counts whose map and DNAT rule exist
+	affinity map[uint32]bool       // session affinities (seconds) whose set and rules exist
 }
 
 // nftService is what one Service contributed: its elements as records (see appendElem).
@@ -27,6 +28,11 @@ type nftPlan struct {
 	// (nftState.each): listing them here too would cost ~7 MB at 10,000 Services.
 	del, add []nftElem
 	newMaps  []int // endpoint counts whose map and rule a partial Sync creates first
+	// newAffinity are the session affinities whose set and rules a partial Sync creates first.
+	newAffinity []uint32
+	// forget are the clients map's elements a partial Sync deletes once written, by Service
+	// port key (see forgetClients).
+	forget map[string]forgetting
 	// fullCount is how many elements a full Sync writes.
 	fullCount int
 	state     *nftState
@@ -51,9 +57,9 @@ func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
 func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, changed map[string]bool) *nftPlan {
 	p := &nftPlan{full: last == nil}
 	if p.full {
-		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}}
+		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}, affinity: map[uint32]bool{}}
 	}
-	st := &nftState{services: make(map[string]nftService, len(services)), ports: last.ports, vipRefs: last.vipRefs, maps: last.maps}
+	st := &nftState{services: make(map[string]nftService, len(services)), ports: last.ports, vipRefs: last.vipRefs, maps: last.maps, affinity: last.affinity}
 	p.state = st
 	sorted := sortedServices(services)
 	wanted := make(map[string]bool, len(sorted))
@@ -104,6 +110,9 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, 
 			if k := e.set.endpointCount(); k > 0 {
 				st.maps[k] = true // the full transaction declares every map in st.maps
 			}
+			if secs := e.set.affinitySeconds(); secs > 0 {
+				st.affinity[secs] = true
+			}
 		})
 		return p
 	}
@@ -111,15 +120,21 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, 
 	return p
 }
 
-// declareNewMaps lists the endpoint maps a partial plan's additions need and the state lacks.
+// declareNewMaps lists the endpoint maps and affinity sets a partial plan's additions need and
+// the state lacks.
 func (p *nftPlan) declareNewMaps() {
 	for _, e := range p.add {
 		if k := e.set.endpointCount(); k > 0 && !p.state.maps[k] {
 			p.state.maps[k] = true
 			p.newMaps = append(p.newMaps, k)
 		}
+		if secs := e.set.affinitySeconds(); secs > 0 && !p.state.affinity[secs] {
+			p.state.affinity[secs] = true
+			p.newAffinity = append(p.newAffinity, secs)
+		}
 	}
 	slices.Sort(p.newMaps)
+	slices.Sort(p.newAffinity)
 }
 
 // releasePorts forgets the Service port keys owner served in prev and no longer does in cur,
@@ -138,6 +153,9 @@ func (st *nftState) releasePorts(owner string, prev, cur nftService) (released b
 // change records what turns a Service's elements old into new: elements in only one of them,
 // or with other data, are deleted or added. VIPs are counted, since Services may share one.
 func (p *nftPlan) change(old, new nftService) {
+	if !p.full {
+		p.forgetClients(old.records, new.records)
+	}
 	if old.records == "" { // a new Service, or any Service of a full Sync: no need to compare
 		eachElem(new.records, p.put)
 		return
@@ -166,6 +184,7 @@ func (p *nftPlan) change(old, new nftService) {
 
 // retract deletes every element of a Service that is gone.
 func (p *nftPlan) retract(svc nftService) {
+	p.forgetClients(svc.records, "")
 	eachElem(svc.records, p.drop)
 }
 

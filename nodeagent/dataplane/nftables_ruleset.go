@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -17,15 +18,32 @@ import (
 //	    ip daddr . meta l4proto . th dport @restricted ip daddr . meta l4proto . th dport . ip saddr != @allowed return
 //	    ip daddr . meta l4proto . th dport @masquerade meta mark set meta mark | MARK
 //	    ip daddr . meta l4proto . th dport . ip saddr @hairpin meta mark set meta mark | MARK
+//	    jump affinity-lookup
 //	    dnat ip to ip daddr . meta l4proto . th dport . numgen random mod K map @endpoints_K   # one per K in use
+//	  }
+//	  chain affinity-lookup {               # one rule per session affinity T (seconds) in use
+//	    ip daddr . meta l4proto . th dport @affinity_T dnat ip to ip daddr . meta l4proto . th dport . ip saddr map @affinity
+//	  }
+//	  chain affinity-record {               # from nat-postrouting, before the masquerade, and nat-input
+//	    ct original ip daddr . meta l4proto . ct original proto-dst @affinity_T
+//	      update @affinity { ct original ip daddr . meta l4proto . ct original proto-dst . ip saddr timeout T : ip daddr . th dport }
 //	  }
 //	  chain reject-vips {                   # from filter-input, filter-forward, filter-output
 //	    ct state untracked return           # connection handoff copies (handoff.go)
 //	    ip daddr @vips meta l4proto tcp reject with tcp reset
 //	    ip daddr @vips reject with icmp port-unreachable
 //	  }
-//	  chain nat-postrouting { meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
+//	  chain nat-postrouting { jump affinity-record; meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
+//	  chain nat-input { jump affinity-record }
+//	  map affinity { ...; flags dynamic,timeout }  # filled by the kernel: who used which endpoint
 //	}
+//
+// Session affinity: a new connection to a port with affinity whose client the map affinity
+// holds goes to that endpoint; any other falls through to the random pick. After NAT, every new
+// connection to such a port records (or renews) its client and endpoint, for T seconds. nat
+// chains see only a connection's first packet, so only new connections count. An element
+// names an endpoint until it expires: when an endpoint goes, or a port loses its affinity,
+// the plane deletes that port's elements (see forgetClients).
 //
 // What is still addressed to a VIP after DNAT (a port the Service does not expose, no ready
 // endpoint, a source outside loadBalancerSourceRanges) is rejected at once, as on the
@@ -42,10 +60,20 @@ const (
 	nftNATPrerouting  = "nat-prerouting"
 	nftNATOutput      = "nat-output"
 	nftNATPostrouting = "nat-postrouting"
+	nftNATInput       = "nat-input"
 	nftFilterInput    = "filter-input"
 	nftFilterForward  = "filter-forward"
 	nftFilterOutput   = "filter-output"
+	nftAffinityLookup = "affinity-lookup"
+	nftAffinityRecord = "affinity-record"
 )
+
+// nftClientsMap is the map of clients of ports with session affinity (setClients).
+const nftClientsMap = "affinity"
+
+// nftClientsMapSize bounds the clients the map holds; when it is full, new clients get no
+// affinity until elements expire.
+const nftClientsMapSize = 1 << 20
 
 // Priorities one below those of iptables' tables (and of kube-proxy's nftables mode) at each
 // hook, so our DNAT binds a VIP's connection before anyone else's nat rule sees it: the first
@@ -83,17 +111,20 @@ func newNFTLayout(fam Family, table string, mark uint32) *nftLayout {
 // reg is the 32-bit register holding the byte at offset off of a concatenation.
 func reg(off uint32) uint32 { return unix.NFT_REG32_00 + off/4 }
 
-// chains lists every chain, regular chains (jump targets) first.
+// chains lists every chain, regular chains (jump targets) first, each before its callers.
 func (l *nftLayout) chains() []*nftables.Chain {
 	base := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio nftables.ChainPriority) *nftables.Chain {
 		return &nftables.Chain{Name: name, Table: l.table, Type: typ, Hooknum: hook, Priority: nftables.ChainPriorityRef(prio)}
 	}
 	return []*nftables.Chain{
+		{Name: nftAffinityLookup, Table: l.table}, // jumped to from services
+		{Name: nftAffinityRecord, Table: l.table},
 		{Name: nftServices, Table: l.table},
 		{Name: nftRejectVIPs, Table: l.table},
 		base(nftNATPrerouting, nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftDNATPriority),
 		base(nftNATOutput, nftables.ChainTypeNAT, nftables.ChainHookOutput, nftDNATPriority),
 		base(nftNATPostrouting, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftSNATPriority),
+		base(nftNATInput, nftables.ChainTypeNAT, nftables.ChainHookInput, nftSNATPriority),
 		base(nftFilterInput, nftables.ChainTypeFilter, nftables.ChainHookInput, nftFilterPriority),
 		base(nftFilterForward, nftables.ChainTypeFilter, nftables.ChainHookForward, nftFilterPriority),
 		base(nftFilterOutput, nftables.ChainTypeFilter, nftables.ChainHookOutput, nftFilterPriority),
@@ -118,6 +149,13 @@ func (l *nftLayout) set(id setID) *nftables.Set {
 		s.Interval = true
 	case id == setHairpin:
 		s.KeyType = nftables.MustConcatSetType(append(port, addr)...)
+	case id == setClients:
+		s.Name = nftClientsMap // one generation only, see setClients
+		s.KeyType = nftables.MustConcatSetType(append(port, addr)...)
+		s.IsMap, s.Dynamic, s.HasTimeout, s.Size = true, true, true, nftClientsMapSize
+		s.DataType = nftables.MustConcatSetType(addr, nftables.TypeInetService)
+	case id.affinitySeconds() > 0:
+		s.KeyType = nftables.MustConcatSetType(port...)
 	default: // an endpoint map
 		// The index is typed "mark": a 32-bit host-order number like numgen's output, and
 		// one nft can print (nft 1.0.6 aborts listing a concatenation with "integer").
@@ -198,6 +236,7 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 			cat(l.loadPortKey(), []expr.Any{lookup(sets[setRestricted], false), l.loadSourceAfterPortKey(), lookup(sets[setAllowed], true), verdictReturn}),
 			cat(l.loadPortKey(), []expr.Any{lookup(sets[setMasquerade], false)}, l.setMark()),
 			cat(l.loadPortKey(), []expr.Any{l.loadSourceAfterPortKey(), lookup(sets[setHairpin], false)}, l.setMark()),
+			{&expr.Verdict{Kind: expr.VerdictJump, Chain: nftAffinityLookup}},
 		},
 		nftRejectVIPs: {
 			{
@@ -216,7 +255,7 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 		},
 		nftNATPrerouting: jump(nftServices),
 		nftNATOutput:     jump(nftServices),
-		nftNATPostrouting: {{
+		nftNATPostrouting: {jump(nftAffinityRecord)[0], {
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(l.mark), Xor: native32(0)},
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)},
@@ -228,6 +267,8 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 			// Random source ports avoid the SNAT port race that drops SYNs under load.
 			&expr.Masq{FullyRandom: true},
 		}},
+		// A connection DNATed to an endpoint of this host's own never reaches postrouting.
+		nftNATInput:      jump(nftAffinityRecord),
 		nftFilterInput:   jump(nftRejectVIPs),
 		nftFilterForward: jump(nftRejectVIPs),
 		nftFilterOutput:  jump(nftRejectVIPs),
@@ -237,23 +278,68 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 // dnatRule spreads the Service ports with k endpoints over them: a random index picks the
 // element of the endpoint map, whose data is the endpoint address and port.
 func (l *nftLayout) dnatRule(m *nftables.Set, k int) []expr.Any {
+	return cat(l.loadPortKey(), []expr.Any{
+		&expr.Numgen{Register: reg(l.addrLen + 8), Modulus: uint32(k), Type: unix.NFT_NG_RANDOM},
+		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: m.Name, SetID: m.ID},
+		l.dnat(),
+	})
+}
+
+// dnat translates to the endpoint address and port in registers 0 and following.
+func (l *nftLayout) dnat() expr.Any {
 	nfproto := uint32(unix.NFPROTO_IPV4)
 	if l.v6 {
 		nfproto = unix.NFPROTO_IPV6
 	}
+	return &expr.NAT{Type: expr.NATTypeDestNAT, Family: nfproto, RegAddrMin: reg(0), RegProtoMin: reg(l.addrLen), Specified: true}
+}
+
+// affinityLookupRule sends a new connection to a port of gate (a set of ports with one
+// session affinity) to the endpoint the clients map holds for its client; a client the map
+// lacks does not match and falls through to the random pick.
+func (l *nftLayout) affinityLookupRule(gate, clients *nftables.Set) []expr.Any {
 	return cat(l.loadPortKey(), []expr.Any{
-		&expr.Numgen{Register: reg(l.addrLen + 8), Modulus: uint32(k), Type: unix.NFT_NG_RANDOM},
-		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: m.Name, SetID: m.ID},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: nfproto, RegAddrMin: reg(0), RegProtoMin: reg(l.addrLen), Specified: true},
+		lookup(gate, false),
+		l.loadSourceAfterPortKey(),
+		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: clients.Name, SetID: clients.ID},
+		l.dnat(),
 	})
 }
 
-// ruleCounts is how many rules each chain holds with maps endpoint maps: Healthy compares.
-func (l *nftLayout) ruleCounts(maps int) map[string]int {
+// ctDirOriginal selects a conntrack entry's original direction (IP_CT_DIR_ORIGINAL).
+const ctDirOriginal = 0
+
+// affinityRecordRule records, after NAT, the client and endpoint of a new connection to a port
+// of gate, for secs seconds: the key is the Service port as the client addressed it (the
+// connection's original destination), the data the endpoint DNAT chose.
+func (l *nftLayout) affinityRecordRule(gate, clients *nftables.Set, secs uint32) []expr.Any {
+	keyLen := l.addrLen*2 + 8
+	daddr, saddr := uint32(16), uint32(12)
+	if l.v6 {
+		daddr, saddr = 24, 8
+	}
+	return []expr.Any{
+		&expr.Ct{Key: expr.CtKeyDST, Direction: ctDirOriginal, Register: reg(0)},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg(l.addrLen)},
+		&expr.Ct{Key: expr.CtKeyPROTODST, Direction: ctDirOriginal, Register: reg(l.addrLen + 4)},
+		lookup(gate, false),
+		&expr.Payload{DestRegister: reg(l.addrLen + 8), Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: l.addrLen},
+		&expr.Payload{DestRegister: reg(keyLen), Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: l.addrLen},
+		&expr.Payload{DestRegister: reg(keyLen + l.addrLen), Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Dynset{SrcRegKey: reg(0), SrcRegData: reg(keyLen), SetName: clients.Name, SetID: clients.ID,
+			Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: time.Duration(secs) * time.Second},
+	}
+}
+
+// ruleCounts is how many rules each chain holds with maps endpoint maps and affinities
+// session affinities in use: Healthy compares.
+func (l *nftLayout) ruleCounts(maps, affinities int) map[string]int {
 	counts := map[string]int{}
 	for chain, rules := range l.fixedRules(map[setID]*nftables.Set{setVIPs: {}, setRestricted: {}, setAllowed: {}, setMasquerade: {}, setHairpin: {}}) {
 		counts[chain] = len(rules)
 	}
 	counts[nftServices] += maps
+	counts[nftAffinityLookup] += affinities
+	counts[nftAffinityRecord] += affinities
 	return counts
 }

@@ -51,19 +51,19 @@ func (n *NFTables) writeFull(st *nftState) (rules, chains int, err error) {
 	l := n.layout.withGen(gen)
 	b.AddTable(l.table)
 	for _, name := range existing {
-		if strings.HasSuffix(name, "_"+gen) { // left by a full Sync that failed half-way
+		if strings.HasSuffix(name, "_"+gen) && name != nftClientsMap { // left by a full Sync that failed half-way
 			b.DelSet(&nftables.Set{Table: l.table, Name: name})
 		}
 	}
-	sets := l.declareSets(b, st.maps)
+	sets := l.declareSets(b, st.maps, st.affinity)
 	q := newElemQueue(b, sets, false)
 	q.txBytes = elemTxBytes
 	st.each(q.put)
 	q.flushAll()
 	// The switch: one transaction, so packets see the old rules or the new.
-	rules, chains = l.queueRules(b, sets, st.maps)
+	rules, chains = l.queueRules(b, sets, st.maps, st.affinity)
 	for _, name := range existing {
-		if !strings.HasSuffix(name, "_"+gen) {
+		if !strings.HasSuffix(name, "_"+gen) && name != nftClientsMap {
 			b.DelSet(&nftables.Set{Table: l.table, Name: name})
 		}
 	}
@@ -71,7 +71,7 @@ func (n *NFTables) writeFull(st *nftState) (rules, chains int, err error) {
 		return rules, chains, err
 	}
 	n.gen = gen
-	return rules, chains, nil
+	return rules, chains, l.deleteClients(conn, st.stale(int(l.addrLen)))
 }
 
 // inspectSets finds the set generations our rules use and the names of every set in our table.
@@ -106,14 +106,18 @@ func (n *NFTables) inspectSets(c *nftables.Conn) (inUse map[string]bool, names [
 	return inUse, names, nil
 }
 
-// declareSets queues the fixed sets and the endpoint maps of maps, and returns them by id.
-func (l *nftLayout) declareSets(b *nftBatch, endpointMaps map[int]bool) map[setID]*nftables.Set {
-	sets := map[setID]*nftables.Set{}
+// declareSets queues the fixed sets, the clients map (kept if it exists), the endpoint maps of
+// endpointMaps and the sets of the session affinities of affinity, and returns them by id.
+func (l *nftLayout) declareSets(b *nftBatch, endpointMaps map[int]bool, affinity map[uint32]bool) map[setID]*nftables.Set {
+	sets := map[setID]*nftables.Set{setClients: l.set(setClients)}
 	for _, id := range fixedSets {
 		sets[id] = l.set(id)
 	}
 	for k := range endpointMaps {
 		sets[endpointsSet(k)] = l.set(endpointsSet(k))
+	}
+	for secs := range affinity {
+		sets[affinitySet(secs)] = l.set(affinitySet(secs))
 	}
 	for _, id := range slices.Sorted(maps.Keys(sets)) {
 		b.check(b.AddSet(sets[id], nil))
@@ -122,7 +126,7 @@ func (l *nftLayout) declareSets(b *nftBatch, endpointMaps map[int]bool) map[setI
 }
 
 // queueRules declares every chain (creating what is missing), empties it and fills it again.
-func (l *nftLayout) queueRules(b *nftBatch, sets map[setID]*nftables.Set, endpointMaps map[int]bool) (rules, chains int) {
+func (l *nftLayout) queueRules(b *nftBatch, sets map[setID]*nftables.Set, endpointMaps map[int]bool, affinity map[uint32]bool) (rules, chains int) {
 	fixed := l.fixedRules(sets)
 	for _, ch := range l.chains() {
 		b.AddChain(ch)
@@ -132,14 +136,32 @@ func (l *nftLayout) queueRules(b *nftBatch, sets map[setID]*nftables.Set, endpoi
 			b.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: r})
 			rules++
 		}
-		if ch.Name == nftServices {
+		var more [][]expr.Any
+		switch ch.Name {
+		case nftServices:
 			for _, k := range slices.Sorted(maps.Keys(endpointMaps)) {
-				b.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: l.dnatRule(sets[endpointsSet(k)], k)})
-				rules++
+				more = append(more, l.dnatRule(sets[endpointsSet(k)], k))
 			}
+		case nftAffinityLookup, nftAffinityRecord:
+			for _, secs := range slices.Sorted(maps.Keys(affinity)) {
+				more = append(more, l.affinityRule(ch.Name, sets, secs))
+			}
+		}
+		for _, r := range more {
+			b.AddRule(&nftables.Rule{Table: l.table, Chain: ch, Exprs: r})
+			rules++
 		}
 	}
 	return rules, chains
+}
+
+// affinityRule is the rule of chain (nftAffinityLookup or nftAffinityRecord) for the ports
+// with session affinity of secs seconds.
+func (l *nftLayout) affinityRule(chain string, sets map[setID]*nftables.Set, secs uint32) []expr.Any {
+	if chain == nftAffinityLookup {
+		return l.affinityLookupRule(sets[affinitySet(secs)], sets[setClients])
+	}
+	return l.affinityRecordRule(sets[affinitySet(secs)], sets[setClients], secs)
 }
 
 // writeChanges writes a partial Sync in one transaction: new endpoint maps with their DNAT
@@ -151,13 +173,22 @@ func (n *NFTables) writeChanges(p *nftPlan) (rules int, err error) {
 	}
 	b := &nftBatch{Conn: conn}
 	l := n.layout.withGen(n.gen)
-	sets := map[setID]*nftables.Set{}
+	sets := map[setID]*nftables.Set{setClients: l.set(setClients)}
 	for _, k := range p.newMaps {
 		s := l.set(endpointsSet(k))
 		b.check(b.AddSet(s, nil))
 		b.AddRule(&nftables.Rule{Table: l.table, Chain: &nftables.Chain{Name: nftServices, Table: l.table}, Exprs: l.dnatRule(s, k)})
 		sets[endpointsSet(k)] = s
 		rules++
+	}
+	for _, secs := range p.newAffinity {
+		s := l.set(affinitySet(secs))
+		b.check(b.AddSet(s, nil))
+		sets[affinitySet(secs)] = s
+		for _, chain := range []string{nftAffinityLookup, nftAffinityRecord} {
+			b.AddRule(&nftables.Rule{Table: l.table, Chain: &nftables.Chain{Name: chain, Table: l.table}, Exprs: l.affinityRule(chain, sets, secs)})
+			rules++
+		}
 	}
 	for _, e := range slices.Concat(p.del, p.add) {
 		if sets[e.set] == nil {
@@ -174,7 +205,10 @@ func (n *NFTables) writeChanges(p *nftPlan) (rules int, err error) {
 		}
 		q.flushAll()
 	}
-	return rules, b.flush()
+	if err := b.flush(); err != nil || len(p.forget) == 0 {
+		return rules, err
+	}
+	return rules, l.deleteClients(conn, p.forgets(int(l.addrLen)))
 }
 
 // elemQueue queues elements into messages of at most elemMsgBytes, one set per message, and,

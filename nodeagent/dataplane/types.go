@@ -56,6 +56,10 @@ type Service struct {
 	// must not widen to what we can.
 	Closed    bool
 	Endpoints []Endpoint // ready endpoints (both families may appear)
+	// Affinity is sessionAffinity ClientIP: a client's new connections to a Service port go
+	// to the endpoint it last used, until Affinity has passed since its last new connection.
+	// Zero means none.
+	Affinity time.Duration
 }
 
 // Config selects the family, the plane, the masquerade mark and, for tests, the iptables backend.
