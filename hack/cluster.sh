@@ -349,6 +349,11 @@ up() {
     echo "a cluster named $p is up (its namespace $p-sw exists): 'hack/cluster.sh down' its directory first" >&2
     exit 1
   fi
+  # One cluster at a time: each reaches its API server through this host address.
+  if ip -o addr show | grep -q " 198\.51\.100\.253/"; then
+    echo "another cluster is up (this host holds 198.51.100.253): 'hack/cluster.sh down' its directory first" >&2
+    exit 1
+  fi
   case $mode in nftables | iptables) ;; *) echo "KUBE_PROXY_MODE must be nftables or iptables" >&2; exit 2 ;; esac
   mkdir -p "$dir/run"
   dir=$(cd "$dir" && pwd)
@@ -394,7 +399,10 @@ down() {
   set +e
   trap - ERR
   dir=$(cd "$dir" && pwd)
-  [[ -f $dir/name ]] && p=$(cat "$dir/name")
+  # Only what this directory's 'up' made: without its name file, 'up' stopped
+  # before it made anything, and the names may belong to another cluster.
+  [[ -f $dir/name ]] || { log "$dir holds no cluster: nothing to tear down"; return 0; }
+  p=$(cat "$dir/name")
   local name n h f
   for n in "${nodes[@]}"; do stop "$dir/run/$p-n$n-kubelet.pid" "$dir/run/$p-n$n-kube-proxy.pid"; done
   # The pods' processes: runc shims of this lab's containerds, found by the

@@ -125,7 +125,11 @@ for n in 1 2 3; do
 apiVersion: v1
 kind: Pod
 metadata: {name: agent-node$n, namespace: vip-allocator-operator}
-spec: {nodeName: node$n, serviceAccountName: vip-allocator-agent, containers: [{name: agent, image: vip-allocator:demo}]}
+spec:
+  nodeName: node$n
+  serviceAccountName: vip-allocator-agent
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
+  containers: [{name: agent, image: vip-allocator:demo}]
 POD
   agent_token=$(kubectl -n vip-allocator-operator create token vip-allocator-agent --bound-object-kind Pod --bound-object-name agent-node$n --duration 1h)
   sed -e "s#server: .*#server: \"https://127.0.0.1:6443\", insecure-skip-tls-verify: true}#" \

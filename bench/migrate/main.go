@@ -246,8 +246,10 @@ func baselineTakeOver(ctx context.Context, c client.Client, vip *paasv1.VirtualI
 	}
 	converted := svc.DeepCopy()
 	converted.Spec.Type, converted.Spec.LoadBalancerIP = corev1.ServiceTypeLoadBalancer, vip.Status.IP
-	// Another class, so the operator started later leaves these alone.
-	converted.Spec.LoadBalancerClass = ptr.To("bench.example/baseline")
+	// The operator's own class, as a migration writes it: the operator's
+	// admission policy lets its identity make no other. These Services are
+	// deleted before the operator starts.
+	converted.Spec.LoadBalancerClass = ptr.To(paasv1.LoadBalancerClass)
 	if err := c.Patch(ctx, converted, client.MergeFrom(svc), paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("convert Service: %w", err)
 	}

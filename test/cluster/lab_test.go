@@ -8,6 +8,7 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,24 +39,22 @@ func upCluster(t *testing.T, mode string) *lab {
 	if os.Geteuid() != 0 {
 		t.Fatal("a cluster needs root (network namespaces, cgroups, containerd): make test runs as root")
 	}
-	root := testenv.RepoRoot()
 	dir, err := os.MkdirTemp("", "vip-cluster-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(root, "hack", "cluster.sh")
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpLogs(t, dir)
 		}
-		if out, err := exec.Command(script, "down", dir).CombinedOutput(); err != nil {
+		if out, err := clusterScript(dir, "down", 3*time.Minute); err != nil {
 			t.Errorf("cluster.sh down: %v\n%s", err, out)
+			return
 		}
+		_ = os.RemoveAll(dir)
 	})
-	cmd := exec.Command(script, "up", dir)
-	cmd.Env = append(os.Environ(), "KUBE_PROXY_MODE="+mode)
 	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := clusterScript(dir, "up", 5*time.Minute, "KUBE_PROXY_MODE="+mode); err != nil {
 		t.Fatalf("cluster.sh up: %v\n%s", err, out)
 	}
 	t.Logf("cluster up in %s (kube-proxy %s)", time.Since(start).Round(time.Second), mode)
@@ -65,6 +64,26 @@ func upCluster(t *testing.T, mode string) *lab {
 		nodeNetns: strings.Fields(env["NODE_NETNS"]), lanPool: env["LAN_POOL"],
 		agnhost: env["AGNHOST_IMAGE"], mode: env["KUBE_PROXY_MODE"],
 	}
+}
+
+// clusterScript runs hack/cluster.sh CMD DIR within d. Its output goes to a
+// file, not a pipe: a process it leaves running must not hold the test.
+func clusterScript(dir, cmd string, d time.Duration, env ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	out, err := os.CreateTemp("", "cluster-sh-")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	c := exec.CommandContext(ctx, filepath.Join(testenv.RepoRoot(), "hack", "cluster.sh"), cmd, dir)
+	c.Env = append(os.Environ(), env...)
+	c.Stdout, c.Stderr = out, out
+	c.WaitDelay = 5 * time.Second
+	err = c.Run()
+	b, _ := os.ReadFile(out.Name())
+	return string(b), err
 }
 
 func readEnv(t *testing.T, path string) map[string]string {
