@@ -128,7 +128,10 @@ network() {
 
 # router: FRR's zebra and bgpd in the router's namespace, accepting BGP from
 # any node of the LAN (AS 64513) and spreading a VIP's traffic over every node
-# that advertises it (ECMP, hashed on ports too).
+# that advertises it (ECMP). ECMP_HASH picks what the router hashes a packet's
+# path on: l4 (addresses and ports: a client's connections spread over the
+# nodes) or l3 (addresses only: each client stays on one node, what
+# sessionAffinity ClientIP needs from a router that knows no Service).
 router() {
   local r=$dir/frr d
   mkdir -p "$r"
@@ -149,7 +152,9 @@ router bgp 64512
  exit-address-family
 EOF
   chown -R frr:frr "$r"
-  inns "$p-rtr" sysctl -qw net.ipv4.fib_multipath_hash_policy=1
+  local policy
+  case ${ECMP_HASH:-l4} in l4) policy=1 ;; l3) policy=0 ;; *) echo "ECMP_HASH must be l3 or l4" >&2; exit 2 ;; esac
+  inns "$p-rtr" sysctl -qw net.ipv4.fib_multipath_hash_policy=$policy
   for d in zebra bgpd; do
     inns "$p-rtr" "/usr/lib/frr/$d" -d -u frr -g frr -f "$r/$d.conf" -i "$r/$d.pid" -z "$r/zserv.api" \
       --vty_socket "$r" --log "file:$r/$d.log"
@@ -356,9 +361,10 @@ up() {
   fi
   case $mode in nftables | iptables) ;; *) echo "KUBE_PROXY_MODE must be nftables or iptables" >&2; exit 2 ;; esac
   mkdir -p "$dir/run"
+  chmod 755 "$dir" # FRR runs as its own user and writes under it (a mktemp directory is 0700)
   dir=$(cd "$dir" && pwd)
   echo "$p" >"$dir/name"
-  trap 'log "up failed: the logs'"'"' last lines, then teardown"; tail -n 15 "$dir"/run/*.log >&2 || true; down' ERR
+  trap 'log "up failed: the logs'"'"' last lines, then teardown"; tail -n 15 "$dir"/run/*.log >&2 || true; down; exit 1' ERR
 
   network
   router
@@ -385,6 +391,7 @@ NODE_ASN=64513
 ROUTER_VTY=$dir/frr
 AGNHOST_IMAGE=$agnhost
 KUBE_PROXY_MODE=$mode
+ECMP_HASH=${ECMP_HASH:-l4}
 EOF
   trap - ERR
   log "up: $(kubectl get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')(kube-proxy $mode)"

@@ -10,6 +10,9 @@
 #   [ANNOUNCE=L2|BGP] [IP_MODE=Proxy|VIP] hack/e2e-upstream.sh [MODE ...]
 #                                   MODE: nftables, iptables (default: both)
 #
+# ECMP_HASH=l3 has the BGP router hash a client's packets on addresses only
+# (hack/cluster.sh), as sessionAffinity ClientIP over ECMP needs.
+#
 # IP_MODE=VIP runs the operator with --ip-mode=VIP (kube-proxy forwards the VIPs,
 # the agents only announce them): the specs that skip themselves for ipMode
 # Proxy run there.
@@ -86,7 +89,7 @@ EOF
   selected=$("$k8s/e2e.test" --provider=skeleton --ginkgo.focus="$focus" --ginkgo.dry-run --ginkgo.no-color 2>/dev/null |
     grep -oE 'Ran [0-9]+ of' | tail -1 | cut -d' ' -f2)
   local s=$(( ${selected:-0} - ${ran:-0} ))
-  results+=("$mode ($announce, ipMode $ip_mode): ${p:-0} passed, ${f:-0} failed, $s skipped")
+  results+=("$mode ($announce${ECMP_HASH:+, ECMP $ECMP_HASH}, ipMode $ip_mode): ${p:-0} passed, ${f:-0} failed, $s skipped")
   passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) skipped=$((skipped + s))
   [[ -n $p ]] || failed=$((failed + 1)) # no summary: the runner itself failed
 }
