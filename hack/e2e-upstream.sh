@@ -36,10 +36,11 @@ passed=0 failed=0 skipped=0
 run_mode() {
   local mode=$1 dir
   dir=$(mktemp -d /tmp/vip-e2e-upstream.XXXXXX)
-  trap '"$root/hack/cluster.sh" down "'"$dir"'"' RETURN
   KUBE_PROXY_MODE=$mode "$root/hack/cluster.sh" up "$dir"
   # shellcheck disable=SC1091
   source "$dir/env"
+  # Set after the source: a RETURN trap also fires when a sourced file ends.
+  trap '"$root/hack/cluster.sh" down "'"$dir"'"' RETURN
   export KUBECONFIG
   local kubectl=$k8s/kubectl
   $kubectl create namespace vip-allocator-operator

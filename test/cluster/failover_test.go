@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -40,6 +41,87 @@ func TestFailover(t *testing.T) {
 		if failed > 0 || ok == 0 {
 			t.Errorf("%d of %d requests failed while the owner's agent restarted", failed, ok+failed)
 		}
+	})
+
+	t.Run("the owner's kubelet stops", func(t *testing.T) {
+		// A hung kubelet (frozen by SIGSTOP): the Node goes NotReady and its
+		// pods' endpoints not ready, while the agent and the pods run on. No
+		// request may fail: nothing the node still does is wrong.
+		c := l.startClient(vip)
+		kubelet := l.pidOf(t, owner, "kubelet")
+		if err := syscall.Kill(kubelet, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		resumed := false
+		resume := func() {
+			if !resumed {
+				resumed = true
+				_ = syscall.Kill(kubelet, syscall.SIGCONT)
+			}
+		}
+		defer resume()
+		l.eventually(t, 120*time.Second, owner+" NotReady", func() error { return l.nodeReady(owner, "False|Unknown") })
+		time.Sleep(5 * time.Second)
+		resume()
+		l.eventually(t, 60*time.Second, owner+" Ready again", func() error { return l.nodeReady(owner, "True") })
+		ok, failed := c.stop()
+		t.Logf("%d requests answered, %d failed while %s's kubelet was stopped and the Node NotReady", ok, failed, owner)
+		if failed > 0 || ok == 0 {
+			t.Errorf("%d of %d requests failed while the owner's kubelet was stopped", failed, ok+failed)
+		}
+	})
+
+	t.Run("the operator's image is upgraded", func(t *testing.T) {
+		// A new operator image rolls the agent DaemonSet one node at a time:
+		// each agent restarts on its node, the kernel keeps its rules, and no
+		// VIP moves.
+		image := l.kubectl(t, "-n", operatorNamespace, "get", "deployment/vip-allocator-operator", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		next := l.tagImageEverywhere(t, image, image+"-next")
+		c := l.startClient(vip)
+		l.kubectl(t, "-n", operatorNamespace, "set", "image", "deployment/vip-allocator-operator", "operator="+next)
+		l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
+		l.eventually(t, 120*time.Second, "the agents' DaemonSet on the new image", func() error {
+			img, err := l.tryKubectl("-n", operatorNamespace, "get", "daemonset/vip-allocator-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+			if err != nil || img != next {
+				return fmt.Errorf("image %q: %v", img, err)
+			}
+			return nil
+		})
+		l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "daemonset/vip-allocator-agent", "--timeout=300s")
+		time.Sleep(2 * time.Second)
+		ok, failed := c.stop()
+		t.Logf("%d requests answered, %d failed while the agents rolled to %s", ok, failed, next)
+		if failed > 0 || ok == 0 {
+			t.Errorf("%d of %d requests failed during the upgrade", failed, ok+failed)
+		}
+		if now := l.owner(t, vip, ""); now != owner {
+			t.Errorf("the upgrade moved %s from %s to %s", vip, owner, now)
+		}
+	})
+
+	t.Run("the owner is drained with a connection open", func(t *testing.T) {
+		// kubectl drain cordons the owner (its VIPs move, a planned move) and
+		// evicts its pods. A keep-alive connection to a pod on another node
+		// goes on through the move, and new connections never fail.
+		conn := l.keepAlive(t, vip, func(node string) bool { return node != owner })
+		defer conn.Close()
+		c := l.startClient(vip)
+		stream := conn.askEvery(100 * time.Millisecond)
+		l.kubectl(t, "drain", owner, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
+		next := l.owner(t, vip, owner)
+		time.Sleep(3 * time.Second)
+		answered, broken := stream.stop()
+		ok, failed := c.stop()
+		l.kubectl(t, "uncordon", owner)
+		t.Logf("%s drained, %s took %s over; the open connection: %d answers, broken: %v; new connections: %d answered, %d failed",
+			owner, next, vip, answered, broken, ok, failed)
+		if broken != nil {
+			t.Errorf("the open connection broke across the drain after %d answers: %v", answered, broken)
+		}
+		if failed > 0 || ok == 0 {
+			t.Errorf("%d of %d new connections failed across the drain", failed, ok+failed)
+		}
+		owner = next
 	})
 
 	t.Run("the owner's link goes down", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,12 +201,14 @@ spec:
   template:
     metadata: {labels: {app: %[2]s}}
     spec:
-      terminationGracePeriodSeconds: 1
+      # Serving on for a while after SIGTERM, as a well-behaved server does,
+      # while its endpoint goes from ready to terminating.
+      terminationGracePeriodSeconds: 10
       containers:
       - name: netexec
         image: %[4]s
         imagePullPolicy: Never
-        args: [netexec, --http-port=8080]
+        args: [netexec, --http-port=8080, --delay-shutdown=5]
         readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
 ---
 apiVersion: v1
@@ -238,4 +241,49 @@ func (l *lab) ruleset(t *testing.T, node string) string {
 		t.Fatalf("nft list ruleset on %s: %v\n%s", node, err, out)
 	}
 	return out
+}
+
+// pidOf is the pid of a node's component (kubelet, kube-proxy, containerd)
+// as hack/cluster.sh recorded it.
+func (l *lab) pidOf(t *testing.T, node, component string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.dir, "run", node+"-"+component+".pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file of %s on %s: %v", component, node, err)
+	}
+	return pid
+}
+
+// nodeReady returns nil when the Node's Ready condition has one of the
+// statuses in want ("True", or "False|Unknown").
+func (l *lab) nodeReady(node, want string) error {
+	status, err := l.tryKubectl("get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, status)
+	}
+	for _, w := range strings.Split(want, "|") {
+		if status == w {
+			return nil
+		}
+	}
+	return fmt.Errorf("Ready is %q", status)
+}
+
+// tagImageEverywhere gives the image every node's containerd holds under
+// another name too, as a registry would serve a new release, and returns it.
+func (l *lab) tagImageEverywhere(t *testing.T, image, name string) string {
+	t.Helper()
+	for _, node := range l.nodeNetns {
+		holder := strconv.Itoa(l.pidOf(t, node, "mounts"))
+		out, err := exec.Command("nsenter", "-t", holder, "-m", "ctr", "-a", "/run/"+node+"/containerd.sock",
+			"-n", "k8s.io", "images", "tag", "--force", image, name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tag %s as %s on %s: %v\n%s", image, name, node, err, out)
+		}
+	}
+	return name
 }
