@@ -1,8 +1,8 @@
 // Package cluster runs the operator where users run it: a real three-node
 // cluster (hack/cluster.sh: kubelet, containerd, CNI and kube-proxy in network
 // namespaces), installed from deploy/bundle.yaml with kubectl, every component
-// a pod from the image the nodes imported. Root only; 'make e2e-cluster' runs
-// every test here, 'make test' the smoke.
+// a pod from the image the nodes imported. Root only; 'make e2e-cluster' and
+// 'make test' run every test here, one cluster at a time.
 package cluster
 
 import (
