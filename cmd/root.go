@@ -14,13 +14,17 @@ import (
 const usage = `usage: vip-allocator <command> [flags]
 
 commands:
-  operator        run the operator (IP allocation for LoadBalancer Services)
-  agent           run the node agent (nftables or iptables from VIP:port to ready endpoints)
-  agent cleanup   remove every rule, chain and table the agent ever wrote on this node
-  migrate plan    for every legacy VirtualIP, what its migration will do and what blocks it, and
-                  what the upgrade of the original operator's installation will do (dry run)
-  migrate all     mark every legacy VirtualIP that can migrate with virtualips.paas.org/migrate
-  migrate upgrade remove what the original operator left that would race or block this one
+  operator               run the operator (IP allocation for LoadBalancer Services)
+  agent                  run the node agent (nftables or iptables from VIP:port to ready endpoints)
+  agent cleanup          remove every rule, chain and table the agent ever wrote on this node
+  migrate plan           for every legacy VirtualIP, what its migration will do and what blocks
+                         it, and what the upgrade of the original operator's installation will
+                         do (dry run)
+  migrate all            mark every legacy VirtualIP that can migrate with virtualips.paas.org/migrate
+  migrate upgrade        remove what the original operator left that would race or block this one
+  migrate metallb plan   what MetalLB's pools, advertisements and peers become, and the address
+                         each Service keeps (dry run)
+  migrate metallb apply  create the IPGroups and BGPPeers the plan shows
 
 Run "vip-allocator <command> -h" for the flags of a command.`
 
