@@ -68,13 +68,14 @@ func runOperator(args []string) error {
 	// A reconcile spends its time waiting for its two writes, one after the
 	// other; the API server serves many at once, so Services go through at the
 	// API server's pace only with about as many in flight as a plain client
-	// needs to reach it (32: make bench-alloc's baseline). Workers cost a goroutine.
+	// needs to reach it (make bench-alloc's baseline keeps 32). Workers cost a goroutine.
 	fs.IntVar(&o.Workers, "workers", DefaultWorkers, "Services reconciled concurrently")
 	// client-go keeps one limiter per resource type: ledger creates and Service
-	// status patches each get QPS. 1000 is above what one allocation storm
-	// needs of a local API server (make bench-alloc: about 750 Services/s, so
-	// 750 requests/s per type), so the API server sets the pace, and its
-	// priority and fairness protects it; the limit only caps a runaway loop.
+	// status patches each get QPS, one request of each per allocation. 1000 is
+	// above the rate at which an API server takes those two writes (the
+	// baseline of make bench-alloc, docs/performance.md), so the API server sets
+	// the pace, and its priority and fairness protects it; the limit only caps a
+	// runaway loop.
 	fs.Float64Var(&o.QPS, "kube-api-qps", DefaultQPS, "API requests per second the operator may make, per resource type")
 	fs.IntVar(&o.Burst, "kube-api-burst", DefaultBurst, "API request burst, per resource type")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
@@ -83,7 +84,8 @@ func runOperator(args []string) error {
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	// Not --workers: a migration makes several dependent writes to the same
-	// Service and VirtualIP, and more at once only made 1,000 slower (make bench-migrate).
+	// Service and VirtualIP, and with many at once each waits longer in its last
+	// step, so a large batch takes longer (make bench-migrate, docs/performance.md).
 	fs.IntVar(&o.Migration.Workers, "migration-workers", 8, "legacy VirtualIP migrations reconciled concurrently")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "how long a migrated Service holds its IP through the new data path before the legacy keepalived clone Service is deleted")
 	fs.DurationVar(&o.Migration.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
@@ -98,23 +100,21 @@ func runOperator(args []string) error {
 		return err
 	}
 	setLogger(&zapOpts)
-	// The operator's live heap is its informer caches (about 25 MiB at 3,000
-	// Services); Go's default GOGC=100 lets the heap grow to twice that between
-	// collections. Collection is CPU the API server sharing the machine lacks
-	// (a third of the operator's CPU at 25), and memory the RSS target (100
-	// MiB at 3,000 Services) bounds. make bench-alloc, the binary as shipped,
-	// at the end of the allocation: 100 is 51-60 MiB anonymous and 91-100 in
-	// all; 75 is 47 and 85, the median ratio of 5 rounds 0.83; 50 is 39-40
-	// and 78-83, 0.78-0.81; 25 is 34 and 75 at 1.7-1.9 ms of CPU per
-	// allocation instead of 1.5. $GOGC overrides it.
+	// The operator's live heap is mostly its informer caches; Go's default
+	// GOGC=100 lets the heap grow to twice that between collections, which
+	// the RSS target (100 MiB at 3,000 Services) does not leave room for,
+	// while a low GOGC spends on collection CPU that the API server, sharing
+	// the machine, needs to keep pace. 75 keeps the RSS under the target at
+	// the least CPU per allocation (make bench-alloc; each value's figures in
+	// docs/performance.md). $GOGC overrides it.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(75)
 	}
 	// client-go's streaming initial list (WatchListClient) waits for the API
 	// server to confirm its watch cache is current before the first objects
-	// count as synced: make bench-alloc measured start to first IP 1.3-2.4 s
-	// with it and 0.6 s with plain paged lists, and nothing allocates before
-	// the caches sync. $KUBE_FEATURE_WatchListClient overrides it.
+	// count as synced, and nothing allocates before the caches sync: plain
+	// paged lists give the first IP sooner after a start (make bench-alloc,
+	// docs/performance.md). $KUBE_FEATURE_WatchListClient overrides it.
 	if _, set := os.LookupEnv(watchListGate); !set {
 		_ = os.Setenv(watchListGate, "false")
 	}

@@ -64,7 +64,7 @@ func (r *AgentReconciler) labelNamespace(ctx context.Context, ds *appsv1.DaemonS
 }
 
 // agentResources: requests from what the agent uses with 10,000 Services on the
-// nftables plane or 1,000 BGP routes (docs/README figures: 44-90 MiB), and a memory
+// nftables plane or 1,000 BGP routes (docs/performance.md), and a memory
 // limit well above that, so a leak or a flood ends in a restart of one agent (VIPs
 // move on, the rules stay) instead of the node's OOM killer choosing. No CPU
 // limit: throttling would slow failover.

@@ -147,7 +147,7 @@ func ledgerOwnerKey(ip *paasv1.IP) string {
 // Callers hold a.mu.
 func (a *allocatorState) syncGroups(ctx context.Context, c client.Reader) error {
 	// Every allocation asks; the groups are only read here, so the cache's
-	// own objects serve (copying them all was 5 % of the operator's garbage).
+	// own objects serve (copying them all on every allocation is garbage for nothing).
 	var list paasv1.IPGroupList
 	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list IPGroups: %w", err)

@@ -24,10 +24,11 @@ import (
 const DefaultNodeViewGrace = 5 * time.Second
 
 // NodeViewReconciler publishes the NodeView of every node whose view is
-// missing or outdated for longer than Grace: the nodes whose agents predate
-// NodeViews (a rolling upgrade) publish none, and the upgraded agents would
-// otherwise read those Nodes one GET at a time, some 10,000 GETs a second
-// near the end of an upgrade of 2,000 nodes (docs/performance.md). The
+// missing or outdated for longer than Grace: during a rolling upgrade the
+// nodes whose agents are of a release without NodeViews publish none, and
+// the upgraded agents would otherwise read those Nodes one GET at a time,
+// thousands a second near the end of an upgrade of 2,000 nodes
+// (docs/performance.md). The
 // operator watches every Node already (IPGroups, BGPPeers, reserved
 // addresses), so this costs the API server only the views' writes; it
 // writes what the agent would (nodeview.Publish: the same pure function of

@@ -368,9 +368,9 @@ func (r *ServiceReconciler) forgetLedger(ctx context.Context, key types.Namespac
 }
 
 // ledgerOf is the ledger objects key holds, as the cache holds them: not
-// copied (7 % of what an allocation allocated), so they share
-// their maps and slices with the cache, and whoever writes one writes a
-// DeepCopy of it.
+// copied (every allocation reads them, and the copies would be a large part
+// of what it allocates), so they share their maps and slices with the cache,
+// and whoever writes one writes a DeepCopy of it.
 func (r *ServiceReconciler) ledgerOf(ctx context.Context, key types.NamespacedName) ([]paasv1.IP, error) {
 	var list paasv1.IPList
 	if err := r.GetClient().List(ctx, &list, client.MatchingFields{ownerIndex: key.String()}, client.UnsafeDisableDeepCopy); err != nil {
@@ -430,8 +430,9 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 // client.MergeFrom(svc) computes from the whole objects, written directly. A
 // Service's status is its ingress list and its conditions, and a merge patch
 // replaces a list whole (null removes it), so the patch is each list that
-// changed. Marshalling and diffing two whole Services on every allocation was
-// 7 % of the operator's CPU in make bench-alloc, diffing the statuses 6 %.
+// changed. Every allocation writes one, so it is built from the two statuses
+// rather than by marshalling and diffing two whole Services, which would cost
+// the operator a visible share of its CPU (docs/performance.md).
 func statusPatch(svc, desired *corev1.Service) (client.Patch, error) {
 	status := map[string]any{}
 	if ingress := desired.Status.LoadBalancer.Ingress; !equality.Semantic.DeepEqual(svc.Status.LoadBalancer.Ingress, ingress) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Pools with several parts (issue 20): CIDRs and ranges of one or both
+// Pools with several parts: CIDRs and ranges of one or both
 // families next to the original segment, avoidBuggyIPs.
 
 func addr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 20, point 5: nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
+// Nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
 // never carry VIPs; whether cordon moves them is a choice.
 
 func TestEligibility(t *testing.T) {

@@ -2,7 +2,7 @@
 //
 // controller-runtime gives every reconcile a logger with the request and a
 // reconcile ID added by WithValues, and zap encodes those values at once, into
-// a buffer of a cloned encoder: a tenth of what the operator allocated per
+// a buffer of a cloned encoder: a tenth of what the operator would allocate per
 // allocation (make bench-alloc), for lines that are almost never written. A
 // logger wrapped here keeps the values aside and hands them to zap only for a
 // line that is written, with the same result — but for a value that changes

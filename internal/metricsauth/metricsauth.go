@@ -12,7 +12,7 @@
 // that one builds on k8s.io/apiserver's delegating authenticator and authorizer,
 // which bring cel-go and the API server's CEL libraries into the binary: ~11 MB
 // of text and ~6 MiB resident at start-up (CEL's package inits) for two API calls
-// and a cache (issue 23: the operator under 100 MiB).
+// and a cache, in an operator whose target is 100 MiB at 3,000 Services.
 package metricsauth
 
 import (

@@ -1,7 +1,7 @@
 // Package nodeview converts between a Node and its NodeView, the small object
 // each agent publishes for its own node so that the other agents need not
-// watch every Node (issue 23: at 2,000 nodes each kubelet status report went
-// to every agent). Of returns the view of a Node, Node the Node an agent sees
+// watch every Node (a watch of every Node sends each kubelet status report to
+// every agent, though no agent reads what a report changes). Of returns the view of a Node, Node the Node an agent sees
 // through a view. Both are pure; the rule they keep is that every function
 // the agents run on a Node (election.NodeOf, election.InternalIPs, the MACs
 // of the node index) gives the same answer on Node(Of(n)) as on n, so an agent reading views and one reading Nodes (a

@@ -13,7 +13,7 @@ import (
 )
 
 // Hostile vip.paas.org/ips annotations on the real API server and the running
-// operator (issue 18): each is answered with a condition a person can act on,
+// operator: each is answered with a condition a person can act on,
 // and the operator keeps serving the others.
 var _ = Describe("hostile vip.paas.org/ips annotations", func() {
 	five00 := make([]string, 500)

@@ -14,8 +14,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// Issue 20, point 4: pools with several parts (spec.addresses), dual-stack
-// groups, avoidBuggyIPs.
+// Pools with several parts (spec.addresses), dual-stack groups, avoidBuggyIPs.
 
 func addressGroup(name string, addresses ...string) *paasv1.IPGroup {
 	return &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: name},

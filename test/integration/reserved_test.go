@@ -17,7 +17,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/controllers"
 )
 
-// Issue 18: an address only goes where it is safe.
+// An address only goes where it is safe.
 
 var _ = Describe("IPGroups that can never be safe", func() {
 	DescribeTable("are refused by the API server with a message naming the problem",
@@ -198,7 +198,8 @@ var _ = Describe("a restart with a status the ledger contradicts", Ordered, func
 		g.Spec.AutoAssign = new(false)
 		createIPGroup(g)
 		ns := newNamespace(nil)
-		// The older Service: status used to win because it is imported first.
+		// The older Service is imported first at a start: if status won over the
+		// ledger, the forged address below would be its.
 		older := createService(lbService(ns, "older", withAnnotation(paasv1.IPGroupAnnotation, "rsv-restart")))
 		eventuallyIPs(older, "198.51.100.0")
 		holder := createService(lbService(ns, "holder", withAnnotation(paasv1.IPGroupAnnotation, "rsv-restart")))

@@ -36,7 +36,7 @@ func TestRequestFor(t *testing.T) {
 		{desc: "two of one family", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.5,192.0.2.6"}, families: v4, wantErr: "two IPv4 addresses"},
 		{desc: "garbage", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.x"}, families: v4, wantErr: `"192.0.2.x" is not an IP address`},
 		{desc: "garbage in spec", lbIP: "nope", families: v4, wantErr: `spec.loadBalancerIP "nope" is not an IP address`},
-		// Hostile annotations (issue 18): each a clear message, never a crash, never a guess.
+		// Hostile annotations: each a clear message, never a crash, never a guess.
 		{desc: "IPv4-mapped IPv6 is refused, with the IPv4 spelling", annotations: map[string]string{paasv1.IPsAnnotation: "::ffff:192.0.2.11"}, families: v4, wantErr: `"::ffff:192.0.2.11" is an IPv4 address written as IPv4-mapped IPv6; write it as 192.0.2.11`},
 		{desc: "IPv4-mapped next to the same IPv4: not two families", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.11,::ffff:192.0.2.12"}, families: dual, wantErr: "IPv4-mapped IPv6"},
 		{desc: "leading zeros", annotations: map[string]string{paasv1.IPsAnnotation: "192.0.2.010"}, families: v4, wantErr: `"192.0.2.010" is not an IP address: leading zeros are ambiguous`},
@@ -49,7 +49,7 @@ func TestRequestFor(t *testing.T) {
 		{desc: "only commas: nothing asked", annotations: map[string]string{paasv1.IPsAnnotation: " , ,"}, families: v4, wantFams: []allocator.Family{allocator.IPv4}},
 		{desc: "a zone in spec.loadBalancerIP", lbIP: "fe80::1%eth0", families: v4, wantErr: "spec.loadBalancerIP \"fe80::1%eth0\" has a zone"},
 		{desc: "named groups", annotations: map[string]string{paasv1.IPGroupAnnotation: "a, b"}, families: v4, wantGroups: []string{"a", "b"}, wantFams: []allocator.Family{allocator.IPv4}},
-		// MetalLB's annotations, honoured as ours (issue 21).
+		// MetalLB's annotations, honoured as ours.
 		{desc: "metallb.io/loadBalancerIPs", annotations: map[string]string{"metallb.io/loadBalancerIPs": "192.0.2.5,2001:db8::5"}, families: dual,
 			wantIPs: []string{"192.0.2.5", "2001:db8::5"}, wantFams: []allocator.Family{allocator.IPv6, allocator.IPv4}},
 		{desc: "metallb.universe.tf/loadBalancerIPs", annotations: map[string]string{"metallb.universe.tf/loadBalancerIPs": "192.0.2.5"}, families: v4, wantIPs: []string{"192.0.2.5"}, wantFams: []allocator.Family{allocator.IPv4}},
