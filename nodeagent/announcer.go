@@ -71,6 +71,10 @@ type Announcer struct {
 	// Handoff programs the data path to send the mid-stream TCP segments of the
 	// VIPs this node took over to their previous owners (nil: not at all).
 	Handoff func(dataplane.Handoffs) error
+	// Nodes reads a Node itself from the API server (the cache holds only
+	// this node's): where open connections are handed back to is the
+	// previous owner's InternalIP as its kubelet wrote it, never its NodeView.
+	Nodes client.Reader
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
 	last memory
@@ -147,8 +151,9 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Ad
 	// still answers for the VIP: clients move on only when the next owner's
 	// gratuitous ARP reaches them.
 	if a.Handoff != nil {
-		handoffsActive.Set(float64(len(d.handOff)))
-		if err := a.Handoff(d.handOff); err != nil {
+		h := handoffTargets(d.handOff, a.internalIPs(ctx, d.handOff))
+		handoffsActive.Set(float64(len(h)))
+		if err := a.Handoff(h); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "handing open connections back to previous owners failed")
 		}
 	}
@@ -164,6 +169,29 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Ad
 		g.Go(func() error { return a.claim(gctx, ledger[vip]) })
 	}
 	return g.Wait()
+}
+
+// internalIPs are the InternalIPs of the nodes named in from, read from
+// their Nodes (a GET each, served from the API server's watch cache; only
+// nodes that handed a VIP over to this one are read). A Node that cannot be
+// read is left out: its connections are not handed back this pass.
+func (a *Announcer) internalIPs(ctx context.Context, from map[netip.Addr]string) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
+	if a.Nodes == nil {
+		return out
+	}
+	for _, name := range from {
+		if _, done := out[name]; done {
+			continue
+		}
+		var n corev1.Node
+		if err := a.Nodes.Get(ctx, client.ObjectKey{Name: name}, &n, fromWatchCache); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "reading the Node open connections are handed back to failed", "node", name)
+			continue
+		}
+		out[name] = election.InternalIPs(&n)
+	}
+	return out
 }
 
 // claimsInFlight is how many claims a pass writes at once; the client's rate
