@@ -294,18 +294,26 @@ func previousOwner(self string, vip netip.Addr, elected map[netip.Addr]string, o
 }
 
 // handoffTargets maps each VIP of from (a VIP this node took over, and the
-// node it took it over from, see handoffs) to that node's first InternalIP of
-// the VIP's family in internalIPs, which must be the Node's status.addresses
-// as its kubelet wrote them: where its open connections are (see
-// dataplane.Handoffs). Never an address a node publishes about itself (its
-// interfaces annotation, its NodeView): that is the node's own word, and
-// would let it send another machine's connections anywhere on the LAN. A node
-// with no InternalIP of the family gets none.
-func handoffTargets(from map[netip.Addr]string, internalIPs map[string][]netip.Addr) dataplane.Handoffs {
+// node it took it over from, see handoffs) to an InternalIP of the VIP's
+// family of that node in internalIPs, which must be the Node's
+// status.addresses as its kubelet wrote them: where its open connections are
+// (see dataplane.Handoffs). Never an address a node publishes about itself
+// (its interfaces annotation, its NodeView): that is the node's own word, and
+// would let it send another machine's connections anywhere on the LAN. The
+// kernel sends the segments straight to that address as a neighbour, so an
+// InternalIP on one of this node's own subnets (onLink) is taken first, else
+// the first of the family. A node with no InternalIP of the family gets none.
+func handoffTargets(from map[netip.Addr]string, internalIPs map[string][]netip.Addr, onLink []netip.Prefix) dataplane.Handoffs {
 	out := dataplane.Handoffs{}
 	for vip, node := range from {
 		for _, addr := range internalIPs[node] {
-			if addr.Is4() == vip.Is4() && addr != vip {
+			if addr.Is4() != vip.Is4() || addr == vip {
+				continue
+			}
+			if _, found := out[vip]; !found {
+				out[vip] = addr
+			}
+			if slices.ContainsFunc(onLink, func(p netip.Prefix) bool { return p.Contains(addr) }) {
 				out[vip] = addr
 				break
 			}

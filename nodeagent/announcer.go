@@ -127,7 +127,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		bgpErr = a.BGP.apply(ctx, self, o.peers, d.advertise, d.record)
 	}
 	a.logChanges(ctx, d, o)
-	if err := a.applyL2(ctx, d, o.ledger); err != nil {
+	if err := a.applyL2(ctx, d, o); err != nil {
 		return reconcile.Result{}, err
 	}
 	vipsAnnounced.Set(float64(len(d.own) + len(d.release)))
@@ -145,13 +145,13 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 }
 
 // applyL2 performs the layer-2 side of a decision.
-func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Addr]*paasv1.IP) error {
+func (a *Announcer) applyL2(ctx context.Context, d decision, o observation) error {
 	// Open connections are handed back to the previous owner before the first
 	// gratuitous ARP moves their clients here, and for as long as this node
 	// still answers for the VIP: clients move on only when the next owner's
 	// gratuitous ARP reaches them.
 	if a.Handoff != nil {
-		h := handoffTargets(d.handOff, a.internalIPs(ctx, d.handOff))
+		h := handoffTargets(d.handOff, a.internalIPs(ctx, d.handOff), a.ownSubnets(o.alive))
 		handoffsActive.Set(float64(len(h)))
 		if err := a.Handoff(h); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "handing open connections back to previous owners failed")
@@ -166,7 +166,7 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Ad
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(claimsInFlight)
 	for _, vip := range d.claim {
-		g.Go(func() error { return a.claim(gctx, ledger[vip]) })
+		g.Go(func() error { return a.claim(gctx, o.ledger[vip]) })
 	}
 	return g.Wait()
 }
@@ -190,6 +190,21 @@ func (a *Announcer) internalIPs(ctx context.Context, from map[netip.Addr]string)
 			continue
 		}
 		out[name] = election.InternalIPs(&n)
+	}
+	return out
+}
+
+// ownSubnets are the subnets of this node's interfaces, as its agent (this
+// one) published them.
+func (a *Announcer) ownSubnets(alive []election.Node) []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range alive {
+		if n.Name != a.NodeName {
+			continue
+		}
+		for _, ifc := range n.Interfaces {
+			out = append(out, ifc.Prefix.Masked())
+		}
 	}
 	return out
 }

@@ -84,7 +84,8 @@ func TestHandoffTrust(t *testing.T) {
 			if _, owns := d.own[vip]; !owns {
 				t.Fatalf("a does not own %s: %v", vip, d.own)
 			}
-			if got := handoffTargets(d.handOff, internalIPs); !maps.Equal(got, tc.want) {
+			onLink := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+			if got := handoffTargets(d.handOff, internalIPs, onLink); !maps.Equal(got, tc.want) {
 				t.Errorf("hand-offs %v, want %v (from %v)", got, tc.want, d.handOff)
 			}
 		})
@@ -95,7 +96,8 @@ func TestHandoffTargets(t *testing.T) {
 	a := netip.MustParseAddr
 	vip4, vip6 := a("192.0.2.100"), a("2001:db8::100")
 	internalIPs := map[string][]netip.Addr{
-		"node1":    {a("198.51.100.11"), a("192.0.2.11"), a("2001:db8::11")},
+		"node1":    {a("203.0.113.11"), a("192.0.2.11"), a("2001:db8:1::11"), a("2001:db8::11")},
+		"offlink":  {a("203.0.113.12"), a("198.51.100.12")},
 		"v4only":   {a("192.0.2.12")},
 		"itsvip":   {a("192.0.2.100")},
 		"unlisted": nil,
@@ -105,9 +107,12 @@ func TestHandoffTargets(t *testing.T) {
 		from map[netip.Addr]string
 		want dataplane.Handoffs
 	}{
-		{"the first InternalIP of the VIP's family, whatever subnet it is on",
+		{"the InternalIP of the VIP's family on a subnet of this node's",
 			map[netip.Addr]string{vip4: "node1", vip6: "node1"},
-			dataplane.Handoffs{vip4: a("198.51.100.11"), vip6: a("2001:db8::11")}},
+			dataplane.Handoffs{vip4: a("192.0.2.11"), vip6: a("2001:db8::11")}},
+		{"none on a subnet of this node's: the first of the family",
+			map[netip.Addr]string{vip4: "offlink"},
+			dataplane.Handoffs{vip4: a("203.0.113.12")}},
 		{"no InternalIP of the family: none",
 			map[netip.Addr]string{vip6: "v4only"},
 			dataplane.Handoffs{}},
@@ -122,7 +127,8 @@ func TestHandoffTargets(t *testing.T) {
 			dataplane.Handoffs{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := handoffTargets(tc.from, internalIPs); !maps.Equal(got, tc.want) {
+			onLink := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::/64")}
+			if got := handoffTargets(tc.from, internalIPs, onLink); !maps.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
