@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -11,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
 // rogueAddr is the address the rogue node adds to its LAN interface, and so
@@ -46,8 +49,30 @@ func (d *l2Lab) plannedMoveWithRogue(t *testing.T, vip string) {
 	}
 	t.Logf("%s owns %s, %s takes it over when it is cordoned, %s is the rogue", from, vip, to, rogue)
 
+	rc, err := client.New(d.env.AgentConfig(rogue), client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	d.in(rogue, "ip", "addr", "add", rogueAddr+"/24", "dev", "eth0")
 	t.Cleanup(func() { d.in(rogue, "ip", "addr", "del", rogueAddr+"/24", "dev", "eth0") })
+	// Published at once, as its agent does at its next round.
+	var ifaces []paasv1.NodeInterface
+	if err := d.inNetns(rogue, func() (err error) { ifaces, err = nodeagent.LocalInterfaces(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	value, err := json.Marshal(ifaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node corev1.Node
+	if err := rc.Get(ctx, client.ObjectKey{Name: rogue}, &node); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Annotations[paasv1.NodeInterfacesAnnotation] = string(value)
+	if err := rc.Patch(ctx, &node, patch); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, rogue+" publishes "+rogueAddr, func() error {
 		var v paasv1.NodeView
 		if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: rogue}, &v); err != nil {
@@ -65,15 +90,15 @@ func (d *l2Lab) plannedMoveWithRogue(t *testing.T, vip string) {
 	d.in(rogue, "nft", "add chain inet e2e_rogue pre { type filter hook prerouting priority -310 ; }")
 	d.in(rogue, "nft", "add rule inet e2e_rogue pre ip daddr "+vip+" tcp dport 80 counter")
 
-	stop, wrote := d.rogueAnnouncer(t, rogue, vip)
+	stop, wrote := rogueAnnouncer(t, rc, rogue, vip)
 	l := d.curlLoop("http://" + vip + "/")
 	held := d.heldConnection(t, vipHostPort(vip))
 	time.Sleep(time.Second)
 	d.cordon(t, from, true)
-	d.answeredOnlyBy(t, vip, to)
+	d.clientMovedTo(t, vip, to)
 	time.Sleep(3 * time.Second) // past the hand-over: the old owner is quiet now
 	d.cordon(t, from, false)
-	d.answeredOnlyBy(t, vip, from) // rendezvous hashing gives it back
+	d.clientMovedTo(t, vip, from) // rendezvous hashing gives it back
 	time.Sleep(3 * time.Second)
 	stop()
 	ok, failed, first := l.end()
@@ -95,13 +120,9 @@ func (d *l2Lab) plannedMoveWithRogue(t *testing.T, vip string) {
 	}
 }
 
-// rogueAnnouncer keeps node first in announcedBy of vip's ledger entry, as
-// node's agent may write it, until stop; wrote counts its writes.
-func (d *l2Lab) rogueAnnouncer(t *testing.T, node, vip string) (stop func(), wrote *atomic.Int64) {
-	c, err := client.New(d.env.AgentConfig(node), client.Options{Scheme: paasv1.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+// rogueAnnouncer keeps node first in announcedBy of vip's ledger entry,
+// writing with c (node's agent's identity), until stop; wrote counts its writes.
+func rogueAnnouncer(t *testing.T, c client.Client, node, vip string) (stop func(), wrote *atomic.Int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	wrote = &atomic.Int64{}
@@ -144,12 +165,15 @@ func (d *l2Lab) rogueCounter(t *testing.T, node string) int {
 	return n
 }
 
-// answeredOnlyBy waits until node alone answers ARP for vip.
-func (d *l2Lab) answeredOnlyBy(t *testing.T, vip, node string) {
+// clientMovedTo waits until the client's neighbour entry for vip names
+// node's MAC: node's gratuitous ARP moved it. It only looks: an ARP request
+// of its own would be answered by the old owner too while it hands over,
+// and could move the client back to it.
+func (d *l2Lab) clientMovedTo(t *testing.T, vip, node string) {
 	t.Helper()
-	eventually(t, node+" alone answers ARP for "+vip, func() error {
-		if macs := d.arpAnswers(vip); len(macs) != 1 || macs[0] != d.macs[node] {
-			return fmt.Errorf("ARP answers %v, want only %s's %s", macs, node, d.macs[node])
+	eventually(t, "the client reaches "+vip+" at "+node, func() error {
+		if mac := d.clientNeighbour(vip); mac != d.macs[node] {
+			return fmt.Errorf("the client's neighbour entry for %s is %q, want %s's %s", vip, mac, node, d.macs[node])
 		}
 		return nil
 	})
