@@ -78,6 +78,9 @@ type Announcer struct {
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
 	last memory
+	// kubeletAddrs are the InternalIPs of the nodes open connections are
+	// handed back to, as last read (see internalIPs).
+	kubeletAddrs map[string]internalIPsRead
 	// changes are what the events said changed since the last pass; seen is
 	// what the passes read so far (nil: read everything next).
 	changes  changeTracker
@@ -172,16 +175,24 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, o observation) erro
 }
 
 // internalIPs are the InternalIPs of the nodes named in from, read from
-// their Nodes (a GET each, served from the API server's watch cache; only
-// nodes that handed a VIP over to this one are read). A Node that cannot be
-// read is left out: its connections are not handed back this pass.
+// their Nodes: a GET each, served from the API server's watch cache, and
+// kept for fullPassEvery (a hand-off lasts as long as this node owns the VIP,
+// and a node's InternalIP seldom changes). Only nodes that handed a VIP over
+// to this one are read. A Node that cannot be read is left out: its
+// connections are not handed back this pass.
 func (a *Announcer) internalIPs(ctx context.Context, from map[netip.Addr]string) map[string][]netip.Addr {
 	out := map[string][]netip.Addr{}
 	if a.Nodes == nil {
 		return out
 	}
+	now := time.Now()
+	kept := map[string]internalIPsRead{}
 	for _, name := range from {
 		if _, done := out[name]; done {
+			continue
+		}
+		if r, ok := a.kubeletAddrs[name]; ok && now.Sub(r.at) < fullPassEvery {
+			out[name], kept[name] = r.addrs, r
 			continue
 		}
 		var n corev1.Node
@@ -190,8 +201,16 @@ func (a *Announcer) internalIPs(ctx context.Context, from map[netip.Addr]string)
 			continue
 		}
 		out[name] = election.InternalIPs(&n)
+		kept[name] = internalIPsRead{addrs: out[name], at: now}
 	}
+	a.kubeletAddrs = kept // only the nodes still handed to
 	return out
+}
+
+// internalIPsRead are a Node's InternalIPs as read at a time.
+type internalIPsRead struct {
+	addrs []netip.Addr
+	at    time.Time
 }
 
 // ownSubnets are the subnets of this node's interfaces, as its agent (this

@@ -1,11 +1,15 @@
 package nodeagent
 
 import (
+	"context"
 	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
@@ -132,5 +136,30 @@ func TestHandoffTargets(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestHandoffInternalIPsFromTheNode: the addresses open connections are
+// handed to are read from the Node the kubelet writes, kept a while, and
+// only for the nodes still handed to.
+func TestHandoffInternalIPsFromTheNode(t *testing.T) {
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeHostName, Address: "b"}, {Type: corev1.NodeInternalIP, Address: "192.0.2.12"}}}}
+	c := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(n).Build()
+	a := &Announcer{Nodes: c}
+	vip := netip.MustParseAddr("192.0.2.100")
+	want := map[string][]netip.Addr{"b": {netip.MustParseAddr("192.0.2.12")}}
+	if got := a.internalIPs(ctx, map[netip.Addr]string{vip: "b"}); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if err := c.Delete(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.internalIPs(ctx, map[netip.Addr]string{vip: "b"}); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("read again at once: got %v, want the kept %v", got, want)
+	}
+	if got := a.internalIPs(ctx, map[netip.Addr]string{vip: "unknown"}); len(got) != 0 || len(a.kubeletAddrs) != 0 {
+		t.Errorf("a Node that cannot be read: got %v, kept %v", got, a.kubeletAddrs)
 	}
 }
