@@ -272,8 +272,9 @@ func handoffs(self string, own, release map[netip.Addr]string, m memory, o obser
 
 // previousOwner is the node that owned vip before this one (self) took it
 // over, "" when none can be told (see handoffs): the election's owner in the
-// last pass (elected), or, when the last pass elected no owner for vip, the
-// ledger's announcer that the election would pick without self.
+// last pass (elected), or, when the last pass did not elect vip at all (this
+// agent had just started, or was out of the majority), the ledger's announcer
+// that the election would pick without self.
 func previousOwner(self string, vip netip.Addr, elected map[netip.Addr]string, o observation) string {
 	if n, known := elected[vip]; known {
 		if n == self {
