@@ -13,7 +13,9 @@ import (
 func TestDecidePasswords(t *testing.T) {
 	ref := &paasv1.SecretKeyRef{Name: "tor-auth", Key: "password"}
 	other := &paasv1.SecretKeyRef{Name: "tor-auth-2", Key: "pw"}
-	valid := func(pw string) peerPassword { return peerPassword{peer: "tor", ref: ref, state: secretValid, value: []byte(pw)} }
+	valid := func(pw string) peerPassword {
+		return peerPassword{peer: "tor", ref: ref, state: secretValid, value: []byte(pw)}
+	}
 	broken := func(s secretState) peerPassword { return peerPassword{peer: "tor", ref: ref, state: s} }
 	steps := []struct {
 		desc       string
