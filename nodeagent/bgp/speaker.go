@@ -303,7 +303,7 @@ func apiPeer(p Peer) *api.Peer {
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
 			PrefixLimits: &api.PrefixLimit{Family: fam, MaxPrefixes: maxPrefixes, ShutdownThresholdPct: 80}}},
-		Bfd:       apiBFD(p.BFD),
+		Bfd: apiBFD(p.BFD),
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
