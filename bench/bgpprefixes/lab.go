@@ -73,7 +73,7 @@ func measure(mode string, prefixes int, timeout time.Duration) (r result, err er
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 
 	sc := exec.Command("ip", "netns", "exec", node, os.Args[0], "-role", "speaker", "-mode", mode,
-		"-prefixes", strconv.Itoa(prefixes), "-timeout", timeout.String())
+		"-prefixes", strconv.Itoa(prefixes), "-timeout", timeout.String(), "-memprofile", memProfile)
 	sc.Stderr = os.Stderr
 	sc.WaitDelay = 5 * time.Second
 	outBytes, err := sc.Output()

@@ -62,6 +62,7 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up on a speaker that has not received them all (or closed the session) by then")
 	role := flag.String("role", "", "internal: router or speaker")
 	mode := flag.String("mode", "", "internal: the speaker's mode")
+	flag.StringVar(&memProfile, "memprofile", "", "write each speaker's heap profile, once measured, to this file with the mode appended")
 	flag.Parse()
 	var err error
 	switch *role {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,6 +22,9 @@ import (
 // settle is how long a speaker runs on after it has every route (or closed the session)
 // before it is measured: GoBGP drops a closed session's routes as the session goes down.
 const settle = 2 * time.Second
+
+// memProfile is where a speaker writes its heap profile (-memprofile), its mode appended.
+var memProfile string
 
 // runSpeaker peers with the router as the node, in mode, until the router's n routes are in
 // its adj-rib-in (bare GoBGP) or it closed the session over its limit (the agent's speaker),
@@ -83,6 +88,16 @@ func runSpeaker(mode string, n int, timeout time.Duration) (result, error) {
 	time.Sleep(settle)
 	_, r.PeakRSS = procmem.Read("self")
 	r.RSS, r.Heap = memory()
+	if memProfile != "" {
+		f, err := os.Create(memProfile + "." + mode)
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
 }
 
