@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
@@ -98,5 +102,50 @@ func TestDecidePasswordsPeersApart(t *testing.T) {
 	}
 	if !d.problems["a"].kept || len(d.problems) != 1 {
 		t.Fatalf("want only a's problem, kept; got %+v", d.problems)
+	}
+}
+
+// TestKeptPasswordCondition: a kept password leaves the peer Accepted (the
+// agents use it) with the reason that asks for a fix, and one Warning Event
+// per change of the condition, not per reconcile.
+func TestKeptPasswordCondition(t *testing.T) {
+	events := record.NewFakeRecorder(10)
+	r := &BGPPeerReconciler{Events: events}
+	peer := &paasv1.BGPPeer{}
+	kept := passwordProblem{reason: paasv1.ReasonPasswordSecretMissingKeptLastGood, message: "Secret ops/a does not exist: ...", kept: true}
+	steps := []struct {
+		desc       string
+		problem    passwordProblem
+		nodes      int
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantEvent  bool
+	}{
+		{desc: "kept: True, an Event", problem: kept, nodes: 2, wantStatus: metav1.ConditionTrue, wantReason: kept.reason, wantEvent: true},
+		{desc: "still kept: no second Event", problem: kept, nodes: 2, wantStatus: metav1.ConditionTrue, wantReason: kept.reason},
+		{desc: "unlabelled now: a new Event", problem: passwordProblem{reason: paasv1.ReasonPasswordSecretNotLabelledKeptLastGood, message: "lacks the label", kept: true},
+			nodes: 2, wantStatus: metav1.ConditionTrue, wantReason: paasv1.ReasonPasswordSecretNotLabelledKeptLastGood, wantEvent: true},
+		{desc: "valid again", nodes: 2, wantStatus: metav1.ConditionTrue, wantReason: paasv1.ReasonPeerAccepted},
+		{desc: "not found, nothing kept: False", problem: passwordProblem{reason: paasv1.ReasonPasswordSecretNotFound, message: "does not exist"},
+			nodes: 2, wantStatus: metav1.ConditionFalse, wantReason: paasv1.ReasonPasswordSecretNotFound},
+		{desc: "kept, but no node peers: NoNodes", problem: kept, wantStatus: metav1.ConditionFalse, wantReason: paasv1.ReasonNoNodes},
+	}
+	for _, s := range steps {
+		c := acceptedCondition(peer, s.problem, s.nodes)
+		r.warnKeptPassword(peer, c)
+		if c.Status != s.wantStatus || c.Reason != s.wantReason {
+			t.Fatalf("%s: want %s %s, got %s %s", s.desc, s.wantStatus, s.wantReason, c.Status, c.Reason)
+		}
+		select {
+		case e := <-events.Events:
+			if !s.wantEvent || !strings.HasPrefix(e, "Warning "+paasv1.EventPasswordKeptLastGood) {
+				t.Fatalf("%s: unexpected Event %q", s.desc, e)
+			}
+		default:
+			if s.wantEvent {
+				t.Fatalf("%s: no Event", s.desc)
+			}
+		}
+		meta.SetStatusCondition(&peer.Status.Conditions, c)
 	}
 }
