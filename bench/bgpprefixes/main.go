@@ -14,7 +14,8 @@
 //
 // For each it prints the growth, over the idle speaker, of the peak RSS (VmHWM), of the RSS
 // and the live heap (after a GC) once the routes were received or the session closed, and the
-// ratios of the baseline's growth to each. It needs root (network namespaces), which it deletes
+// ratios of the baseline's growth to each; then it checks that the agent's speaker connects
+// again after its restart delay (shortened here) and closes the session again. It needs root (network namespaces), which it deletes
 // whatever happens.
 package main
 
@@ -55,6 +56,9 @@ type result struct {
 	BeforeRSS    float64 `json:"beforeRSS"`
 	BeforeHeap   float64 `json:"beforeHeap"`
 	SessionError string  `json:"sessionError,omitempty"`
+	// Restarted: when (seconds from the start) the agent's speaker had connected again after
+	// its restart delay and closed the session again over the limit.
+	Restarted float64 `json:"restarted,omitempty"`
 }
 
 func main() {
@@ -112,6 +116,8 @@ func run(prefixes int, timeout time.Duration) error {
 	if !agent.Limited {
 		return fmt.Errorf("the agent's speaker did not close the session over its prefix limit (%d routes sent)", prefixes)
 	}
+	fmt.Printf("the agent's speaker closed the session at %.1f s, connected again after its restart delay (%s here), and closed it again at %.1f s\n",
+		agent.Seconds, restartAfter, agent.Restarted)
 	return nil
 }
 

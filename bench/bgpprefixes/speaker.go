@@ -23,6 +23,10 @@ import (
 // before it is measured: GoBGP drops a closed session's routes as the session goes down.
 const settle = 2 * time.Second
 
+// restartAfter replaces the agent's delay before it connects again after closing a session
+// over the limit (30 s): longer than settle, so the measurement sees the session closed.
+const restartAfter = 5 * time.Second
+
 // memProfile is where a speaker writes its heap profile (-memprofile), its mode appended.
 var memProfile string
 
@@ -35,9 +39,11 @@ func runSpeaker(mode string, n int, timeout time.Duration) (result, error) {
 	ctx := context.Background()
 	start := time.Now()
 	var done func() (bool, error)
+	var again func() error // the agent's speaker: it connects again, and closes again
 	switch mode {
 	case modeAgent:
 		s := bgp.New(logr.Discard())
+		s.PrefixLimitRestart = restartAfter
 		defer s.Stop(ctx)
 		if err := s.Configure(ctx, bgp.Config{RouterID: netip.MustParseAddr("192.0.2.2"), Peers: []bgp.Peer{{Name: "router",
 			Address: netip.MustParseAddr(routerAddr), Port: 179, PeerASN: routerASN, MyASN: nodeASN, Hold: 3 * time.Second, Keepalive: time.Second}}}); err != nil {
@@ -52,6 +58,21 @@ func runSpeaker(mode string, n int, timeout time.Duration) (result, error) {
 				r.SessionError = sess.Message
 			}
 			return false, nil
+		}
+		again = func() error {
+			reconnected := false
+			for begin := time.Now(); time.Since(begin) < timeout; time.Sleep(100 * time.Millisecond) {
+				for _, sess := range s.Sessions(ctx) {
+					switch {
+					case !sess.OverPrefixLimit:
+						reconnected = true
+					case reconnected:
+						r.Restarted = time.Since(start).Seconds()
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("the session closed over the limit did not come back and close again within %s", timeout)
 		}
 	case modeAcceptAll, modeRejectAll:
 		srv, err := bareSpeaker(ctx, mode == modeRejectAll)
@@ -95,6 +116,11 @@ func runSpeaker(mode string, n int, timeout time.Duration) (result, error) {
 		}
 		defer f.Close()
 		if err := pprof.WriteHeapProfile(f); err != nil {
+			return r, err
+		}
+	}
+	if again != nil {
+		if err := again(); err != nil {
 			return r, err
 		}
 	}

@@ -90,7 +90,7 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 				sess.OverPrefixLimit = true
 				sess.Message = fmt.Sprintf("the router sent more than %d routes, and the node imports none: the node closed the session "+
 					"and connects again every %s; configure the router to send this node no routes (FRR: an outbound route-map "+
-					"that denies everything on this neighbor)", maxPrefixes, prefixLimitRestart)
+					"that denies everything on this neighbor)", maxPrefixes, s.restartAfter())
 			}
 		}
 		sess.BFD = paasv1.BFDNotConfigured

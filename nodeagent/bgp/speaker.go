@@ -73,6 +73,9 @@ type Speaker struct {
 	// lives as long as the server, not as the call that started it.
 	watchStop context.CancelFunc
 
+	// PrefixLimitRestart replaces prefixLimitRestart when set (benchmarks,
+	// tests); set it before the first Configure.
+	PrefixLimitRestart time.Duration
 	// restarting are the neighbours shut down for sending more than
 	// maxPrefixes routes, whose restart is scheduled.
 	restartMu  sync.Mutex
@@ -269,19 +272,37 @@ func (s *Speaker) restartAfterPrefixLimit(srv *server.BgpServer, addr netip.Addr
 		return
 	}
 	s.restarting[addr] = true
-	time.AfterFunc(prefixLimitRestart, func() {
+	time.AfterFunc(s.restartAfter(), func() {
 		s.restartMu.Lock()
 		delete(s.restarting, addr)
 		s.restartMu.Unlock()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.server != srv || !s.started || !slices.ContainsFunc(slices.Collect(maps.Values(s.peers)), func(p Peer) bool { return p.Address == addr }) {
+		if s.server != srv || !s.started || !s.peersWithLocked(addr) {
 			return
 		}
 		if err := srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr.String()}); err != nil {
 			s.log.Error(err, "restart a session closed for too many routes", "address", addr)
 		}
 	})
+}
+
+// restartAfter is how long a session closed over the prefix limit stays down.
+func (s *Speaker) restartAfter() time.Duration {
+	if s.PrefixLimitRestart > 0 {
+		return s.PrefixLimitRestart
+	}
+	return prefixLimitRestart
+}
+
+// peersWithLocked reports whether a configured peer has address addr.
+func (s *Speaker) peersWithLocked(addr netip.Addr) bool {
+	for _, p := range s.peers {
+		if p.Address == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // apiPeer is GoBGP's description of p.
