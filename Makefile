@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
+.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files
 
@@ -178,6 +178,12 @@ bench-failover: build controlplane packages
 ## a hung node (SIGSTOP) until its routes leave both routers, BFD (300 ms x 3) against the hold timer (3 s)
 bench-bgp: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
+
+## bench-bgp-prefixes: a router sends PREFIXES=100000 routes to one BGP speaker, each in a network
+## namespace (root): the agent's speaker (reject all, prefix limit) against a bare GoBGP with its
+## default accept-all policies (the baseline) and one that only rejects all; memory growth and ratios
+bench-bgp-prefixes:
+	go run ./bench/bgpprefixes -prefixes $${PREFIXES:-100000}
 
 ## bench-announce: 1,000 LoadBalancer Services created at once in the three-node L2 lab (root):
 ## until every VIP is answered (NDP: IPv6, the IPv4 documentation ranges are too small) by the one

@@ -64,7 +64,8 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator"), Reserved: reserved, OnCordon: o.Agent.OnCordon}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
 	}
-	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {
+	bgpPeers := base("vip-allocator")
+	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o), Events: bgpPeers.GetRecorder()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up BGPPeer controller: %w", err)
 	}
 	if err := (&controllers.NodeViewReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

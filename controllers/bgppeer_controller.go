@@ -3,14 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +31,9 @@ type BGPPeerReconciler struct {
 	// Namespace holds the password Secrets and paasv1.BGPPasswordsSecret; the
 	// manager's cache must watch Secrets there (and only there).
 	Namespace string
+	// Events records the Warning Event on a peer whose password is kept
+	// while its Secret is not valid; nil records none.
+	Events record.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
@@ -57,7 +59,9 @@ func (r *BGPPeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	status := peer.Status.DeepCopy()
 	selected := peeringNodes(&peer, nodes.Items)
 	status.Sessions = sessionsOf(status.Sessions, nodes.Items)
-	meta.SetStatusCondition(&status.Conditions, acceptedCondition(&peer, passwordErrs[peer.Name], len(selected)))
+	accepted := acceptedCondition(&peer, passwordErrs[peer.Name], len(selected))
+	r.warnKeptPassword(&peer, accepted)
+	meta.SetStatusCondition(&status.Conditions, accepted)
 	meta.SetStatusCondition(&status.Conditions, establishedCondition(peer.Generation, selected, status.Sessions))
 	if c, ok := bfdCondition(&peer, selected, status.Sessions); ok {
 		meta.SetStatusCondition(&status.Conditions, c)
@@ -103,20 +107,37 @@ func sessionsOf(sessions []paasv1.BGPSession, nodes []corev1.Node) []paasv1.BGPS
 	return out
 }
 
-// acceptedCondition says whether the agents use the peer.
+// acceptedCondition says whether the agents use the peer. A peer whose
+// password is kept while its Secret is not valid is used: the condition is
+// True, with the reason and the message that ask for a fix.
 func acceptedCondition(peer *paasv1.BGPPeer, passwordErr passwordProblem, nodes int) metav1.Condition {
 	c := metav1.Condition{Type: paasv1.BGPPeerAccepted, ObservedGeneration: peer.Generation}
 	switch {
-	case passwordErr.reason != "":
+	case passwordErr.reason != "" && !passwordErr.kept:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, passwordErr.reason, passwordErr.message
 	case nodes == 0:
 		c.Status, c.Reason = metav1.ConditionFalse, paasv1.ReasonNoNodes
 		c.Message = "no node running an agent matches spec.nodeSelector: nothing peers with the router; fix the selector or label the nodes"
+	case passwordErr.kept:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, passwordErr.reason, passwordErr.message
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, paasv1.ReasonPeerAccepted
 		c.Message = fmt.Sprintf("the agents of %d node(s) peer with %s (AS %d)", nodes, peer.Spec.PeerAddress, peer.Spec.PeerASN)
 	}
 	return c
+}
+
+// warnKeptPassword records a Warning Event when the peer's Accepted condition
+// turns to a kept password (or its message changes): once per change, not per
+// reconcile.
+func (r *BGPPeerReconciler) warnKeptPassword(peer *paasv1.BGPPeer, accepted metav1.Condition) {
+	if r.Events == nil || (accepted.Reason != paasv1.ReasonPasswordSecretMissingKeptLastGood && accepted.Reason != paasv1.ReasonPasswordSecretNotLabelledKeptLastGood) {
+		return
+	}
+	if old := meta.FindStatusCondition(peer.Status.Conditions, paasv1.BGPPeerAccepted); old != nil && old.Reason == accepted.Reason && old.Message == accepted.Message {
+		return
+	}
+	r.Events.Event(peer, corev1.EventTypeWarning, paasv1.EventPasswordKeptLastGood, accepted.Message)
 }
 
 // establishedCondition summarises the selected nodes' sessions.
@@ -212,63 +233,6 @@ func firstN(items []string, n int) string {
 		return strings.Join(items, "; ")
 	}
 	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
-}
-
-// syncPasswords copies every peer's password into paasv1.BGPPasswordsSecret and
-// returns, per peer, why its password could not be read.
-// passwordProblem is why a BGPPeer's password cannot be used: a condition
-// reason and message.
-type passwordProblem struct{ reason, message string }
-
-func (r *BGPPeerReconciler) syncPasswords(ctx context.Context, peers []paasv1.BGPPeer) (map[string]passwordProblem, error) {
-	want := map[string][]byte{}
-	errs := map[string]passwordProblem{}
-	for _, p := range peers {
-		ref := p.Spec.PasswordSecret
-		if ref == nil || !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		var s corev1.Secret
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, &s)
-		switch {
-		case apierrors.IsNotFound(err):
-			errs[p.Name] = passwordProblem{paasv1.ReasonPasswordSecretNotFound, fmt.Sprintf("Secret %s/%s (spec.passwordSecret) does not exist: create it with the session's password under key %q and the label %s: \"true\"; the agents do not peer with the router until then", r.Namespace, ref.Name, ref.Key, paasv1.BGPPasswordLabel)}
-		case err != nil:
-			return nil, fmt.Errorf("read password Secret %s/%s of BGPPeer %s: %w", r.Namespace, ref.Name, p.Name, err)
-		case s.Labels[paasv1.BGPPasswordLabel] != "true":
-			// Only a Secret made for it: a BGPPeer must not be a way to copy
-			// another Secret of the namespace (the gossip key) to every agent.
-			errs[p.Name] = passwordProblem{paasv1.ReasonPasswordSecretNotLabelled, fmt.Sprintf("Secret %s/%s (spec.passwordSecret) lacks the label %s: \"true\": nothing is copied out of it; label it if it holds this session's password", r.Namespace, ref.Name, paasv1.BGPPasswordLabel)}
-		case len(s.Data[ref.Key]) == 0:
-			errs[p.Name] = passwordProblem{paasv1.ReasonPasswordSecretNotFound, fmt.Sprintf("Secret %s/%s has no key %q (spec.passwordSecret.key): add the password under that key", r.Namespace, ref.Name, ref.Key)}
-		default:
-			want[p.Name] = s.Data[ref.Key]
-		}
-	}
-	var cur corev1.Secret
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret}, &cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		if len(want) == 0 {
-			return errs, nil
-		}
-		cur = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: paasv1.BGPPasswordsSecret,
-			Labels: map[string]string{managedByLabel: managedBy}}, Type: corev1.SecretTypeOpaque, Data: want}
-		if err := r.Client.Create(ctx, &cur); err != nil {
-			return nil, fmt.Errorf("create Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
-		}
-		return errs, nil
-	case err != nil:
-		return nil, fmt.Errorf("read Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
-	}
-	if maps.EqualFunc(cur.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
-		return errs, nil
-	}
-	cur.Data = want
-	if err := r.Client.Update(ctx, &cur); err != nil {
-		return nil, fmt.Errorf("update Secret %s/%s: %w", r.Namespace, paasv1.BGPPasswordsSecret, err)
-	}
-	return errs, nil
 }
 
 // SetupWithManager reconciles a BGPPeer when it changes, and every peer when

@@ -48,7 +48,11 @@ type memory struct {
 	owned map[netip.Addr]string
 	// releasing are the VIPs lost while alive, still answered for a while.
 	releasing map[netip.Addr]handover
-	// handoffFrom names the node each VIP was taken over from.
+	// elected is the L2 owner the election gave each VIP in the last pass,
+	// whichever node it was ("" when no node was eligible); a VIP absent was
+	// not elected (this agent had just started, or was out of the majority).
+	elected map[netip.Addr]string
+	// handoffFrom names the node each VIP answered for was taken over from.
 	handoffFrom map[netip.Addr]string
 }
 
@@ -67,9 +71,10 @@ type decision struct {
 	// claim are the owned VIPs whose ledger object does not name this node
 	// as its only announcer yet.
 	claim []netip.Addr
-	// handOff sends the open connections of VIPs taken over in a planned
-	// move back to the previous owner.
-	handOff dataplane.Handoffs
+	// handOff names, for each VIP taken over from a node still alive, that
+	// node: the open connections go back to it, at the address its Node's
+	// kubelet wrote (handoffTargets).
+	handOff map[netip.Addr]string
 	// advertise are the BGP routes this node advertises.
 	advertise []bgp.Route
 	// record is what this node writes on the ledger about the BGP VIPs.
@@ -105,7 +110,8 @@ func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	// others elect owners without us, so we must go quiet rather than
 	// answer for every VIP at once. BGP is unaffected: the router sees
 	// which sessions are up.
-	d.own = ownersL2(p.self, o, m.owned, inMajority(o.alive, o.known))
+	var elected map[netip.Addr]string
+	d.own, elected = ownersL2(p.self, o, m.owned, m.elected, inMajority(o.alive, o.known))
 	for vip := range d.own {
 		if ip := o.ledger[vip]; ip != nil && !slices.Equal(ip.Status.AnnouncedBy, []string{p.self}) {
 			d.claim = append(d.claim, vip)
@@ -115,29 +121,33 @@ func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	slices.SortFunc(d.claim, netip.Addr.Compare)
 
 	var next memory
-	next.owned = d.own
+	next.owned, next.elected = d.own, elected
 	d.release, next.releasing, d.requeue = handovers(d.own, m, p.handoverDelay, o.now)
-	d.handOff, next.handoffFrom = handoffs(p.self, d.own, d.release, m.handoffFrom, o)
+	d.handOff = handoffs(p.self, d.own, d.release, m, o)
+	next.handoffFrom = d.handOff
 	return d, next
 }
 
-// ownersL2 are the L2 VIPs this node owns after a pass, by interface: the
-// VIPs in o.changed elected again, every other one as the last pass left it
-// (prev), so a pass costs one election per VIP that changed; o.changed nil:
-// every VIP is elected. Out of the majority (majority false) it owns none;
-// the majority changes only with the agents or the Nodes, which make a pass
-// elect every VIP.
-func ownersL2(self string, o observation, prev map[netip.Addr]string, majority bool) map[netip.Addr]string {
-	own := map[netip.Addr]string{}
+// ownersL2 are the L2 VIPs this node owns after a pass, by interface, and
+// the owner the election gives every L2 VIP (elected): the VIPs in o.changed
+// elected again, every other one as the last pass left it (prev, prevElected),
+// so a pass costs one election per VIP that changed; o.changed nil: every VIP
+// is elected. Out of the majority (majority false) it owns none and knows no
+// owner; the majority changes only with the agents or the Nodes, which make a
+// pass elect every VIP.
+func ownersL2(self string, o observation, prev, prevElected map[netip.Addr]string, majority bool) (own, elected map[netip.Addr]string) {
+	own, elected = map[netip.Addr]string{}, map[netip.Addr]string{}
 	if !majority {
-		return own
+		return own, elected
 	}
 	elect := func(vip netip.Addr) {
 		c, ok := o.vips[vip]
 		if !ok || election.ModeOf(c.group) == paasv1.AnnounceBGP {
 			return
 		}
-		if node, iface, ok := election.Owner(vip, c.Candidacy, o.alive); ok && node == self {
+		node, iface, _ := election.Owner(vip, c.Candidacy, o.alive)
+		elected[vip] = node
+		if node == self {
 			own[vip] = iface
 		}
 	}
@@ -145,14 +155,16 @@ func ownersL2(self string, o observation, prev map[netip.Addr]string, majority b
 		for vip := range o.vips {
 			elect(vip)
 		}
-		return own
+		return own, elected
 	}
 	maps.Copy(own, prev)
+	maps.Copy(elected, prevElected)
 	for vip := range o.changed {
 		delete(own, vip)
+		delete(elected, vip)
 		elect(vip)
 	}
-	return own
+	return own, elected
 }
 
 // gainedLost are the VIPs gained and lost from prev to own, sorted;
@@ -214,59 +226,96 @@ func handovers(owned map[netip.Addr]string, m memory, delay time.Duration, now t
 	return release, releasing, requeue
 }
 
-// handoffs learns from the ledger which node announced each owned VIP before
-// this one took it over, keeps that through the hand-over of a VIP this node
-// lost, and returns where the open connections of each VIP answered for go.
-func handoffs(self string, own, release map[netip.Addr]string, prevFrom map[netip.Addr]string, o observation) (dataplane.Handoffs, map[netip.Addr]string) {
+// handoffs names, for each VIP this node answers for (own or release), the
+// node it took the VIP over from, while that node is alive: the node that
+// holds the VIP's open connections.
+//
+// Who that was is decided only from what this agent computes itself. The
+// ledger's announcedBy cannot say it: every agent may add its own node to that
+// list of any IP (config/admission/agent_status_entries.yaml; the API server
+// does not know the election, so it cannot hold an agent to the VIPs it was
+// elected for), and an announcer named there may never have owned the VIP.
+// The election can: every agent runs it over the same inputs, and a node is
+// its owner only by winning it, which would give that node the VIP's traffic
+// anyway. So the previous owner is the election's owner of the VIP in the last
+// pass (m.elected). An agent that has no such memory of the VIP (its first
+// passes after a start, or back in the majority) believes the ledger's
+// announcer only when it is the owner the election picks with this node left
+// out: the node that owned the VIP before this one came back, had nothing else
+// changed.
+func handoffs(self string, own, release map[netip.Addr]string, m memory, o observation) map[netip.Addr]string {
 	from := map[netip.Addr]string{}
-	for vip, n := range prevFrom {
-		from[vip] = n
+	for vip := range release {
+		if n, ok := m.handoffFrom[vip]; ok {
+			from[vip] = n
+		}
 	}
 	for vip := range own {
-		ip := o.ledger[vip]
-		if ip == nil {
-			continue // nobody announced it before
+		if n, ok := m.handoffFrom[vip]; ok {
+			from[vip] = n
+			continue
 		}
-		for _, n := range ip.Status.AnnouncedBy {
-			if n != self {
-				from[vip] = n
-				break
-			}
+		if _, had := m.owned[vip]; had {
+			continue // owned before: not taken over
 		}
-	}
-	answered := make(map[netip.Addr]string, len(own)+len(release))
-	for vip, iface := range release {
-		answered[vip] = iface
-	}
-	for vip, iface := range own {
-		answered[vip] = iface
-	}
-	out := handoffTargets(answered, from, o.alive)
-	for vip := range from {
-		if _, ok := out[vip]; !ok {
-			delete(from, vip) // lost the VIP, or its previous owner died
+		if n := previousOwner(self, vip, m.elected, o); n != "" {
+			from[vip] = n
 		}
 	}
-	return out, from
+	for vip, n := range from {
+		if !slices.ContainsFunc(o.alive, func(a election.Node) bool { return a.Name == n }) {
+			delete(from, vip) // its connections died with it
+		}
+	}
+	return from
 }
 
-// handoffTargets maps each VIP answered for that this node took over from a node still alive to that
-// node's address on the VIP's subnet, where its open connections still are (see
-// dataplane.Handoffs). A VIP whose previous owner is dead, or has no address on the subnet,
-// gets none: its connections are gone anyway.
-func handoffTargets(answered map[netip.Addr]string, from map[netip.Addr]string, alive []election.Node) dataplane.Handoffs {
+// previousOwner is the node that owned vip before this one (self) took it
+// over, "" when none can be told (see handoffs): the election's owner in the
+// last pass (elected), or, when the last pass did not elect vip at all (this
+// agent had just started, or was out of the majority), the ledger's announcer
+// that the election would pick without self.
+func previousOwner(self string, vip netip.Addr, elected map[netip.Addr]string, o observation) string {
+	if n, known := elected[vip]; known {
+		if n == self {
+			return ""
+		}
+		return n
+	}
+	ip, c := o.ledger[vip], o.vips[vip]
+	if ip == nil {
+		return ""
+	}
+	others := slices.DeleteFunc(slices.Clone(o.alive), func(n election.Node) bool { return n.Name == self })
+	n, _, ok := election.Owner(vip, c.Candidacy, others)
+	if !ok || !slices.Contains(ip.Status.AnnouncedBy, n) {
+		return ""
+	}
+	return n
+}
+
+// handoffTargets maps each VIP of from (a VIP this node took over, and the
+// node it took it over from, see handoffs) to an InternalIP of the VIP's
+// family of that node in internalIPs, which must be the Node's
+// status.addresses as its kubelet wrote them: where its open connections are
+// (see dataplane.Handoffs). Never an address a node publishes about itself
+// (its interfaces annotation, its NodeView): that is the node's own word, and
+// would let it send another machine's connections anywhere on the LAN. The
+// kernel sends the segments straight to that address as a neighbour, so an
+// InternalIP on one of this node's own subnets (onLink) is taken first, else
+// the first of the family. A node with no InternalIP of the family gets none.
+func handoffTargets(from map[netip.Addr]string, internalIPs map[string][]netip.Addr, onLink []netip.Prefix) dataplane.Handoffs {
 	out := dataplane.Handoffs{}
-	for vip, prev := range from {
-		if _, ours := answered[vip]; !ours {
-			continue
-		}
-		i := slices.IndexFunc(alive, func(n election.Node) bool { return n.Name == prev })
-		if i < 0 {
-			continue
-		}
-		for _, ifc := range alive[i].Interfaces {
-			if ifc.Prefix.Contains(vip) && ifc.Prefix.Addr() != vip {
-				out[vip] = ifc.Prefix.Addr()
+	for vip, node := range from {
+		for _, addr := range internalIPs[node] {
+			if addr.Is4() != vip.Is4() || addr == vip {
+				continue
+			}
+			if _, found := out[vip]; !found {
+				out[vip] = addr
+			}
+			if slices.ContainsFunc(onLink, func(p netip.Prefix) bool { return p.Contains(addr) }) {
+				out[vip] = addr
 				break
 			}
 		}

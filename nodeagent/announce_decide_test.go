@@ -12,7 +12,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
 // TestDecide runs one agent ("a") through a sequence of passes; each step
@@ -69,7 +68,7 @@ func TestDecide(t *testing.T) {
 		// what the pass decides
 		own, release map[netip.Addr]string
 		claim        []netip.Addr
-		handOff      dataplane.Handoffs
+		handOff      map[netip.Addr]string
 		advertise    []netip.Addr
 		record       map[netip.Addr][]string
 		gained, lost []netip.Addr
@@ -81,7 +80,7 @@ func TestDecide(t *testing.T) {
 				alive: []election.Node{a, b}, known: 2,
 				ledger: ledger(map[netip.Addr][]string{vipA: nil, vipB: {"b"}, vipBGP: nil}), peers: established("a", "b")},
 			own: map[netip.Addr]string{vipA: "eth0"}, release: map[netip.Addr]string{},
-			claim: []netip.Addr{vipA}, handOff: dataplane.Handoffs{},
+			claim: []netip.Addr{vipA}, handOff: map[netip.Addr]string{},
 			advertise: []netip.Addr{vipBGP}, record: recordIfPicked(vipBGP, []string{"a", "b"}, "a", []string{"a", "b"}),
 			gained: []netip.Addr{vipA},
 		},
@@ -90,7 +89,7 @@ func TestDecide(t *testing.T) {
 			obs: observation{now: t0.Add(time.Second), vips: map[netip.Addr]vipCandidacy{vipA: l2, vipB: l2},
 				alive: []election.Node{a, b}, known: 2,
 				ledger: ledger(map[netip.Addr][]string{vipA: {"a"}, vipB: {"b"}})},
-			own: map[netip.Addr]string{vipA: "eth0"}, release: map[netip.Addr]string{}, handOff: dataplane.Handoffs{},
+			own: map[netip.Addr]string{vipA: "eth0"}, release: map[netip.Addr]string{}, handOff: map[netip.Addr]string{},
 			record: map[netip.Addr][]string{},
 		},
 		{
@@ -99,7 +98,7 @@ func TestDecide(t *testing.T) {
 				alive: []election.Node{a, bCordoned}, known: 2,
 				ledger: ledger(map[netip.Addr][]string{vipA: {"a"}, vipB: {"b"}, vipBGP: nil}), peers: established("a", "b")},
 			own: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"}, release: map[netip.Addr]string{},
-			claim: []netip.Addr{vipB}, handOff: dataplane.Handoffs{vipB: addr("192.0.2.12")},
+			claim: []netip.Addr{vipB}, handOff: map[netip.Addr]string{vipB: "b"},
 			advertise: []netip.Addr{vipBGP}, record: recordIfPicked(vipBGP, []string{"a", "b"}, "a", []string{"a"}),
 			gained: []netip.Addr{vipB},
 		},
@@ -109,7 +108,7 @@ func TestDecide(t *testing.T) {
 				alive: []election.Node{a, bCordoned}, known: 2,
 				ledger: ledger(map[netip.Addr][]string{vipA: {"a"}, vipB: {"a"}})},
 			own: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"}, release: map[netip.Addr]string{},
-			handOff: dataplane.Handoffs{vipB: addr("192.0.2.12")}, record: map[netip.Addr][]string{},
+			handOff: map[netip.Addr]string{vipB: "b"}, record: map[netip.Addr][]string{},
 		},
 		{
 			desc: "a drains (agent stopping, node leaving): it owns nothing, advertises nothing, answers both for the hand-over delay",
@@ -117,7 +116,7 @@ func TestDecide(t *testing.T) {
 				alive: []election.Node{aDraining, b}, known: 2,
 				ledger: ledger(map[netip.Addr][]string{vipA: {"a"}, vipB: {"a"}, vipBGP: {"a", "b"}}), peers: established("a", "b")},
 			own: map[netip.Addr]string{}, release: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"},
-			handOff: dataplane.Handoffs{vipB: addr("192.0.2.12")},
+			handOff: map[netip.Addr]string{vipB: "b"},
 			record:  recordIfPicked(vipBGP, []string{"a", "b"}, "a", []string{"b"}),
 			lost:    both, requeue: 2 * time.Second,
 		},
@@ -126,14 +125,14 @@ func TestDecide(t *testing.T) {
 			obs: observation{now: t0.Add(5 * time.Second), vips: map[netip.Addr]vipCandidacy{vipA: l2, vipB: l2},
 				alive: []election.Node{aDraining, b}, known: 2, ledger: ledger(map[netip.Addr][]string{vipA: {"b"}, vipB: {"b"}})},
 			own: map[netip.Addr]string{}, release: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"},
-			handOff: dataplane.Handoffs{vipB: addr("192.0.2.12")}, record: map[netip.Addr][]string{},
+			handOff: map[netip.Addr]string{vipB: "b"}, record: map[netip.Addr][]string{},
 			requeue: time.Second,
 		},
 		{
 			desc: "the hand-over is over: quiet, and no hand-off left",
 			obs: observation{now: t0.Add(6 * time.Second), vips: map[netip.Addr]vipCandidacy{vipA: l2, vipB: l2},
 				alive: []election.Node{aDraining, b}, known: 2, ledger: ledger(map[netip.Addr][]string{vipA: {"b"}, vipB: {"b"}})},
-			own: map[netip.Addr]string{}, release: map[netip.Addr]string{}, handOff: dataplane.Handoffs{},
+			own: map[netip.Addr]string{}, release: map[netip.Addr]string{}, handOff: map[netip.Addr]string{},
 			record: map[netip.Addr][]string{},
 		},
 		{
@@ -141,7 +140,7 @@ func TestDecide(t *testing.T) {
 			obs: observation{now: t0.Add(7 * time.Second), vips: map[netip.Addr]vipCandidacy{vipA: l2, vipB: l2},
 				alive: []election.Node{a}, known: 2, ledger: ledger(map[netip.Addr][]string{vipA: {"b"}, vipB: {"b"}})},
 			own: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"}, release: map[netip.Addr]string{},
-			claim: both, handOff: dataplane.Handoffs{}, record: map[netip.Addr][]string{},
+			claim: both, handOff: map[netip.Addr]string{}, record: map[netip.Addr][]string{},
 			gained: both,
 		},
 		{
@@ -149,7 +148,7 @@ func TestDecide(t *testing.T) {
 			obs: observation{now: t0.Add(8 * time.Second), vips: map[netip.Addr]vipCandidacy{vipA: l2, vipB: l2, vipBGP: {group: bgpGroup}},
 				alive: []election.Node{a}, known: 3,
 				ledger: ledger(map[netip.Addr][]string{vipA: {"a"}, vipB: {"a"}, vipBGP: nil}), peers: established("a")},
-			own: map[netip.Addr]string{}, release: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"}, handOff: dataplane.Handoffs{},
+			own: map[netip.Addr]string{}, release: map[netip.Addr]string{vipA: "eth0", vipB: "eth0"}, handOff: map[netip.Addr]string{},
 			advertise: []netip.Addr{vipBGP}, record: map[netip.Addr][]string{vipBGP: {"a"}},
 			lost: both, requeue: 2 * time.Second,
 		},
@@ -157,7 +156,7 @@ func TestDecide(t *testing.T) {
 			desc: "owned again before the hand-over ended: answered as owner, no longer releasing",
 			obs: observation{now: t0.Add(9 * time.Second), vips: map[netip.Addr]vipCandidacy{vipA: l2},
 				alive: []election.Node{a}, known: 2, ledger: ledger(map[netip.Addr][]string{vipA: {"a"}})},
-			own: map[netip.Addr]string{vipA: "eth0"}, release: map[netip.Addr]string{vipB: "eth0"}, handOff: dataplane.Handoffs{},
+			own: map[netip.Addr]string{vipA: "eth0"}, release: map[netip.Addr]string{vipB: "eth0"}, handOff: map[netip.Addr]string{},
 			record: map[netip.Addr][]string{}, gained: []netip.Addr{vipA}, requeue: time.Second,
 		},
 	}

@@ -71,9 +71,16 @@ type Announcer struct {
 	// Handoff programs the data path to send the mid-stream TCP segments of the
 	// VIPs this node took over to their previous owners (nil: not at all).
 	Handoff func(dataplane.Handoffs) error
+	// Nodes reads a Node itself from the API server (the cache holds only
+	// this node's): where open connections are handed back to is the
+	// previous owner's InternalIP as its kubelet wrote it, never its NodeView.
+	Nodes client.Reader
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
 	last memory
+	// kubeletAddrs are the InternalIPs of the nodes open connections are
+	// handed back to, as last read (see internalIPs).
+	kubeletAddrs map[string]internalIPsRead
 	// changes are what the events said changed since the last pass; seen is
 	// what the passes read so far (nil: read everything next).
 	changes  changeTracker
@@ -123,7 +130,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		bgpErr = a.BGP.apply(ctx, self, o.peers, d.advertise, d.record)
 	}
 	a.logChanges(ctx, d, o)
-	if err := a.applyL2(ctx, d, o.ledger); err != nil {
+	if err := a.applyL2(ctx, d, o); err != nil {
 		return reconcile.Result{}, err
 	}
 	vipsAnnounced.Set(float64(len(d.own) + len(d.release)))
@@ -141,14 +148,15 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 }
 
 // applyL2 performs the layer-2 side of a decision.
-func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Addr]*paasv1.IP) error {
+func (a *Announcer) applyL2(ctx context.Context, d decision, o observation) error {
 	// Open connections are handed back to the previous owner before the first
 	// gratuitous ARP moves their clients here, and for as long as this node
 	// still answers for the VIP: clients move on only when the next owner's
 	// gratuitous ARP reaches them.
 	if a.Handoff != nil {
-		handoffsActive.Set(float64(len(d.handOff)))
-		if err := a.Handoff(d.handOff); err != nil {
+		h := handoffTargets(d.handOff, a.internalIPs(ctx, d.handOff), a.ownSubnets(o.alive))
+		handoffsActive.Set(float64(len(h)))
+		if err := a.Handoff(h); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "handing open connections back to previous owners failed")
 		}
 	}
@@ -161,9 +169,63 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, ledger map[netip.Ad
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(claimsInFlight)
 	for _, vip := range d.claim {
-		g.Go(func() error { return a.claim(gctx, ledger[vip]) })
+		g.Go(func() error { return a.claim(gctx, o.ledger[vip]) })
 	}
 	return g.Wait()
+}
+
+// internalIPs are the InternalIPs of the nodes named in from, read from
+// their Nodes: a GET each, served from the API server's watch cache, and
+// kept for fullPassEvery (a hand-off lasts as long as this node owns the VIP,
+// and a node's InternalIP seldom changes). Only nodes that handed a VIP over
+// to this one are read. A Node that cannot be read is left out: its
+// connections are not handed back this pass.
+func (a *Announcer) internalIPs(ctx context.Context, from map[netip.Addr]string) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
+	if a.Nodes == nil {
+		return out
+	}
+	now := time.Now()
+	kept := map[string]internalIPsRead{}
+	for _, name := range from {
+		if _, done := out[name]; done {
+			continue
+		}
+		if r, ok := a.kubeletAddrs[name]; ok && now.Sub(r.at) < fullPassEvery {
+			out[name], kept[name] = r.addrs, r
+			continue
+		}
+		var n corev1.Node
+		if err := a.Nodes.Get(ctx, client.ObjectKey{Name: name}, &n, fromWatchCache); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "reading the Node open connections are handed back to failed", "node", name)
+			continue
+		}
+		out[name] = election.InternalIPs(&n)
+		kept[name] = internalIPsRead{addrs: out[name], at: now}
+	}
+	a.kubeletAddrs = kept // only the nodes still handed to
+	return out
+}
+
+// internalIPsRead are a Node's InternalIPs as read at a time.
+type internalIPsRead struct {
+	addrs []netip.Addr
+	at    time.Time
+}
+
+// ownSubnets are the subnets of this node's interfaces, as its agent (this
+// one) published them.
+func (a *Announcer) ownSubnets(alive []election.Node) []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range alive {
+		if n.Name != a.NodeName {
+			continue
+		}
+		for _, ifc := range n.Interfaces {
+			out = append(out, ifc.Prefix.Masked())
+		}
+	}
+	return out
 }
 
 // claimsInFlight is how many claims a pass writes at once; the client's rate

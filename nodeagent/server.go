@@ -277,7 +277,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		}),
 	}
 	if s.cfg.ConnectionHandoff {
-		a.Handoff = s.agent.Handoff
+		a.Handoff, a.Nodes = s.agent.Handoff, s.direct
 	}
 	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(), s.cfg.ARPProbePeriod)
 	registerCounterFunc("vip_allocator_agent_arp_claims_ignored_total",

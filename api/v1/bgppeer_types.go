@@ -60,6 +60,11 @@ type BGPPeerSpec struct {
 	// holding the TCP MD5 password (RFC 2385) of the session. The Secret must
 	// carry the label vip.paas.org/bgp-password: "true"; the operator copies
 	// nothing out of any other (Accepted=False, PasswordSecretNotLabelled).
+	// Once a password was copied, the agents keep it when the Secret is
+	// deleted, loses its label or its key (Accepted=True,
+	// PasswordSecretMissingKeptLastGood or PasswordSecretNotLabelledKeptLastGood):
+	// it is dropped only when this field is removed, and replaced only by the
+	// password of a valid Secret.
 	// +optional
 	PasswordSecret *SecretKeyRef `json:"passwordSecret,omitempty"`
 
@@ -215,6 +220,16 @@ const (
 	// the label vip.paas.org/bgp-password: "true" (BGPPasswordLabel); nothing
 	// is copied out of it.
 	ReasonPasswordSecretNotLabelled = "PasswordSecretNotLabelled"
+	// ReasonPasswordSecretMissingKeptLastGood: the Secret or key passwordSecret
+	// names is gone, and the agents keep the password last copied from it, so
+	// the sessions stay up. Accepted stays True: the agents use the peer.
+	// Restoring the Secret, pointing passwordSecret at a valid one, or
+	// removing passwordSecret ends it.
+	ReasonPasswordSecretMissingKeptLastGood = "PasswordSecretMissingKeptLastGood"
+	// ReasonPasswordSecretNotLabelledKeptLastGood: the Secret passwordSecret
+	// names lost the label vip.paas.org/bgp-password: "true"; the agents keep
+	// the password last copied from it, as with a missing Secret.
+	ReasonPasswordSecretNotLabelledKeptLastGood = "PasswordSecretNotLabelledKeptLastGood"
 	// ReasonNoNodes: the nodeSelector selects no node running an agent.
 	ReasonNoNodes = "NoNodes"
 	// ReasonAllEstablished: every selected node has its session up.
@@ -236,6 +251,11 @@ const (
 	// expected up yet (see the Established condition).
 	ReasonNoEstablishedSession = "NoEstablishedSession"
 )
+
+// EventPasswordKeptLastGood is the Warning Event on a BGPPeer whose password
+// Secret went away (or lost its label or key) while the agents keep the
+// password last copied from it.
+const EventPasswordKeptLastGood = "PasswordKeptLastGood"
 
 // BGPPeer is a BGP router the node agents advertise the VIPs of BGP-mode
 // IPGroups to.

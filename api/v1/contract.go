@@ -195,7 +195,9 @@ const (
 	// BGPPasswordsSecret is the Secret into which the operator copies each
 	// BGPPeer's TCP MD5 password (key: the peer's name). Agents may read this
 	// one Secret and no other: they never need access to the Secrets users
-	// name in passwordSecret.
+	// name in passwordSecret. It is also the only record of the password last
+	// copied for each peer, which the operator keeps when the peer's own
+	// Secret goes away: the operator reads it back, so a restart forgets none.
 	BGPPasswordsSecret = "vip-allocator-bgp-passwords"
 	// BGPPasswordLabel marks a Secret a BGPPeer's passwordSecret may name
 	// (value "true"): the operator copies a password only out of a Secret

@@ -29,6 +29,9 @@ type Session struct {
 	// paasv1.BFDNotConfigured; BFDMessage says why it is not up.
 	BFD        string
 	BFDMessage string
+	// OverPrefixLimit: the node closed the session because the router sent
+	// more than maxPrefixes routes; it connects again after prefixLimitRestart.
+	OverPrefixLimit bool
 }
 
 // Established is the RFC 4271 name of an up session.
@@ -82,6 +85,12 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 			sess.Message = s.errors.last(addr)
 			if sess.Message == "" {
 				sess.Message = "no answer from the router yet"
+			}
+			if p.GetState().GetAdminState() == api.PeerState_ADMIN_STATE_PFX_CT {
+				sess.OverPrefixLimit = true
+				sess.Message = fmt.Sprintf("the router sent more than %d routes, and the node imports none: the node closed the session "+
+					"and connects again every %s; configure the router to send this node no routes (FRR: an outbound route-map "+
+					"that denies everything on this neighbor)", maxPrefixes, s.restartAfter())
 			}
 		}
 		sess.BFD = paasv1.BFDNotConfigured

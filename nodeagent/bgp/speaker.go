@@ -72,6 +72,14 @@ type Speaker struct {
 	// watchStop ends the session watch of the running server: the watch
 	// lives as long as the server, not as the call that started it.
 	watchStop context.CancelFunc
+
+	// PrefixLimitRestart replaces prefixLimitRestart when set (benchmarks,
+	// tests); set it before the first Configure.
+	PrefixLimitRestart time.Duration
+	// restarting are the neighbours shut down for sending more than
+	// maxPrefixes routes, whose restart is scheduled.
+	restartMu  sync.Mutex
+	restarting map[netip.Addr]bool
 }
 
 // New starts an idle speaker: no session until Configure names peers.
@@ -84,6 +92,8 @@ func New(log logr.Logger) *Speaker {
 		peers:     map[string]Peer{},
 		paths:     map[netip.Prefix]advertised{},
 		changed:   make(chan struct{}, 1),
+
+		restarting: map[netip.Addr]bool{},
 	}
 	s.server = s.newServer()
 	go s.watchBFD()
@@ -148,8 +158,14 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("start BGP as AS %d, router ID %s: %w", asn, cfg.RouterID, err)
 		}
 		watchCtx, stop := context.WithCancel(context.Background())
+		srv := s.server
 		if err := s.server.WatchEvent(watchCtx, server.WatchEventMessageCallbacks{
-			OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { s.notify() },
+			OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
+				if ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT {
+					s.restartAfterPrefixLimit(srv, ev.Peer.State.NeighborAddress)
+				}
+				s.notify()
+			},
 		}, server.WatchPeer()); err != nil {
 			stop()
 			return fmt.Errorf("watch BGP sessions: %w", err)
@@ -228,6 +244,67 @@ func reconnects(old, cur Peer) bool {
 // gracefulRestartTime is how long a router keeps a restarting node's routes.
 const gracefulRestartTime = 120
 
+// maxPrefixes bounds the routes a router may send on a session, per family.
+// The node imports none (see policies), but GoBGP keeps every route received
+// in the peer's adj-rib-in before the import policy rejects it: without a
+// bound, a router that sends its full table (a missing outbound filter) costs
+// every node the memory of that table. Past it, GoBGP closes the session
+// (Cease, maximum number of prefixes reached) and drops what it received; the
+// session's status says so, and it is restarted after prefixLimitRestart, so
+// it comes back by itself once the router is fixed. Far more routes than a
+// router needs to send a node that imports nothing, far fewer than a table.
+const maxPrefixes = 10000
+
+// prefixLimitRestart is how long a session closed for sending more than
+// maxPrefixes routes stays down before the node connects again (FRR's and
+// other routers' "maximum-prefix ... restart"): long enough that a router
+// still sending its table costs the node little, short enough to recover
+// soon after it is fixed.
+const prefixLimitRestart = 30 * time.Second
+
+// restartAfterPrefixLimit connects to addr again after prefixLimitRestart,
+// once per shutdown, if srv is still the running server and still peers
+// with addr. GoBGP leaves such a session down for good.
+func (s *Speaker) restartAfterPrefixLimit(srv *server.BgpServer, addr netip.Addr) {
+	s.restartMu.Lock()
+	defer s.restartMu.Unlock()
+	if s.restarting[addr] {
+		return
+	}
+	s.restarting[addr] = true
+	time.AfterFunc(s.restartAfter(), func() {
+		s.restartMu.Lock()
+		delete(s.restarting, addr)
+		s.restartMu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.server != srv || !s.started || !s.peersWithLocked(addr) {
+			return
+		}
+		if err := srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr.String()}); err != nil {
+			s.log.Error(err, "restart a session closed for too many routes", "address", addr)
+		}
+	})
+}
+
+// restartAfter is how long a session closed over the prefix limit stays down.
+func (s *Speaker) restartAfter() time.Duration {
+	if s.PrefixLimitRestart > 0 {
+		return s.PrefixLimitRestart
+	}
+	return prefixLimitRestart
+}
+
+// peersWithLocked reports whether a configured peer has address addr.
+func (s *Speaker) peersWithLocked(addr netip.Addr) bool {
+	for _, p := range s.peers {
+		if p.Address == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // apiPeer is GoBGP's description of p.
 func apiPeer(p Peer) *api.Peer {
 	fam := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
@@ -245,8 +322,9 @@ func apiPeer(p Peer) *api.Peer {
 			IdleHoldTimeAfterReset: 1,
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
-		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}}},
-		Bfd:       apiBFD(p.BFD),
+		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
+			PrefixLimits: &api.PrefixLimit{Family: fam, MaxPrefixes: maxPrefixes, ShutdownThresholdPct: 80}}},
+		Bfd: apiBFD(p.BFD),
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}

@@ -78,3 +78,19 @@ func TestSpeakerOneBadPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersHavePrefixLimit: every session, of either family, bounds what the
+// router may send (the import policy alone does not: GoBGP keeps rejected
+// routes in the adj-rib-in).
+func TestPeersHavePrefixLimit(t *testing.T) {
+	for _, addr := range []string{"192.0.2.1", "2001:db8::1"} {
+		p := apiPeer(Peer{Name: "tor", Address: netip.MustParseAddr(addr), Port: 179, PeerASN: 64512, MyASN: 64513})
+		if len(p.AfiSafis) != 1 {
+			t.Fatalf("%s: want one address family, got %d", addr, len(p.AfiSafis))
+		}
+		af := p.AfiSafis[0]
+		if af.PrefixLimits == nil || af.PrefixLimits.MaxPrefixes != maxPrefixes || af.PrefixLimits.Family.Afi != af.Config.Family.Afi {
+			t.Errorf("%s: want a limit of %d routes on %v, got %v", addr, maxPrefixes, af.Config.Family, af.PrefixLimits)
+		}
+	}
+}

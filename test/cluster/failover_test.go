@@ -11,13 +11,23 @@ import (
 )
 
 // TestFailover takes the VIP's owner away in the ways a node goes on a real
-// cluster, with a client asking the VIP all along from beyond the router:
+// cluster, in each kube-proxy mode, with a client asking the VIP all along
+// from beyond the router:
 //   - its agent container is killed (SIGKILL): the kernel keeps the agent's
 //     rules and the kubelet restarts the container, so no request fails;
+//   - its kubelet hangs until the Node is NotReady: no request fails;
+//   - a new operator image rolls the agents: no request fails, no VIP moves;
+//   - it is drained: the VIP moves, an open connection goes on, no request fails;
 //   - its link to the LAN goes down (a dead node): another node answers ARP
 //     for the VIP within the failover bound.
 func TestFailover(t *testing.T) {
-	l := upCluster(t, "nftables")
+	for _, mode := range []string{"nftables", "iptables"} {
+		t.Run(mode, func(t *testing.T) { failover(t, mode) })
+	}
+}
+
+func failover(t *testing.T, mode string) {
+	l := upCluster(t, mode)
 	l.install(t)
 	l.apply(t, fmt.Sprintf("apiVersion: paas.org/v1\nkind: IPGroup\nmetadata: {name: lan}\nspec:\n  segment: %q\n", l.lanPool))
 	vip := l.backend(t, "default", "web", 3, "Cluster")

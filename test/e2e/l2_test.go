@@ -334,6 +334,10 @@ func TestL2Announcement(t *testing.T) {
 		}
 	})
 
+	t.Run("a rogue node in announcedBy, publishing an address on the VIP's subnet, is handed no open connection", func(t *testing.T) {
+		d.plannedMoveWithRogue(t, vip)
+	})
+
 	t.Run("SIGTERM restart of the owner's agent loses no request", func(t *testing.T) {
 		from := d.owner(t, vip, "")
 		l := d.curlLoop("http://" + vip + "/")

@@ -38,6 +38,19 @@ func setupL2DualStack(t testing.TB) *l2Lab {
 	}
 	d.in("backend1", "ip", "addr", "add", "2001:db8:100::11/64", "dev", "eth0")
 	d.in("backend1", "ip", "-6", "route", "add", "default", "via", "2001:db8:100::1")
+	// A dual-stack node's kubelet lists an InternalIP of each family: where
+	// the open connections of the IPv6 VIPs are handed back to.
+	for _, n := range []string{"node1", "node2", "node3"} {
+		var node corev1.Node
+		ctx := context.Background()
+		if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: n}, &node); err != nil {
+			t.Fatal(err)
+		}
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: lanIP6[n]})
+		if err := d.env.Admin.Status().Update(ctx, &node); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// NDP sockets bind the link-local address, which comes with carrier.
 	for _, n := range []string{"node1", "node2", "node3"} {
 		eventually(t, n+" has a link-local address", func() error {

@@ -242,6 +242,74 @@ var _ = Describe("BGPPeer", func() {
 		}).Should(Succeed())
 	})
 
+	It("keeps the password last copied when its Secret goes, across a restart, and drops it only when passwordSecret is removed", func() {
+		ctx := context.Background()
+		bgpNode("bgp-n5", "md5-kept")
+		peer := newBGPPeer("tor-kept", func(s *paasv1.BGPPeerSpec) {
+			s.PasswordSecret = &paasv1.SecretKeyRef{Name: "tor-kept-auth", Key: "password"}
+			s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"bgp-test": "md5-kept"}}
+		})
+		Expect(k8s.Create(ctx, peer)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, peer))).To(Succeed()) })
+		newSecret := func(pw string) *corev1.Secret {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: "tor-kept-auth",
+				Labels: map[string]string{paasv1.BGPPasswordLabel: "true"}}, StringData: map[string]string{"password": pw}}
+		}
+		secret := newSecret("s3cret")
+		Expect(k8s.Create(ctx, secret)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, newSecret("")))).To(Succeed()) })
+		agent := agentSessions("bgp-n5").Client
+		copiedPassword := func(g Gomega) string {
+			var copied corev1.Secret
+			g.Expect(agent.Get(ctx, types.NamespacedName{Namespace: testenv.OperatorNamespace, Name: paasv1.BGPPasswordsSecret}, &copied)).To(Succeed())
+			pw, ok := copied.Data["tor-kept"]
+			if !ok {
+				return "<none>"
+			}
+			return string(pw)
+		}
+		Eventually(copiedPassword).Should(Equal("s3cret"))
+		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPeerAccepted)
+
+		By("deleting the Secret: the agents keep the password, the peer and an Event say so")
+		Expect(k8s.Delete(ctx, secret)).To(Succeed())
+		c := peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPasswordSecretMissingKeptLastGood,
+			"vip-allocator-operator/tor-kept-auth", "does not exist", "remove spec.passwordSecret")
+		eventuallyEvent(peer, corev1.EventTypeWarning, paasv1.EventPasswordKeptLastGood, c.Message)
+		Consistently(copiedPassword).WithTimeout(2 * time.Second).Should(Equal("s3cret"))
+
+		By("restarting the operator: it reads the kept password back")
+		stopOperator()
+		startOperator()
+		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPasswordSecretMissingKeptLastGood)
+		Consistently(copiedPassword).WithTimeout(2 * time.Second).Should(Equal("s3cret"))
+
+		By("re-creating it without its label: still kept")
+		unlabelled := newSecret("other")
+		unlabelled.Labels = nil
+		Expect(k8s.Create(ctx, unlabelled)).To(Succeed())
+		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPasswordSecretNotLabelledKeptLastGood, paasv1.BGPPasswordLabel)
+		Consistently(copiedPassword).WithTimeout(2 * time.Second).Should(Equal("s3cret"))
+
+		By("labelling it: a valid Secret, its new value is used")
+		unlabelled.Labels = map[string]string{paasv1.BGPPasswordLabel: "true"}
+		Expect(k8s.Update(ctx, unlabelled)).To(Succeed())
+		Eventually(copiedPassword).Should(Equal("other"))
+		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPeerAccepted)
+
+		By("deleting it again, then removing spec.passwordSecret: the password is dropped")
+		Expect(k8s.Delete(ctx, unlabelled)).To(Succeed())
+		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPasswordSecretMissingKeptLastGood)
+		Expect(copiedPassword(Default)).To(Equal("other"))
+		var p paasv1.BGPPeer
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: "tor-kept"}, &p)).To(Succeed())
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.PasswordSecret = nil
+		Expect(k8s.Patch(ctx, &p, patch)).To(Succeed())
+		Eventually(copiedPassword).Should(Equal("<none>"))
+		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPeerAccepted)
+	})
+
 	It("copies nothing out of a Secret not labelled for BGP passwords, such as the gossip key", func() {
 		ctx := context.Background()
 		bgpNode("bgp-n4", "md5-unlabelled")
