@@ -6,8 +6,8 @@
 //
 //   - accept-all: a bare GoBGP server with its default configuration (the baseline): every route
 //     in the adj-rib-in and the RIB;
-//   - reject-all: a bare GoBGP server whose global import policy rejects everything (what the
-//     agent had before its prefix limit): the routes stay out of the RIB, but GoBGP keeps them in
+//   - reject-all: a bare GoBGP server whose global import policy rejects everything (an import
+//     policy without a prefix limit): the routes stay out of the RIB, but GoBGP keeps them in
 //     the peer's adj-rib-in all the same;
 //   - agent: the agent's speaker (nodeagent/bgp), which rejects every route and closes a
 //     session whose router sends more than its prefix limit.
