@@ -13,7 +13,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
-// Issue 20, point 5: a node labelled node.kubernetes.io/exclude-from-external-load-balancers
+// A node labelled node.kubernetes.io/exclude-from-external-load-balancers
 // never carries a VIP, and leaving it is a planned move; with --on-cordon=keep
 // cordon alone moves nothing (the default, handover, is TestL2Announcement's
 // "a planned move (cordon)").

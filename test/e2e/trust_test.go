@@ -21,8 +21,8 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
-// TestAddressTrust: the agents carry an address only where it is safe (issue
-// 18), on each data plane. Each case is what must happen on the real agents:
+// TestAddressTrust: the agents carry an address only where it is safe, on
+// each data plane. Each case is what must happen on the real agents:
 // the rules on the nodes (nft list ruleset / iptables-save), curl from the
 // client, and what the Service says.
 func TestAddressTrust(t *testing.T) {

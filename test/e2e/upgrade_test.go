@@ -13,8 +13,8 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// beforeNodeViews is the last commit whose agents watch every Node (issue
-// 23): the agents a rolling upgrade to NodeViews starts from.
+// beforeNodeViews is the last commit whose agents watch every Node rather
+// than read NodeViews: the agents a rolling upgrade to NodeViews starts from.
 const beforeNodeViews = "337a4de"
 
 // TestRollingUpgradeToNodeViews runs the L2 lab half-way through an agent
