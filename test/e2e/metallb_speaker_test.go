@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paas-org/vip-allocator-operator/test/metallb"
+)
+
+// metallbSpeakerLabels are the labels MetalLB's manifests give the speaker pods; the speakers
+// find each other's memberlist addresses by them (--ml-labels).
+const metallbSpeakerLabels = "app=metallb,component=speaker"
+
+// metallbMemberlistPort is the speakers' memberlist port. MetalLB's default is 7946, which is
+// also the agents' (--memberlist-port): on a node running both during the switch one of them
+// must move, and MetalLB's chart has the knob (speaker.memberlist.mlBindPort).
+const metallbMemberlistPort = "7947"
+
+// metallbSpeakers are MetalLB's real speakers (v0.16.1, built by hack/metallb.sh), one process
+// in each lab node's namespace, configured as MetalLB's manifests configure the DaemonSet: node
+// name, pod name, namespace, memberlist bound to the node's address with a shared secret key,
+// the API server through KUBECONFIG, native BGP. They only announce; kube-proxy's rules
+// (kubeProxyRules) forward.
+type metallbSpeakers struct {
+	d     *dataLab
+	procs map[string]*metallbSpeaker
+}
+
+type metallbSpeaker struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan error // receives the process's end once, then holds it
+}
+
+// startMetalLBSpeakers installs MetalLB's CRDs, namespace and config (config: MetalLB's CRs as
+// YAML documents, in metallb.Namespace) in the lab's API server, makes the speaker Pod objects
+// the DaemonSet would (the speaker reads its own Pod at start, and its memberlist peers are the
+// pods' IPs: a host-network pod has its node's), and runs a speaker in each of nodes (name →
+// address). The speakers are stopped when the test ends; their logs are printed if it failed.
+func startMetalLBSpeakers(t *testing.T, d *dataLab, nodes map[string]string, config string) *metallbSpeakers {
+	t.Helper()
+	ctx := context.Background()
+	k8s := d.env.Admin
+	dir, err := metallb.Build(d.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := metallb.InstallCRDs(d.env.AdminConfig, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metallb.Namespace}},
+		// No controller-manager creates it here; Pod admission needs it.
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metallb.Namespace, Name: "default"}},
+	} {
+		if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, obj := range metallbObjects(t, config) {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatalf("create MetalLB %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	// MetalLB's manifests mount the memberlist Secret's key as a file named secretkey.
+	secretDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secretDir, "secretkey"), []byte("metallb-handover-test-key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeKubeconfig(t, d.env.AdminConfig, "https://127.0.0.1:6443")
+	s := &metallbSpeakers{d: d, procs: map[string]*metallbSpeaker{}}
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Log(s.logs())
+		}
+	})
+	for _, node := range slices.Sorted(maps.Keys(nodes)) {
+		pod := speakerPod(node, nodes[node])
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: nodes[node], PodIPs: []corev1.PodIP{{IP: nodes[node]}}}
+		if err := k8s.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		log := filepath.Join(t.TempDir(), node+"-metallb-speaker.log")
+		f, err := os.Create(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("ip", "netns", "exec", d.ns(node), filepath.Join(dir, "speaker"),
+			"--node-name", node, "--pod-name", pod.Name, "--namespace", metallb.Namespace,
+			"--ml-bindaddr", nodes[node], "--ml-bindport", metallbMemberlistPort, "--ml-labels", metallbSpeakerLabels,
+			"--ml-secret-key-path", secretDir,
+			// Metrics and probes: free ports; the speaker serves them on the node's network.
+			"--port", "0", "--health-probe-port", "0", "--log-level", "debug")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "METALLB_BGP_TYPE=native")
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			f.Close()
+			t.Fatalf("start MetalLB's speaker on %s: %v", node, err)
+		}
+		f.Close() // the child holds its own descriptor
+		p := &metallbSpeaker{cmd: cmd, log: log, done: make(chan error, 1)}
+		go func() { p.done <- cmd.Wait() }()
+		s.procs[node] = p
+	}
+	return s
+}
+
+// speakerPod is the Pod object MetalLB's DaemonSet would make on node: host network, so its
+// address is the node's.
+func speakerPod(node, ip string) *corev1.Pod {
+	labels := map[string]string{}
+	for _, kv := range strings.Split(metallbSpeakerLabels, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		labels[k] = v
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metallb.Namespace, Name: "speaker-" + node, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true,
+			Containers: []corev1.Container{{Name: "speaker", Image: "quay.io/metallb/speaker:v0.16.1"}}},
+	}
+}
+
+// metallbObjects decodes YAML documents into MetalLB's objects, in MetalLB's namespace.
+func metallbObjects(t *testing.T, docs string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("MetalLB config: %v", err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		u.SetNamespace(metallb.Namespace)
+		out = append(out, u)
+	}
+}
+
+// running fails with the speakers' logs if one has ended: a speaker that exits at start
+// (a flag, its Pod, the API server) must not look like one that is slow to announce.
+func (s *metallbSpeakers) running() error {
+	for node, p := range s.procs {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return fmt.Errorf("MetalLB's speaker on %s exited (%v)", node, err)
+		default:
+		}
+	}
+	return nil
+}
+
+// waitFor retries f like eventually, but gives up at once when a speaker has exited, and
+// names MetalLB in the failure; the logs follow from the cleanup.
+func (s *metallbSpeakers) waitFor(t *testing.T, what string, f func() error) {
+	t.Helper()
+	start := time.Now()
+	eventually(t, what+" (MetalLB's speakers; their logs follow)", func() error {
+		if err := s.running(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return f()
+	})
+	t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
+}
+
+// stop is MetalLB's removal: each speaker gets SIGTERM, as the DaemonSet's deletion sends it,
+// and SIGKILL after 10 s. Later calls do nothing.
+func (s *metallbSpeakers) stop() {
+	for _, p := range s.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range s.procs {
+		var err error
+		select {
+		case err = <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			err = <-p.done
+		}
+		p.done <- err
+	}
+}
+
+func (s *metallbSpeakers) logs() string {
+	var b strings.Builder
+	for _, node := range slices.Sorted(maps.Keys(s.procs)) {
+		out, _ := os.ReadFile(s.procs[node].log)
+		fmt.Fprintf(&b, "MetalLB speaker on %s:\n%s\n", node, out)
+	}
+	return b.String()
+}
+
+// kubeProxyRules stand in for kube-proxy's rules for a LoadBalancer address on each node:
+// VIP:80 DNATed to the backend, masqueraded. MetalLB's speaker only announces; kube-proxy
+// forwards on every node, whichever one the address reaches.
+type kubeProxyRules struct {
+	d     *dataLab
+	nodes []string
+	rules [][]string
+}
+
+func addKubeProxyRules(t *testing.T, d *dataLab, vip, backend string, nodes ...string) *kubeProxyRules {
+	t.Helper()
+	backendIP, _, _ := strings.Cut(backend, ":")
+	r := &kubeProxyRules{d: d, nodes: nodes, rules: [][]string{
+		{"-t", "nat", "PREROUTING", "-d", vip + "/32", "-p", "tcp", "--dport", "80", "-m", "comment", "--comment", "kube-proxy stand-in", "-j", "DNAT", "--to-destination", backend},
+		{"-t", "nat", "POSTROUTING", "-d", backendIP + "/32", "-m", "comment", "--comment", "kube-proxy stand-in", "-j", "MASQUERADE"},
+	}}
+	for _, n := range nodes {
+		d.in(n, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		for _, rule := range r.rules {
+			d.in(n, append([]string{"iptables", rule[0], rule[1], "-A"}, rule[2:]...)...)
+		}
+	}
+	t.Cleanup(r.remove)
+	return r
+}
+
+// remove deletes the rules; later calls do nothing.
+func (r *kubeProxyRules) remove() {
+	for _, n := range r.nodes {
+		for _, rule := range r.rules {
+			_ = exec.Command("ip", append([]string{"netns", "exec", r.d.ns(n), "iptables", rule[0], rule[1], "-D"}, rule[2:]...)...).Run()
+		}
+	}
+	r.nodes = nil
+}
