@@ -210,11 +210,18 @@ func (s *metallbSpeakers) stop() {
 	}
 }
 
+// speakerLogLines is how much of each speaker's log a failure prints: at debug level (which
+// says why a speaker does not announce) a speaker logs a few hundred lines a minute.
+const speakerLogLines = 150
+
+// logs is the end of each speaker's log.
 func (s *metallbSpeakers) logs() string {
 	var b strings.Builder
 	for _, node := range slices.Sorted(maps.Keys(s.procs)) {
 		out, _ := os.ReadFile(s.procs[node].log)
-		fmt.Fprintf(&b, "MetalLB speaker on %s:\n%s\n", node, out)
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		fmt.Fprintf(&b, "MetalLB speaker on %s, the last %d of %d log lines:\n%s\n", node,
+			min(len(lines), speakerLogLines), len(lines), strings.Join(lines[max(0, len(lines)-speakerLogLines):], "\n"))
 	}
 	return b.String()
 }
