@@ -37,7 +37,7 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	const vip = "192.0.2.40"
 	web := d.lanService(t, "web", false)
 	writeStatusAsMetalLB(t, k8s, web, vip)
-	kubeProxy := addKubeProxyRules(t, d.dataLab, vip, "198.51.100.11:8080", "node1", "node2", "node3")
+	startKubeProxies(t, d.dataLab, vip, "node1", "node2", "node3")
 	speakers := startMetalLBSpeakers(t, d.dataLab, lanIP, `
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -81,8 +81,6 @@ metadata: {name: lan}
 	announced := time.Now()
 	time.Sleep(2 * time.Second) // both answer: MetalLB's speaker and the owner
 	speakers.stop()
-	// Without kube-proxy's rules too, only the agents' rules carry the VIP from here on.
-	kubeProxy.remove()
 	time.Sleep(3 * time.Second) // the agents alone
 	total, rate := noneFailedButTheSwitch(t, loop, start, announced)
 	t.Logf("%s: MetalLB's speaker on %s answered; adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
@@ -129,7 +127,7 @@ func TestMetalLBHandOverBGP(t *testing.T) {
 	web := d.bgpService(t, "web", false)
 	writeStatusAsMetalLB(t, k8s, web, vip)
 	nodes := []string{"node1", "node2", "node3"}
-	kubeProxy := addKubeProxyRules(t, d.dataLab, vip, "192.0.2.11:8080", nodes...)
+	startKubeProxies(t, d.dataLab, vip, nodes...)
 	config := `
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -194,8 +192,6 @@ spec:
 	d.waitNextHops(t, vip, nodes...)
 	time.Sleep(2 * time.Second) // flows already on MetalLB's paths finish there
 	speakers.stop()
-	// Without kube-proxy's rules too, only the agents' rules carry the VIP from here on.
-	kubeProxy.remove()
 	time.Sleep(2 * time.Second)
 	total, rate := noneFailed(t, loop)
 	t.Logf("the router had the agents' routes to %s %s after the operator started, before MetalLB's withdrawal; %d requests at %.1f per second, 0 failed",

@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,17 +35,9 @@ const metallbMemberlistPort = "7947"
 // metallbSpeakers are MetalLB's real speakers (v0.16.1, built by hack/metallb.sh), one process
 // in each lab node's namespace, configured as MetalLB's manifests configure the DaemonSet: node
 // name, pod name, namespace, memberlist bound to the node's address with a shared secret key,
-// the API server through KUBECONFIG, native BGP. They only announce; kube-proxy's rules
-// (kubeProxyRules) forward.
+// the API server through KUBECONFIG, native BGP. They only announce; kube-proxy forwards.
 type metallbSpeakers struct {
-	d     *dataLab
-	procs map[string]*metallbSpeaker
-}
-
-type metallbSpeaker struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error // receives the process's end once, then holds it
+	procs map[string]*nodeProcess
 }
 
 // startMetalLBSpeakers installs MetalLB's CRDs, namespace and config (config: MetalLB's CRs as
@@ -86,11 +76,13 @@ func startMetalLBSpeakers(t *testing.T, d *dataLab, nodes map[string]string, con
 		t.Fatal(err)
 	}
 	kubeconfig := writeKubeconfig(t, d.env.AdminConfig, "https://127.0.0.1:6443")
-	s := &metallbSpeakers{d: d, procs: map[string]*metallbSpeaker{}}
+	s := &metallbSpeakers{procs: map[string]*nodeProcess{}}
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
-			t.Log(s.logs())
+			for _, node := range slices.Sorted(maps.Keys(s.procs)) {
+				t.Log(s.procs[node].tail(speakerLogLines))
+			}
 		}
 	})
 	for _, node := range slices.Sorted(maps.Keys(nodes)) {
@@ -102,28 +94,13 @@ func startMetalLBSpeakers(t *testing.T, d *dataLab, nodes map[string]string, con
 		if err := k8s.Status().Update(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
-		log := filepath.Join(t.TempDir(), node+"-metallb-speaker.log")
-		f, err := os.Create(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("ip", "netns", "exec", d.ns(node), filepath.Join(dir, "speaker"),
+		s.procs[node] = startInNode(t, d, node, "MetalLB's speaker",
+			[]string{"KUBECONFIG=" + kubeconfig, "METALLB_BGP_TYPE=native"}, filepath.Join(dir, "speaker"),
 			"--node-name", node, "--pod-name", pod.Name, "--namespace", metallb.Namespace,
 			"--ml-bindaddr", nodes[node], "--ml-bindport", metallbMemberlistPort, "--ml-labels", metallbSpeakerLabels,
 			"--ml-secret-key-path", secretDir,
 			// Metrics and probes: free ports; the speaker serves them on the node's network.
 			"--port", "0", "--health-probe-port", "0", "--log-level", "debug")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "METALLB_BGP_TYPE=native")
-		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			f.Close()
-			t.Fatalf("start MetalLB's speaker on %s: %v", node, err)
-		}
-		f.Close() // the child holds its own descriptor
-		p := &metallbSpeaker{cmd: cmd, log: log, done: make(chan error, 1)}
-		go func() { p.done <- cmd.Wait() }()
-		s.procs[node] = p
 	}
 	return s
 }
@@ -164,15 +141,12 @@ func metallbObjects(t *testing.T, docs string) []*unstructured.Unstructured {
 	}
 }
 
-// running fails with the speakers' logs if one has ended: a speaker that exits at start
-// (a flag, its Pod, the API server) must not look like one that is slow to announce.
+// running fails if a speaker has ended: a speaker that exits at start (a flag, its Pod, the
+// API server) must not look like one that is slow to announce.
 func (s *metallbSpeakers) running() error {
-	for node, p := range s.procs {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			return fmt.Errorf("MetalLB's speaker on %s exited (%v)", node, err)
-		default:
+	for _, p := range s.procs {
+		if err := p.exited(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -183,7 +157,7 @@ func (s *metallbSpeakers) running() error {
 func (s *metallbSpeakers) waitFor(t *testing.T, what string, f func() error) {
 	t.Helper()
 	start := time.Now()
-	eventually(t, what+" (MetalLB's speakers; their logs follow)", func() error {
+	eventually(t, what+" (MetalLB's speakers; the end of their logs follows)", func() error {
 		if err := s.running(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -192,72 +166,17 @@ func (s *metallbSpeakers) waitFor(t *testing.T, what string, f func() error) {
 	t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
 }
 
-// stop is MetalLB's removal: each speaker gets SIGTERM, as the DaemonSet's deletion sends it,
-// and SIGKILL after 10 s. Later calls do nothing.
+// stop is MetalLB's removal: each speaker gets SIGTERM, as the DaemonSet's deletion sends it.
+// Later calls do nothing.
 func (s *metallbSpeakers) stop() {
 	for _, p := range s.procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.signal(syscall.SIGTERM)
 	}
 	for _, p := range s.procs {
-		var err error
-		select {
-		case err = <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			err = <-p.done
-		}
-		p.done <- err
+		p.stop()
 	}
 }
 
 // speakerLogLines is how much of each speaker's log a failure prints: at debug level (which
 // says why a speaker does not announce) a speaker logs a few hundred lines a minute.
 const speakerLogLines = 150
-
-// logs is the end of each speaker's log.
-func (s *metallbSpeakers) logs() string {
-	var b strings.Builder
-	for _, node := range slices.Sorted(maps.Keys(s.procs)) {
-		out, _ := os.ReadFile(s.procs[node].log)
-		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-		fmt.Fprintf(&b, "MetalLB speaker on %s, the last %d of %d log lines:\n%s\n", node,
-			min(len(lines), speakerLogLines), len(lines), strings.Join(lines[max(0, len(lines)-speakerLogLines):], "\n"))
-	}
-	return b.String()
-}
-
-// kubeProxyRules stand in for kube-proxy's rules for a LoadBalancer address on each node:
-// VIP:80 DNATed to the backend, masqueraded. MetalLB's speaker only announces; kube-proxy
-// forwards on every node, whichever one the address reaches.
-type kubeProxyRules struct {
-	d     *dataLab
-	nodes []string
-	rules [][]string
-}
-
-func addKubeProxyRules(t *testing.T, d *dataLab, vip, backend string, nodes ...string) *kubeProxyRules {
-	t.Helper()
-	backendIP, _, _ := strings.Cut(backend, ":")
-	r := &kubeProxyRules{d: d, nodes: nodes, rules: [][]string{
-		{"-t", "nat", "PREROUTING", "-d", vip + "/32", "-p", "tcp", "--dport", "80", "-m", "comment", "--comment", "kube-proxy stand-in", "-j", "DNAT", "--to-destination", backend},
-		{"-t", "nat", "POSTROUTING", "-d", backendIP + "/32", "-m", "comment", "--comment", "kube-proxy stand-in", "-j", "MASQUERADE"},
-	}}
-	for _, n := range nodes {
-		d.in(n, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-		for _, rule := range r.rules {
-			d.in(n, append([]string{"iptables", rule[0], rule[1], "-A"}, rule[2:]...)...)
-		}
-	}
-	t.Cleanup(r.remove)
-	return r
-}
-
-// remove deletes the rules; later calls do nothing.
-func (r *kubeProxyRules) remove() {
-	for _, n := range r.nodes {
-		for _, rule := range r.rules {
-			_ = exec.Command("ip", append([]string{"netns", "exec", r.d.ns(n), "iptables", rule[0], rule[1], "-D"}, rule[2:]...)...).Run()
-		}
-	}
-	r.nodes = nil
-}
