@@ -42,16 +42,33 @@ func startKubeProxies(t *testing.T, d *dataLab, vip string, nodes ...string) *ku
 			"--conntrack-max-per-core", "0",
 			"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"))
 	}
+	k.wait(t, d, vip, true)
+	return k
+}
+
+// wait waits until each kube-proxy has a rule for the LoadBalancer address vip, or none.
+func (k *kubeProxies) wait(t *testing.T, d *dataLab, vip string, want bool) {
+	t.Helper()
 	for _, p := range k.procs {
-		eventually(t, "kube-proxy on "+p.node+" has a rule for "+vip, func() error {
+		eventually(t, fmt.Sprintf("kube-proxy on %s has a rule for %s: %t", p.node, vip, want), func() error {
 			if err := p.exited(); err != nil {
 				t.Fatal(err)
 			}
-			if rules := d.in(p.node, "iptables-save", "-t", "nat"); !strings.Contains(rules, "-d "+vip+"/32") {
-				return fmt.Errorf("no rule for %s in %s's nat table", vip, p.node)
+			if got := hasLoadBalancerRule(d.in(p.node, "iptables-save", "-t", "nat"), vip); got != want {
+				return fmt.Errorf("%s's nat table has a rule for %s: %t", p.node, vip, got)
 			}
 			return nil
 		})
 	}
-	return k
+}
+
+// hasLoadBalancerRule reports whether an iptables-save dump holds kube-proxy's rule for the
+// LoadBalancer address vip (kube-proxy comments it "<service>:<port> loadbalancer IP").
+func hasLoadBalancerRule(dump, vip string) bool {
+	for _, line := range strings.Split(dump, "\n") {
+		if strings.Contains(line, "-d "+vip+"/32") && strings.Contains(line, "loadbalancer IP") {
+			return true
+		}
+	}
+	return false
 }

@@ -37,7 +37,7 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	const vip = "192.0.2.40"
 	web := d.lanService(t, "web", false)
 	writeStatusAsMetalLB(t, k8s, web, vip)
-	startKubeProxies(t, d.dataLab, vip, "node1", "node2", "node3")
+	kubeProxies := startKubeProxies(t, d.dataLab, vip, "node1", "node2", "node3")
 	speakers := startMetalLBSpeakers(t, d.dataLab, lanIP, `
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -81,6 +81,9 @@ metadata: {name: lan}
 	announced := time.Now()
 	time.Sleep(2 * time.Second) // both answer: MetalLB's speaker and the owner
 	speakers.stop()
+	// The operator's status says ipMode Proxy: kube-proxy has let go of the address, and the
+	// agents alone carry it from here on.
+	kubeProxies.wait(t, d.dataLab, vip, false)
 	time.Sleep(3 * time.Second) // the agents alone
 	total, rate := noneFailedButTheSwitch(t, loop, start, announced)
 	t.Logf("%s: MetalLB's speaker on %s answered; adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
@@ -127,7 +130,7 @@ func TestMetalLBHandOverBGP(t *testing.T) {
 	web := d.bgpService(t, "web", false)
 	writeStatusAsMetalLB(t, k8s, web, vip)
 	nodes := []string{"node1", "node2", "node3"}
-	startKubeProxies(t, d.dataLab, vip, nodes...)
+	kubeProxies := startKubeProxies(t, d.dataLab, vip, nodes...)
 	config := `
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -192,6 +195,9 @@ spec:
 	d.waitNextHops(t, vip, nodes...)
 	time.Sleep(2 * time.Second) // flows already on MetalLB's paths finish there
 	speakers.stop()
+	// The operator's status says ipMode Proxy: kube-proxy has let go of the address, and the
+	// agents alone carry it from here on.
+	kubeProxies.wait(t, d.dataLab, vip, false)
 	time.Sleep(2 * time.Second)
 	total, rate := noneFailed(t, loop)
 	t.Logf("the router had the agents' routes to %s %s after the operator started, before MetalLB's withdrawal; %d requests at %.1f per second, 0 failed",
@@ -200,8 +206,15 @@ spec:
 
 // switchFromMetalLB is the switch as a user makes it: the converted objects
 // (what 'migrate metallb apply' writes), a client curling url at 20 Hz from
-// then on, the three agents, then the operator. It returns the loop and when
-// the operator started.
+// then on, the three agents, then, once they run, the operator. It returns the
+// loop and when the operator started.
+//
+// The agents run before the operator adopts anything, as they do when the
+// bundle is installed before 'migrate metallb apply' (docs/migration.md): the
+// adoption writes ipMode Proxy and kube-proxy lets go of the address at once,
+// so an agent still starting then leaves it to nobody for a moment (about
+// 0.3 s, every request to the nodes failing, when all three started with the
+// operator).
 func switchFromMetalLB(t *testing.T, d *dataLab, url string, converted ...client.Object) (*curlLoop, time.Time) {
 	t.Helper()
 	for _, o := range converted {
@@ -210,9 +223,11 @@ func switchFromMetalLB(t *testing.T, d *dataLab, url string, converted ...client
 		}
 	}
 	loop := d.startCurlLoop(url)
-	for _, n := range []string{"node1", "node2", "node3"} {
+	nodes := []string{"node1", "node2", "node3"}
+	for _, n := range nodes {
 		d.startAgent(t, n)
 	}
+	d.waitDataPlanes(t, nodes...)
 	d.runOperator(t)
 	return loop, time.Now()
 }
