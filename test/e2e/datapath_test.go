@@ -213,12 +213,14 @@ func (d *dataLab) waitDataPlanes(t testing.TB, nodes ...string) {
 			if err != nil {
 				return err
 			}
-			for _, line := range strings.Split(string(out), "\n") {
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			for _, line := range lines {
 				if strings.Contains(line, `"msg":"Starting workers"`) && strings.Contains(line, `"controller":"dataplane"`) {
 					return nil
 				}
 			}
-			return fmt.Errorf("its log does not show the data plane's workers started")
+			// An agent that exited says why on its last line.
+			return fmt.Errorf("its log does not show the data plane's workers started; its last line: %s", lines[len(lines)-1])
 		})
 	}
 }
