@@ -27,9 +27,10 @@ import (
 // find each other's memberlist addresses by them (--ml-labels).
 const metallbSpeakerLabels = "app=metallb,component=speaker"
 
-// metallbMemberlistPort is the speakers' memberlist port. MetalLB's default is 7946, which is
-// also the agents' (--memberlist-port): on a node running both during the switch one of them
-// must move, and MetalLB's chart has the knob (speaker.memberlist.mlBindPort).
+// metallbMemberlistPort is the speakers' memberlist port. MetalLB's default, 7946, is also the
+// agents' (--memberlist-port), both bound to the node's address: on a node running both during
+// the switch the agent would exit (address in use), so MetalLB's moves, as its chart allows
+// (speaker.memberlist.mlBindPort).
 const metallbMemberlistPort = "7947"
 
 // metallbSpeakers are MetalLB's real speakers (v0.16.1, built by hack/metallb.sh), one process
@@ -86,7 +87,7 @@ func startMetalLBSpeakers(t *testing.T, d *dataLab, nodes map[string]string, con
 		}
 	})
 	for _, node := range slices.Sorted(maps.Keys(nodes)) {
-		pod := speakerPod(node, nodes[node])
+		pod := speakerPod(node)
 		if err := k8s.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
@@ -105,9 +106,9 @@ func startMetalLBSpeakers(t *testing.T, d *dataLab, nodes map[string]string, con
 	return s
 }
 
-// speakerPod is the Pod object MetalLB's DaemonSet would make on node: host network, so its
-// address is the node's.
-func speakerPod(node, ip string) *corev1.Pod {
+// speakerPod is the Pod object MetalLB's DaemonSet would make on node, on the host network (its
+// status, written after, gives it the node's address).
+func speakerPod(node string) *corev1.Pod {
 	labels := map[string]string{}
 	for _, kv := range strings.Split(metallbSpeakerLabels, ",") {
 		k, v, _ := strings.Cut(kv, "=")
