@@ -22,10 +22,11 @@ import (
 )
 
 // TestMetalLBHandOverL2: a Service MetalLB served (its address in the status, no ledger object,
-// MetalLB's real speakers running in the three nodes, the one they elected answering ARP) is
-// taken over by the operator and the agents while a client curls it 20 times a second: the
-// operator adopts the address, the owner agent sends its gratuitous ARP while MetalLB's speaker
-// still answers (a node's MAC: a hand-over, not a conflict), then MetalLB is removed. No request
+// MetalLB's real speakers running in the three nodes, the one they elected answering ARP, real
+// kube-proxies forwarding it) is taken over by the operator and the agents while a client curls
+// it 20 times a second: the operator adopts the address (kube-proxy lets go of it), the owner
+// agent sends its gratuitous ARP while MetalLB's speaker still answers (a node's MAC: a
+// hand-over, not a conflict), then MetalLB is removed. No request
 // fails but at most the one whose connection was open at the switch (noneFailedButTheSwitch), no
 // ARPConflict is reported, and afterwards only the owner answers for the VIP.
 func TestMetalLBHandOverL2(t *testing.T) {
@@ -117,9 +118,9 @@ var metallbBGPSource = map[string]string{"node1": "198.51.100.21", "node2": "198
 
 // TestMetalLBHandOverBGP: a Service MetalLB served over BGP (its real speakers in the three
 // nodes, in the cluster's AS, each advertising the VIP to the router with itself as the next
-// hop; kube-proxy's rules on every node forwarding it to the backend) is taken over: the
-// operator adopts the address, the agents advertise it, and the router has their routes before
-// MetalLB withdraws its own. A client curls through the router at 20 Hz throughout: not one
+// hop; a real kube-proxy on every node forwarding it to the backend) is taken over: the
+// operator adopts the address (kube-proxy lets go of it), the agents advertise it, and the
+// router has their routes before MetalLB withdraws its own. A client curls through the router at 20 Hz throughout: not one
 // request fails.
 func TestMetalLBHandOverBGP(t *testing.T) {
 	d := setupBGP(t)
