@@ -71,8 +71,8 @@ packages:
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
-## metallb: the MetalLB controller v0.16.1 and its CRDs from its Go module, into bin/metallb
-## (test/metallb builds it on first use too; about 5 minutes once, reused)
+## metallb: MetalLB v0.16.1's controller, speaker and CRDs from its Go module, into bin/metallb
+## (test/metallb and the e2e hand-over tests build them on first use too; about 5 minutes once, reused)
 metallb:
 	hack/metallb.sh
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the MetalLB controller (go.universe.tf/metallb v0.16.1, pinned by hack/metallb/go.mod)
-# from the Go module proxy into bin/metallb, once; later calls reuse it. The MetalLB migration
-# tests (test/metallb) run it against the local control plane, with MetalLB's CRDs read from the
-# same module's config/crd. Prints the directory holding 'controller' and 'crd/'.
+# Builds MetalLB's controller and speaker (go.universe.tf/metallb v0.16.1, pinned by
+# hack/metallb/go.mod) from the Go module proxy into bin/metallb, once; later calls reuse them,
+# and a missing one (a bin/metallb from before the speaker was built) is built then. The MetalLB
+# migration tests (test/metallb) run the controller against the local control plane; the
+# hand-over tests (test/e2e) run a speaker in each lab node. MetalLB's CRDs are read from the
+# same module's config/crd. Prints the directory holding 'controller', 'speaker' and 'crd/'.
 #
 #   hack/metallb.sh [BINDIR]     default BINDIR: <repo>/bin/metallb
 set -euo pipefail
@@ -14,14 +16,18 @@ version=$(awk '$1 == "go.universe.tf/metallb" { print $2 }' "$mod/go.mod")
 
 # bin/k8s may be a symlink into another checkout; bin/metallb is always a real directory of
 # this one, so a build here never writes into someone else's bin.
-if [[ -x "$out/controller" && -f "$out/version" && "$(cat "$out/version")" == "$version" ]]; then
+if [[ -x "$out/controller" && -x "$out/speaker" && -f "$out/version" && "$(cat "$out/version")" == "$version" ]]; then
   echo "$out"; exit 0
 fi
 mkdir -p "$out"
-(cd "$mod" && go build -o "$out/controller.tmp" go.universe.tf/metallb/controller) >&2
+# The version file is written last: an interrupted build is redone, not trusted.
+rm -f "$out/version"
+for cmd in controller speaker; do
+  (cd "$mod" && go build -o "$out/$cmd.tmp" "go.universe.tf/metallb/$cmd") >&2
+  mv "$out/$cmd.tmp" "$out/$cmd"
+done
 src=$(cd "$mod" && go list -m -f '{{.Dir}}' go.universe.tf/metallb)
 rm -rf "$out/crd" && mkdir -p "$out/crd"
 cp "$src"/config/crd/bases/*.yaml "$out/crd/" && chmod u+w "$out"/crd/*.yaml
-mv "$out/controller.tmp" "$out/controller"
 echo "$version" >"$out/version"
 echo "$out"

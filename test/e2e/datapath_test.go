@@ -42,6 +42,8 @@ type dataLab struct {
 	env    *testenv.Env
 	root   string
 	agents map[string]*exec.Cmd
+	// agentLogs are the agents' log files (node → path).
+	agentLogs map[string]string
 	// stopOperator stops the operator before the test ends (idempotent).
 	stopOperator func()
 	// apiServerFlags are passed to the lab's kube-apiserver (testenv.Start).
@@ -87,7 +89,7 @@ func newDataLab(t testing.TB) *dataLab {
 	if _, err := os.Stat(binary(root)); err != nil {
 		t.Fatal("bin/vip-allocator is missing: run 'make build' (make test does), or point $VIP_ALLOCATOR_BIN at a build")
 	}
-	return &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}}
+	return &dataLab{lab: newLab(t), root: root, agents: map[string]*exec.Cmd{}, agentLogs: map[string]string{}}
 }
 
 // startControlPlane starts the API server and the operator, and makes each
@@ -191,6 +193,7 @@ func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
 		t.Fatal(err)
 	}
 	d.agents[node] = c
+	d.agentLogs[node] = log.Name()
 	t.Cleanup(func() {
 		d.stopAgent(node)
 		if t.Failed() {
@@ -198,6 +201,28 @@ func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
 			t.Logf("%s agent log:\n%s", node, out)
 		}
 	})
+}
+
+// waitDataPlanes waits until the agent of each of nodes runs its data plane controller (its
+// caches synced: it programs what it is shown from then on), as its log says.
+func (d *dataLab) waitDataPlanes(t testing.TB, nodes ...string) {
+	t.Helper()
+	for _, n := range nodes {
+		eventually(t, n+"'s agent runs its data plane", func() error {
+			out, err := os.ReadFile(d.agentLogs[n])
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			for _, line := range lines {
+				if strings.Contains(line, `"msg":"Starting workers"`) && strings.Contains(line, `"controller":"dataplane"`) {
+					return nil
+				}
+			}
+			// An agent that exited says why on its last line.
+			return fmt.Errorf("its log does not show the data plane's workers started; its last line: %s", lines[len(lines)-1])
+		})
+	}
 }
 
 func (d *dataLab) stopAgent(node string) {

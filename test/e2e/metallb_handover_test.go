@@ -3,94 +3,32 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mdlayher/arp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/test/metallb"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
-// metallbSpeaker stands in for MetalLB's L2 speaker on a node, and for kube-proxy's rules for
-// the address it announces: it answers ARP for the VIP from user space with the node's MAC (as
-// the speaker does: the address is on no interface) and the node DNATs VIP:80 to the backend,
-// masqueraded.
-type metallbSpeaker struct {
-	d       *l2Lab
-	node    string
-	rules   [][]string
-	stopARP func()
-}
-
-func startMetalLBSpeaker(t *testing.T, d *l2Lab, node, vip, backend string) *metallbSpeaker {
-	t.Helper()
-	s := &metallbSpeaker{d: d, node: node, rules: [][]string{
-		{"-t", "nat", "PREROUTING", "-d", vip + "/32", "-p", "tcp", "--dport", "80", "-m", "comment", "--comment", "metallb stand-in", "-j", "DNAT", "--to-destination", backend},
-		{"-t", "nat", "POSTROUTING", "-d", strings.Split(backend, ":")[0] + "/32", "-m", "comment", "--comment", "metallb stand-in", "-j", "MASQUERADE"},
-	}}
-	d.in(node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	for _, r := range s.rules {
-		d.in(node, append([]string{"iptables", r[0], r[1], "-A"}, r[2:]...)...)
-	}
-	target := netip.MustParseAddr(vip)
-	var c *arp.Client
-	if err := d.inNetns(node, func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		c, err = arp.Dial(ifi)
-		return err
-	}); err != nil {
-		t.Fatalf("the MetalLB stand-in's ARP socket on %s: %v", node, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			p, _, err := c.Read()
-			if err != nil {
-				return // closed
-			}
-			if p.Operation == arp.OperationRequest && p.TargetIP == target {
-				_ = c.Reply(p, c.HardwareAddr(), target)
-			}
-		}
-	}()
-	s.stopARP = func() { c.Close(); <-done }
-	t.Cleanup(s.stop)
-	return s
-}
-
-// stop is MetalLB's removal: the speaker stops answering and kube-proxy's rules go.
-func (s *metallbSpeaker) stop() {
-	if s.stopARP == nil {
-		return
-	}
-	s.stopARP()
-	s.stopARP = nil
-	for _, r := range s.rules {
-		s.d.in(s.node, append([]string{"iptables", r[0], r[1], "-D"}, r[2:]...)...)
-	}
-}
-
 // TestMetalLBHandOverL2: a Service MetalLB served (its address in the status, no ledger object,
-// MetalLB's speaker answering ARP on node1) is taken over by the operator and the agents while
-// a client curls it 20 times a second: the operator adopts the address, the owner agent sends
-// its gratuitous ARP while the stand-in still answers (a node's MAC: a hand-over, not a
-// conflict), then MetalLB is removed. No request fails but at most the one whose connection was
-// open at the switch (noneFailedButTheSwitch), no ARPConflict is reported, and afterwards only
-// the owner answers for the VIP.
+// MetalLB's real speakers running in the three nodes, the one they elected answering ARP, real
+// kube-proxies forwarding it) is taken over by the operator and the agents while a client curls
+// it 20 times a second: the operator adopts the address (kube-proxy lets go of it), the owner
+// agent sends its gratuitous ARP while MetalLB's speaker still answers (a node's MAC: a
+// hand-over, not a conflict), then MetalLB is removed. No request
+// fails but at most the one whose connection was open at the switch (noneFailedButTheSwitch), no
+// ARPConflict is reported, and afterwards only the owner answers for the VIP.
 func TestMetalLBHandOverL2(t *testing.T) {
 	d := setupL2(t)
 	ctx := context.Background()
@@ -100,8 +38,29 @@ func TestMetalLBHandOverL2(t *testing.T) {
 	const vip = "192.0.2.40"
 	web := d.lanService(t, "web", false)
 	writeStatusAsMetalLB(t, k8s, web, vip)
-	speaker := startMetalLBSpeaker(t, d, "node1", vip, "198.51.100.11:8080")
-	eventually(t, "MetalLB's stand-in serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
+	kubeProxies := startKubeProxies(t, d.dataLab, vip, "node1", "node2", "node3")
+	speakers := startMetalLBSpeakers(t, d.dataLab, lanIP, `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lan}
+spec: {addresses: [192.0.2.32-192.0.2.63]}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: lan}
+`)
+	metallbNode := ""
+	speakers.waitFor(t, "one MetalLB speaker answers ARP for "+vip, func() error {
+		macs := d.arpAnswers(vip)
+		for n, mac := range d.macs {
+			if len(macs) == 1 && macs[0] == mac {
+				metallbNode = n
+				return nil
+			}
+		}
+		return fmt.Errorf("ARP answers from %v, want one node's (node MACs %v)", macs, d.macs)
+	})
+	speakers.waitFor(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
 
 	loop, start := switchFromMetalLB(t, d.dataLab, "http://"+vip, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
 		Spec: paasv1.IPGroupSpec{Addresses: []string{"192.0.2.32-192.0.2.63"}}})
@@ -121,12 +80,15 @@ func TestMetalLBHandOverL2(t *testing.T) {
 		t.Fatalf("after the switch web shows %v, condition %v; want %s kept, IPAllocated=True", svc.Status.LoadBalancer.Ingress, c, vip)
 	}
 	announced := time.Now()
-	time.Sleep(2 * time.Second) // both answer: the stand-in and the owner
-	speaker.stop()
+	time.Sleep(2 * time.Second) // both answer: MetalLB's speaker and the owner
+	speakers.stop()
+	// The operator's status says ipMode Proxy: kube-proxy has let go of the address, and the
+	// agents alone carry it from here on.
+	kubeProxies.wait(t, d.dataLab, vip, false)
 	time.Sleep(3 * time.Second) // the agents alone
 	total, rate := noneFailedButTheSwitch(t, loop, start, announced)
-	t.Logf("%s adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
-		vip, owner, announcedAfter.Round(time.Millisecond), total, rate, len(loop.failures))
+	t.Logf("%s: MetalLB's speaker on %s answered; adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
+		vip, metallbNode, owner, announcedAfter.Round(time.Millisecond), total, rate, len(loop.failures))
 	// Only the owner answers now, and the ledger names it.
 	t.Logf("after MetalLB's removal %s answers for %s (node MACs %v)", d.owner(t, vip, ""), vip, d.macs)
 	ledger := &paasv1.IP{}
@@ -148,82 +110,112 @@ type errNotYet string
 
 func (e errNotYet) Error() string { return string(e) }
 
-// TestMetalLBHandOverBGP: a Service MetalLB served over BGP (a speaker stand-in, an FRR on the
-// LAN announcing the VIP to the router and forwarding it to the backend as kube-proxy would) is
-// taken over: the operator adopts the address, the agents advertise it, and the router has
-// their routes before the stand-in withdraws its own. A client curls through the router at
-// 20 Hz throughout: not one request fails.
+// metallbBGPSource are the addresses MetalLB's speakers peer from, a second one on each node's
+// LAN interface: the agents peer with the same router from the nodes' addresses, and a router
+// takes a second session from an address it already has one with for a collision and closes
+// one of them.
+var metallbBGPSource = map[string]string{"node1": "198.51.100.21", "node2": "198.51.100.22", "node3": "198.51.100.23"}
+
+// TestMetalLBHandOverBGP: a Service MetalLB served over BGP (its real speakers in the three
+// nodes, in the cluster's AS, each advertising the VIP to the router with itself as the next
+// hop; a real kube-proxy on every node forwarding it to the backend) is taken over: the
+// operator adopts the address (kube-proxy lets go of it), the agents advertise it, and the
+// router has their routes before MetalLB withdraws its own. A client curls through the router at 20 Hz throughout: not one
+// request fails.
 func TestMetalLBHandOverBGP(t *testing.T) {
 	d := setupBGP(t)
+	ctx := context.Background()
 	k8s := d.env.Admin
 	d.stopOperator()
-	const vip, speakerIP = "203.0.113.140", "198.51.100.20"
+	const vip = "203.0.113.140"
 	web := d.bgpService(t, "web", false)
 	writeStatusAsMetalLB(t, k8s, web, vip)
-
-	// MetalLB's speaker: on the LAN, in the cluster's AS, announcing the VIP; it forwards the
-	// VIP to the backend through node1, masqueraded.
-	d.addNS("speaker")
-	d.plug("speaker", "eth0", "lan", speakerIP+"/24")
-	d.in("speaker", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	d.in("speaker", "ip", "route", "add", "default", "via", "198.51.100.1")
-	d.in("speaker", "ip", "route", "add", "192.0.2.0/25", "via", bgpNodeIP["node1"])
-	d.in("speaker", "ip", "route", "add", "blackhole", vip+"/32")
-	d.in("speaker", "iptables", "-t", "nat", "-A", "PREROUTING", "-d", vip+"/32", "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", "192.0.2.11:8080")
-	d.in("speaker", "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "192.0.2.11/32", "-j", "MASQUERADE")
-	d.in("node1", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	speaker := startFRR(t, d.lab, "speaker", `hostname speaker
-router bgp 64513
- bgp router-id `+speakerIP+`
- no bgp ebgp-requires-policy
- no bgp default ipv4-unicast
- neighbor 198.51.100.1 remote-as 64512
- neighbor 198.51.100.1 timers 1 3
- address-family ipv4 unicast
-  neighbor 198.51.100.1 activate
-  network `+vip+`/32
- exit-address-family
-`)
-	eventually(t, "the router routes the VIP to MetalLB's speaker", func() error {
+	nodes := []string{"node1", "node2", "node3"}
+	kubeProxies := startKubeProxies(t, d.dataLab, vip, nodes...)
+	config := `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: bgp-vips}
+spec: {addresses: [203.0.113.130-203.0.113.150]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: bgp-vips}
+spec: {ipAddressPools: [bgp-vips]}
+`
+	for _, n := range nodes {
+		d.in(n, "ip", "addr", "add", metallbBGPSource[n]+"/24", "dev", "eth0")
+		// The kubelet's label, which a peer's node selector picks the node by.
+		d.setNodeLabel(t, n, "kubernetes.io/hostname", n)
+		config += fmt.Sprintf(`---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router-%[1]s}
+spec:
+  myASN: 64513
+  peerASN: 64512
+  peerAddress: 198.51.100.1
+  sourceAddress: %[2]s
+  nodeSelectors: [{matchLabels: {kubernetes.io/hostname: %[1]s}}]
+`, n, metallbBGPSource[n])
+	}
+	speakers := startMetalLBSpeakers(t, d.dataLab, bgpNodeIP, config)
+	metallbHops := slices.Sorted(maps.Values(metallbBGPSource))
+	speakers.waitFor(t, "the router routes the VIP to MetalLB's speakers", func() error {
 		hops, err := d.router.nextHops(vip + "/32")
-		if err != nil || !slices.Equal(hops, []string{speakerIP}) {
-			return fmt.Errorf("next hops %v, %v", hops, err)
+		if err != nil || !slices.Equal(hops, metallbHops) {
+			return fmt.Errorf("next hops %v, %v; want %v", hops, err, metallbHops)
 		}
 		return nil
 	})
-	eventually(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
+	speakers.waitFor(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
 
 	loop, start := switchFromMetalLB(t, d.dataLab, "http://"+vip,
 		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}},
 		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp-vips"}, Spec: paasv1.IPGroupSpec{Addresses: []string{"203.0.113.130-203.0.113.150"},
 			Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}})
-	eventually(t, "the router has the agents' routes next to the speaker's", func() error {
+	eventually(t, "the router has the agents' routes next to MetalLB's", func() error {
 		hops, err := d.router.nextHops(vip + "/32")
-		want := []string{bgpNodeIP["node1"], bgpNodeIP["node2"], bgpNodeIP["node3"], speakerIP}
-		slices.Sort(want)
+		want := slices.Sorted(slices.Values(append([]string{bgpNodeIP["node1"], bgpNodeIP["node2"], bgpNodeIP["node3"]}, metallbHops...)))
 		if err != nil || !slices.Equal(hops, want) {
-			return fmt.Errorf("next hops %v, %v", hops, err)
+			return fmt.Errorf("next hops %v, %v; want %v", hops, err, want)
 		}
 		return nil
 	})
 	ours := time.Since(start)
-	// MetalLB's withdrawal, as its speaker does when it stops: the route first, then the rest.
-	if _, err := speaker.vtysh("configure terminal", "router bgp 64513", "address-family ipv4 unicast", "no network "+vip+"/32"); err != nil {
+	// MetalLB's withdrawal, the route first: its advertisement is deleted and the speakers
+	// withdraw the VIP while their sessions stay up, so flows move over before anything ends.
+	adv := &unstructured.Unstructured{}
+	adv.SetAPIVersion("metallb.io/v1beta1")
+	adv.SetKind("BGPAdvertisement")
+	adv.SetNamespace(metallb.Namespace)
+	adv.SetName("bgp-vips")
+	if err := k8s.Delete(ctx, adv); err != nil {
 		t.Fatal(err)
 	}
-	d.waitNextHops(t, vip, "node1", "node2", "node3")
-	time.Sleep(2 * time.Second) // flows already on the speaker's path finish there
-	speaker.stop()
+	d.waitNextHops(t, vip, nodes...)
+	time.Sleep(2 * time.Second) // flows already on MetalLB's paths finish there
+	speakers.stop()
+	// The operator's status says ipMode Proxy: kube-proxy has let go of the address, and the
+	// agents alone carry it from here on.
+	kubeProxies.wait(t, d.dataLab, vip, false)
 	time.Sleep(2 * time.Second)
 	total, rate := noneFailed(t, loop)
-	t.Logf("the router had the agents' routes to %s %s after the operator started, before the speaker's withdrawal; %d requests at %.1f per second, 0 failed",
+	t.Logf("the router had the agents' routes to %s %s after the operator started, before MetalLB's withdrawal; %d requests at %.1f per second, 0 failed",
 		vip, ours.Round(time.Millisecond), total, rate)
 }
 
 // switchFromMetalLB is the switch as a user makes it: the converted objects
 // (what 'migrate metallb apply' writes), a client curling url at 20 Hz from
-// then on, the three agents, then the operator. It returns the loop and when
-// the operator started.
+// then on, the three agents, then, once they run, the operator. It returns the
+// loop and when the operator started.
+//
+// The agents run before the operator adopts anything, as they do when the
+// bundle is installed before 'migrate metallb apply' (docs/migration.md): the
+// adoption writes ipMode Proxy and kube-proxy lets go of the address at once,
+// so an agent still starting then leaves it to nobody for a moment (about
+// 0.3 s, every request to the nodes failing, when all three started with the
+// operator).
 func switchFromMetalLB(t *testing.T, d *dataLab, url string, converted ...client.Object) (*curlLoop, time.Time) {
 	t.Helper()
 	for _, o := range converted {
@@ -232,9 +224,11 @@ func switchFromMetalLB(t *testing.T, d *dataLab, url string, converted ...client
 		}
 	}
 	loop := d.startCurlLoop(url)
-	for _, n := range []string{"node1", "node2", "node3"} {
+	nodes := []string{"node1", "node2", "node3"}
+	for _, n := range nodes {
 		d.startAgent(t, n)
 	}
+	d.waitDataPlanes(t, nodes...)
 	d.runOperator(t)
 	return loop, time.Now()
 }

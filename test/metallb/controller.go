@@ -2,7 +2,8 @@
 // module into bin/metallb) against the envtest control plane, so that the MetalLB migration is
 // tested on the addresses MetalLB itself hands out: its CRDs, read from the same module, are
 // installed at run time and never copied into this repository. The controller allocates (it
-// writes Services' status); no speaker runs here, test/e2e stands in for one on the wire.
+// writes Services' status); no speaker runs here: test/e2e runs MetalLB's speakers, built by the
+// same script, in its lab's nodes, and uses Build and InstallCRDs for them.
 package metallb
 
 import (
@@ -33,7 +34,8 @@ const Namespace = "metallb-system"
 // ConfigurationState); no kubelet runs it, the object only has to exist.
 const podName = "controller"
 
-// Build builds (once) the controller and returns the directory holding it and crd/.
+// Build builds (once) the controller and the speaker and returns the directory holding them and
+// crd/.
 func Build(root string) (string, error) {
 	out, err := exec.Command(filepath.Join(root, "hack", "metallb.sh")).Output()
 	if err != nil {
