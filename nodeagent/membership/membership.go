@@ -145,10 +145,20 @@ func Start(cfg Config) (*Cluster, error) {
 	mc.Events = delegate{c}
 	mc.Alive = delegate{c}
 	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
+	at := netip.AddrPortFrom(cfg.BindAddr, uint16(port))
+	sockets, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{cfg.BindAddr.String()}, BindPort: port, Logger: mc.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start membership on %s: %w", at, err)
+	}
+	transport := newSourceBound(sockets, keyring, &c.rejected, cfg.Log)
+	mc.Transport = transport
 	list, err := memberlist.Create(mc)
 	if err != nil {
-		return nil, fmt.Errorf("start membership on %s: %w", netip.AddrPortFrom(cfg.BindAddr, uint16(port)), err)
+		_ = transport.Shutdown()
+		return nil, fmt.Errorf("start membership on %s: %w", at, err)
 	}
+	transport.list.Store(list)
 	c.list = list
 	return c, nil
 }
