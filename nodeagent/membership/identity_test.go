@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/memberlist"
 	. "github.com/onsi/gomega"
 )
@@ -156,4 +158,33 @@ func TestSealOpensWithAnyInstalledKey(t *testing.T) {
 	if _, err := open([][]byte{testKey}, sealed, []byte("other aad")); err == nil {
 		t.Fatalf("opened with other authenticated data")
 	}
+}
+
+// A forged dead message about a live member (any key holder can send one)
+// drops it everywhere it arrives, until it hears of its death and refutes
+// from its own address: the cost is a flap of about a gossip round trip.
+func TestForgedDeadIsRefuted(t *testing.T) {
+	g := NewWithT(t)
+	a, b, c := threeMembers(t)
+	forger, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopbackAddr(), uint16(testPort))))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer forger.Close()
+	var msg bytes.Buffer
+	msg.WriteByte(5) // memberlist's dead
+	g.Expect(codec.NewEncoder(&msg, &codec.MsgpackHandle{}).Encode(&struct {
+		Incarnation uint32
+		Node, From  string
+	}{1000, b.name, "node-c"})).To(Succeed())
+	packet, err := seal(testKey, msg.Bytes(), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	start := time.Now()
+	for _, m := range []*Cluster{a, c} {
+		_, err := forger.WriteToUDPAddrPort(packet, netip.AddrPortFrom(addrOf(m.list.LocalNode().Addr), uint16(testPort)))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(membersOf(a), waitLimit, time.Millisecond).ShouldNot(HaveKey("node-b"), "the forged dead is believed")
+	g.Eventually(membersOf(a), failoverBound, time.Millisecond).Should(HaveKey("node-b"), "node-b refutes")
+	g.Eventually(membersOf(c), failoverBound, time.Millisecond).Should(HaveKey("node-b"))
+	t.Logf("node-b back for node-a and node-c %v after the forged dead", time.Since(start).Round(time.Millisecond))
 }
