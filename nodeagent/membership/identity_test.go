@@ -188,3 +188,49 @@ func TestForgedDeadIsRefuted(t *testing.T) {
 	g.Eventually(membersOf(c), failoverBound, time.Millisecond).Should(HaveKey("node-b"))
 	t.Logf("node-b back for node-a and node-c %v after the forged dead", time.Since(start).Round(time.Millisecond))
 }
+
+// An ack ends a probe only when it comes from where the probe went: the
+// pinged member, or a member asked to ping it for us.
+func TestAcksCountOnlyFromWhereTheProbeWent(t *testing.T) {
+	kr, err := memberlist.NewKeyring(nil, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &sourceBound{keyring: kr, probes: map[uint32]probe{}}
+	send := func(kind msgType, seq uint32, to string) {
+		var msg bytes.Buffer
+		msg.WriteByte(byte(kind))
+		if err := codec.NewEncoder(&msg, &codec.MsgpackHandle{}).Encode(&seqMsg{SeqNo: seq}); err != nil {
+			t.Fatal(err)
+		}
+		packet, err := seal(testKey, msg.Bytes(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.noteProbes(packet, to)
+	}
+	target, helper, other := netip.MustParseAddr("192.0.2.12"), netip.MustParseAddr("192.0.2.13"), netip.MustParseAddr("192.0.2.11")
+	for _, step := range []struct {
+		desc string
+		send func()
+		seq  uint32
+		from netip.Addr
+		want bool
+	}{
+		{desc: "no probe sent: no ack counts", seq: 7, from: target, want: false},
+		{desc: "ping sent to the target: its ack counts", send: func() { send(msgPing, 7, "192.0.2.12:7946") }, seq: 7, from: target, want: true},
+		{desc: "from another address it does not", seq: 7, from: helper, want: false},
+		{desc: "nor for another probe", seq: 8, from: target, want: false},
+		{desc: "indirect request sent: the helper's ack counts", send: func() { send(msgIndirectPing, 7, "192.0.2.13:7946") }, seq: 7, from: helper, want: true},
+		{desc: "and still the target's", seq: 7, from: target, want: true},
+		{desc: "not a third address", seq: 7, from: other, want: false},
+		{desc: "an ack we send opens nothing", send: func() { send(msgAck, 9, "192.0.2.11:7946") }, seq: 9, from: other, want: false},
+	} {
+		if step.send != nil {
+			step.send()
+		}
+		if got := tr.ackFrom(step.seq, step.from); got != step.want {
+			t.Errorf("%s: ackFrom(%d, %s) = %v, want %v", step.desc, step.seq, step.from, got, step.want)
+		}
+	}
+}
