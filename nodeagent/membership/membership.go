@@ -151,7 +151,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start membership on %s: %w", at, err)
 	}
-	transport := newSourceBound(sockets, keyring, &c.rejected, cfg.Log)
+	transport := newSourceBound(sockets, c.name, cfg.BindAddr.Unmap(), keyring, &c.rejected, cfg.Log)
 	mc.Transport = transport
 	list, err := memberlist.Create(mc)
 	if err != nil {

@@ -34,6 +34,10 @@ type sourceBound struct {
 	log     logr.Logger
 	refused *atomic.Uint64
 	list    atomic.Pointer[memberlist.Memberlist]
+	// self is this member (name and address): claims about it are
+	// memberlist's to refute, and nobody else speaks for its address.
+	self     string
+	selfAddr netip.Addr
 
 	packets chan *memberlist.Packet
 	streams chan net.Conn
@@ -56,9 +60,9 @@ const probeMemory = 10 * time.Second
 // not refuse a live member.
 const verifyTries = 2
 
-func newSourceBound(inner memberlist.NodeAwareTransport, keyring *memberlist.Keyring, refused *atomic.Uint64, log logr.Logger) *sourceBound {
+func newSourceBound(inner memberlist.NodeAwareTransport, self string, selfAddr netip.Addr, keyring *memberlist.Keyring, refused *atomic.Uint64, log logr.Logger) *sourceBound {
 	t := &sourceBound{
-		inner: inner, keyring: keyring, refused: refused, log: log,
+		inner: inner, self: self, selfAddr: selfAddr, keyring: keyring, refused: refused, log: log,
 		packets:   make(chan *memberlist.Packet),
 		streams:   make(chan net.Conn),
 		done:      make(chan struct{}),
@@ -100,9 +104,12 @@ func (t *sourceBound) DialAddressTimeout(addr memberlist.Address, timeout time.D
 	return &checkedConn{Conn: conn, t: t, peer: ap.Addr().Unmap()}, nil
 }
 
+// Shutdown stops the sockets first: their listeners hand over what they
+// read before they stop, so this transport reads on until they have.
 func (t *sourceBound) Shutdown() error {
+	err := t.inner.Shutdown()
 	close(t.done)
-	return t.inner.Shutdown()
+	return err
 }
 
 // noteProbes remembers where the pings and indirect ping requests in an
@@ -213,7 +220,7 @@ func (t *sourceBound) receive(p *memberlist.Packet) {
 			if alive == nil {
 				alive = t.aliveHere()
 			}
-			if addrOf(a.Addr) != src && !alive[a.Node] {
+			if a.Node != t.self && addrOf(a.Addr) != src && !alive[a.Node] {
 				go t.verify(a, m, p)
 				continue
 			}
@@ -248,10 +255,15 @@ func (t *sourceBound) verify(a aliveMsg, m []byte, p *memberlist.Packet) {
 	t.deliverSealed(m, p)
 }
 
-// claimHolds pings member a.Node at the address it claims.
+// claimHolds pings member a.Node at the address it claims. Our own address
+// answers for us alone: a ping to it would also spend the piggybacked
+// broadcasts (say, our leave) on ourselves.
 func (t *sourceBound) claimHolds(a aliveMsg) bool {
 	list := t.list.Load()
-	if list == nil {
+	if list == nil || addrOf(a.Addr) == t.selfAddr {
+		if list != nil {
+			t.refused.Add(1)
+		}
 		return false
 	}
 	t.mu.Lock()
@@ -401,7 +413,7 @@ func (t *sourceBound) checkPushPull(buf []byte, peer netip.Addr) ([]byte, bool, 
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxJoinsInFlight)
 	for i, s := range states {
-		if s.State != stateAlive || addrOf(s.Addr) == peer || alive[s.Name] {
+		if s.State != stateAlive || s.Name == t.self || addrOf(s.Addr) == peer || alive[s.Name] {
 			holds[i] = true
 			continue
 		}
