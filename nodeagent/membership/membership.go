@@ -49,8 +49,9 @@ type Config struct {
 	// decrypt with none are dropped. SetKeys changes them (rotation).
 	Keys [][]byte
 	// Admit decides whether another member counts: node is the node name it
-	// declares, addr the address it speaks from. A member refused is not
-	// counted alive (nil admits every member holding a key).
+	// declares, addr the address it advertises (which the transport holds it
+	// to: see the package doc). A member refused is not counted alive (nil
+	// admits every member holding a key).
 	Admit func(node string, addr netip.Addr) error
 	// Timers default field by field to TunedTimers.
 	Timers Timers
@@ -152,6 +153,7 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("start membership on %s: %w", at, err)
 	}
 	transport := newSourceBound(sockets, c.name, cfg.BindAddr.Unmap(), keyring, &c.rejected, cfg.Log)
+	transport.admit = cfg.Admit
 	mc.Transport = transport
 	list, err := memberlist.Create(mc)
 	if err != nil {

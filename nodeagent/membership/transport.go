@@ -38,6 +38,9 @@ type sourceBound struct {
 	// memberlist's to refute, and nobody else speaks for its address.
 	self     string
 	selfAddr netip.Addr
+	// admit is Config.Admit: a claim it refuses is not worth a ping, so a
+	// forged claim cannot make us ping an address no Node has.
+	admit func(node string, addr netip.Addr) error
 
 	packets chan *memberlist.Packet
 	streams chan net.Conn
@@ -55,6 +58,10 @@ type probe struct {
 
 // probeMemory is how long an ack is awaited: beyond any probe timeout.
 const probeMemory = 10 * time.Second
+
+// maxVerifying bounds the claims checked at a time; more are dropped (a
+// true claim is gossiped again).
+const maxVerifying = 64
 
 // verifyTries pings before an alive claim is refused: one lost packet does
 // not refuse a live member.
@@ -260,14 +267,15 @@ func (t *sourceBound) verify(a aliveMsg, m []byte, p *memberlist.Packet) {
 // broadcasts (say, our leave) on ourselves.
 func (t *sourceBound) claimHolds(a aliveMsg) bool {
 	list := t.list.Load()
-	if list == nil || addrOf(a.Addr) == t.selfAddr {
-		if list != nil {
-			t.refused.Add(1)
-		}
+	if list == nil {
+		return false
+	}
+	if addrOf(a.Addr) == t.selfAddr || (t.admit != nil && t.admit(nodeOf(a.Node), addrOf(a.Addr)) != nil) {
+		t.refused.Add(1)
 		return false
 	}
 	t.mu.Lock()
-	if _, busy := t.verifying[a.Node]; busy {
+	if _, busy := t.verifying[a.Node]; busy || len(t.verifying) >= maxVerifying {
 		t.mu.Unlock()
 		return false
 	}
