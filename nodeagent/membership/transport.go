@@ -25,9 +25,9 @@ import (
 //   - an ack counts only from the address its ping (or indirect ping
 //     request) went to.
 //
-// It decrypts with the member's keyring to read messages and seals what it
-// rewrites with the primary key, so memberlist still authenticates
-// everything it handles.
+// It decrypts with the member's keyring to read messages (one more AES-GCM
+// open per packet, small beside the sends) and seals what it rewrites with
+// the primary key, so memberlist still authenticates everything it handles.
 type sourceBound struct {
 	inner   memberlist.NodeAwareTransport
 	keyring *memberlist.Keyring
