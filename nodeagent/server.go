@@ -243,7 +243,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	started := time.Now()
 	setGossipKeyMetric(cluster.Keys())
 	registerCounterFunc("vip_allocator_agent_gossip_members_rejected_total",
-		"Gossip alive messages of members not counted: the member names a Node whose InternalIPs do not hold the address it speaks from (or no Node yet).",
+		"Gossip alive claims not believed: the member names a Node whose InternalIPs do not hold the address it advertises (or no Node yet), or the claim came from another address and the member did not answer at its own.",
 		cluster.Rejected)
 	// Before the cache runs: this node's Node and the views, from the API server.
 	joinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {

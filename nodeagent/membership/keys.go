@@ -61,7 +61,9 @@ func Fingerprint(key []byte) string {
 	return hex.EncodeToString(sum[:4])
 }
 
-// Rejected counts the alive messages of members Admit refused.
+// Rejected counts the alive claims not believed: those of members Admit
+// refused, and those relayed or sent from another address whose member did
+// not answer at the address it claims.
 func (c *Cluster) Rejected() uint64 { return c.rejected.Load() }
 
 // NotifyAlive is memberlist's hook before it counts a member alive (also for

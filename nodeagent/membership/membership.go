@@ -49,8 +49,9 @@ type Config struct {
 	// decrypt with none are dropped. SetKeys changes them (rotation).
 	Keys [][]byte
 	// Admit decides whether another member counts: node is the node name it
-	// declares, addr the address it speaks from. A member refused is not
-	// counted alive (nil admits every member holding a key).
+	// declares, addr the address it advertises (which the transport holds it
+	// to: see the package doc). A member refused is not counted alive (nil
+	// admits every member holding a key).
 	Admit func(node string, addr netip.Addr) error
 	// Timers default field by field to TunedTimers.
 	Timers Timers
@@ -145,10 +146,21 @@ func Start(cfg Config) (*Cluster, error) {
 	mc.Events = delegate{c}
 	mc.Alive = delegate{c}
 	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
+	at := netip.AddrPortFrom(cfg.BindAddr, uint16(port))
+	sockets, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{cfg.BindAddr.String()}, BindPort: port, Logger: mc.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start membership on %s: %w", at, err)
+	}
+	transport := newSourceBound(sockets, c.name, cfg.BindAddr.Unmap(), keyring, &c.rejected, cfg.Log)
+	transport.admit = cfg.Admit
+	mc.Transport = transport
 	list, err := memberlist.Create(mc)
 	if err != nil {
-		return nil, fmt.Errorf("start membership on %s: %w", netip.AddrPortFrom(cfg.BindAddr, uint16(port)), err)
+		_ = transport.Shutdown()
+		return nil, fmt.Errorf("start membership on %s: %w", at, err)
 	}
+	transport.list.Store(list)
 	c.list = list
 	return c, nil
 }

@@ -415,10 +415,15 @@ func runBareSpeaker() {
 	}
 }
 
-// TestMain runs the bare speaker when the benchmark re-runs this binary as it.
+// TestMain runs the bare speaker or the gossip impostor when a test re-runs
+// this binary as one.
 func TestMain(m *testing.M) {
 	if os.Getenv("VIPA_BARE_SPEAKER") != "" {
 		runBareSpeaker()
+		return
+	}
+	if os.Getenv(impostorEnv) != "" {
+		runImpostor()
 		return
 	}
 	os.Exit(m.Run())
