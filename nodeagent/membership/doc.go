@@ -8,7 +8,7 @@
 // the network beyond its own UDP and TCP port.
 //
 // Timers (see TunedTimers; measured by `make bench-membership`, figures in
-// docs/failover.md) are set for failover within 2 s at 3-50 nodes:
+// docs/performance.md) are set for failover within 2 s at 3-50 nodes:
 // memberlist's LAN defaults need about 5 s to declare a dead member dead.
 //
 // # A member speaks only for the address it sends from

@@ -38,7 +38,7 @@ type Timers struct {
 }
 
 // TunedTimers are the defaults: a dead member is declared dead by every
-// other member in about 0.6-0.9 s at 3-50 members (figures in docs/failover.md).
+// other member in about 0.6-0.9 s at 3-50 members (figures in docs/performance.md).
 func TunedTimers() Timers {
 	return Timers{
 		ProbeInterval:           200 * time.Millisecond,
