@@ -90,6 +90,9 @@ EOF
   selected=$("$k8s/e2e.test" --provider=skeleton --ginkgo.focus="$focus" --ginkgo.dry-run --ginkgo.no-color 2>/dev/null |
     grep -oE 'Ran [0-9]+ of' | tail -1 | cut -d' ' -f2)
   local s=$(( ${selected:-0} - ${ran:-0} ))
+  # One line per spec that ran, from the runner's JUnit report: its result and time.
+  grep -ohE '<testcase name="[^"]*" classname="[^"]*" status="(passed|failed)" time="[0-9.]+"' "$dir"/report/*.xml 2>/dev/null |
+    sed -E 's/<testcase name="(\[It\] )?([^"]*)" classname="[^"]*" status="([a-z]+)" time="([0-9.]+)"/  \3 \4 s  \2/' || true
   results+=("$mode ($announce${ECMP_HASH:+, ECMP $ECMP_HASH}, ipMode $ip_mode): ${p:-0} passed, ${f:-0} failed, $s skipped")
   passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) skipped=$((skipped + s))
   [[ -n $p ]] || failed=$((failed + 1)) # no summary: the runner itself failed
