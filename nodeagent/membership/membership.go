@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -147,11 +148,21 @@ func Start(cfg Config) (*Cluster, error) {
 	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
 	list, err := memberlist.Create(mc)
 	if err != nil {
-		return nil, fmt.Errorf("start membership on %s: %w", netip.AddrPortFrom(cfg.BindAddr, uint16(port)), err)
+		at := netip.AddrPortFrom(cfg.BindAddr, uint16(port))
+		// memberlist formats its listeners' errors with %v: the errno
+		// survives as its text only.
+		if strings.Contains(err.Error(), syscall.EADDRINUSE.Error()) {
+			return nil, fmt.Errorf("start membership on %s: %w: %w", at, ErrPortInUse, err)
+		}
+		return nil, fmt.Errorf("start membership on %s: %w", at, err)
 	}
 	c.list = list
 	return c, nil
 }
+
+// ErrPortInUse is Start's error when another process holds the port, UDP or
+// TCP, on the bind address.
+var ErrPortInUse = errors.New("port in use")
 
 func (cfg Config) validate() error {
 	switch {
