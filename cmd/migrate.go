@@ -30,8 +30,10 @@ const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade|metallb [fla
            its Deployment, its webhook configuration, its bindings and ServiceAccount, each
            by name, content and uid; look-alikes are named by the plan and left
   metallb plan   what MetalLB's pools, advertisements and peers become, what is not carried
-                 over and why, and the address each Service keeps (writes nothing)
-  metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows`
+                 over and why, the address each Service keeps, and whether MetalLB's speakers
+                 gossip on the agents' port (writes nothing)
+  metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows;
+                 nothing while the gossip ports clash`
 
 // MigrateOptions are the flags of "migrate plan", "migrate all" and "migrate upgrade".
 type MigrateOptions struct {
