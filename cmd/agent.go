@@ -19,7 +19,6 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
 
 func runAgent(args []string) error {
@@ -36,7 +35,7 @@ func runAgent(args []string) error {
 	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
 	fs.StringVar(&c.Plane, "dataplane", dataplane.PlaneAuto, "what programs the VIPs: nftables (a table of our own, written through netlink), iptables (iptables-restore, the node's backend) or auto (nftables when the kernel takes it, else iptables)")
 	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), paasv1.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
-	fs.IntVar(&c.MemberlistPort, "memberlist-port", membership.DefaultPort, "UDP and TCP port of the agents' liveness gossip")
+	fs.IntVar(&c.MemberlistPort, "memberlist-port", paasv1.AgentMemberlistPort, "UDP and TCP port of the agents' liveness gossip")
 	fs.StringVar(&c.BindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&c.HandoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")
 	fs.StringVar(&c.OnStop, "on-stop", nodeagent.OnStopAuto, "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")

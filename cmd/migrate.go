@@ -30,8 +30,10 @@ const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade|metallb [fla
            its Deployment, its webhook configuration, its bindings and ServiceAccount, each
            by name, content and uid; look-alikes are named by the plan and left
   metallb plan   what MetalLB's pools, advertisements and peers become, what is not carried
-                 over and why, and the address each Service keeps (writes nothing)
-  metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows`
+                 over and why, the address each Service keeps, and whether MetalLB's speakers
+                 gossip on the agents' port (writes nothing)
+  metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows;
+                 nothing while the gossip ports clash`
 
 // MigrateOptions are the flags of "migrate plan", "migrate all" and "migrate upgrade".
 type MigrateOptions struct {
@@ -159,7 +161,7 @@ func runMigrateMetalLB(args []string) error {
 	fs := flag.NewFlagSet("migrate metallb "+verb, flag.ContinueOnError)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
 	fs.StringVar(&o.MetalLBNamespace, "metallb-namespace", "metallb-system", "the namespace MetalLB runs in and reads its objects from")
-	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (apply writes the BGP password Secret there)")
+	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (apply writes the BGP password Secret there; plan reads the agents' DaemonSet there)")
 	fs.BoolVar(&o.ScaleDownController, "scale-down-controller", false, "apply: scale MetalLB's controller Deployment (the one the plan names) to 0 once everything is created")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -182,7 +184,7 @@ func MetalLBPlan(ctx context.Context, cfg *rest.Config, o MetalLBOptions, out io
 	if err != nil {
 		return migration.MetalLBPlan{}, err
 	}
-	st, err := migration.ReadMetalLB(ctx, c, cmp.Or(o.MetalLBNamespace, "metallb-system"))
+	st, err := migration.ReadMetalLB(ctx, c, cmp.Or(o.MetalLBNamespace, "metallb-system"), cmp.Or(o.OperatorNamespace, paasv1.DefaultNamespace))
 	if err != nil {
 		return migration.MetalLBPlan{}, err
 	}

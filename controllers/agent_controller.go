@@ -27,7 +27,7 @@ import (
 
 // Names of what the operator deploys for the node agent.
 const (
-	AgentName           = "vip-allocator-agent"
+	AgentName           = paasv1.AgentDaemonSet
 	AgentServiceAccount = "vip-allocator-agent"
 	managedByLabel      = "app.kubernetes.io/managed-by"
 	managedBy           = "vip-allocator-operator"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,11 +22,11 @@ import (
 // it was converted from.
 const CreatedFromAnnotation = "vip.paas.org/created-from"
 
-// ReadMetalLB reads MetalLB's objects in namespace, every Service and the namespaces' labels.
-// BGPPeers are read as v1beta2 (MetalLB's storage version) or, on a MetalLB that serves only
-// v1beta1, as v1beta1.
-func ReadMetalLB(ctx context.Context, c client.Reader, namespace string) (MetalLBState, error) {
-	st := MetalLBState{Namespace: namespace, NamespaceLabels: map[string]map[string]string{}}
+// ReadMetalLB reads MetalLB's objects in namespace, every Service and the namespaces' labels,
+// and the agent DaemonSet in agentNamespace (the operator's). BGPPeers are read as v1beta2
+// (MetalLB's storage version) or, on a MetalLB that serves only v1beta1, as v1beta1.
+func ReadMetalLB(ctx context.Context, c client.Reader, namespace, agentNamespace string) (MetalLBState, error) {
+	st := MetalLBState{Namespace: namespace, AgentNamespace: agentNamespace, NamespaceLabels: map[string]map[string]string{}}
 	for _, r := range []struct {
 		kind string
 		into *[]unstructured.Unstructured
@@ -58,6 +59,18 @@ func ReadMetalLB(ctx context.Context, c client.Reader, namespace string) (MetalL
 		return st, fmt.Errorf("read Deployments of namespace %s: %w", namespace, err)
 	}
 	st.Deployments = deployments.Items
+	var daemonSets appsv1.DaemonSetList
+	if err := c.List(ctx, &daemonSets, client.InNamespace(namespace)); err != nil {
+		return st, fmt.Errorf("read DaemonSets of namespace %s: %w", namespace, err)
+	}
+	st.DaemonSets = daemonSets.Items
+	agents := &appsv1.DaemonSet{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: paasv1.AgentDaemonSet}, agents); {
+	case err == nil:
+		st.AgentDaemonSet = agents
+	case !apierrors.IsNotFound(err):
+		return st, fmt.Errorf("read DaemonSet %s/%s: %w", agentNamespace, paasv1.AgentDaemonSet, err)
+	}
 	var groups paasv1.IPGroupList
 	if err := c.List(ctx, &groups); err != nil {
 		return st, fmt.Errorf("read IPGroups: %w", err)
@@ -97,10 +110,18 @@ type MetalLBApplyOptions struct {
 }
 
 // ApplyMetalLB creates the IPGroups and BGPPeers p converts to, and the password Secret. It is
-// idempotent: an identical IPGroup is left as it is and said so. It touches only what p names:
-// a pool whose IPGroup exists and differs is refused (and the controller left running), and only
-// the controller Deployment p identified, by name and uid, is scaled down.
+// idempotent: an identical IPGroup is left as it is and said so. It writes nothing while p has
+// a gossip port clash. It touches only what p names: a pool whose IPGroup exists and differs is
+// refused (and the controller left running), and only the controller Deployment p identified, by
+// name and uid, is scaled down.
 func ApplyMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, o MetalLBApplyOptions, out io.Writer) error {
+	// With the ports clashing, the agents on the speakers' nodes cannot gossip
+	// (or the speakers cannot): nothing is written, so no address is adopted
+	// by agents that may not be running.
+	if len(p.GossipClashes) > 0 {
+		fmt.Fprintln(out, "nothing written: MetalLB's speakers and the agents gossip on one port (see the plan's problems)")
+		return fmt.Errorf("%w: %s", errRefused, strings.Join(p.GossipClashes, "; "))
+	}
 	var refused []error
 	for _, g := range p.Groups {
 		if g.Conflict != "" {

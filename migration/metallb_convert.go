@@ -35,6 +35,11 @@ type MetalLBPlan struct {
 	NotTouched []string
 	// Notes on objects that become part of others (Communities, BFDProfiles).
 	Notes []string
+	// Gossip compares each MetalLB speaker's memberlist port with the agents'.
+	Gossip []string
+	// GossipClashes name the speakers that gossip on the agents' port (also
+	// under Problems): apply refuses to write anything while there is one.
+	GossipClashes []string
 	// Problems are what the conversion cannot do, each with its cause and the fix.
 	Problems []string
 }
@@ -122,6 +127,9 @@ func ConvertMetalLB(st MetalLBState) MetalLBPlan {
 	if p.Controller, p.NotTouched, problem = metallbController(st.Deployments); problem != "" {
 		p.Problems = append(p.Problems, problem)
 	}
+	p.Gossip, p.GossipClashes = gossipCheck(st.Namespace, metallbSpeakerGossip(st.DaemonSets),
+		agentGossipOf(st.AgentDaemonSet, cmp.Or(st.AgentNamespace, paasv1.DefaultNamespace)))
+	p.Problems = append(p.Problems, p.GossipClashes...)
 	for _, ad := range o.ads {
 		if !slices.ContainsFunc(o.pools, func(pl parsedPool) bool { return ad.selects(pl.mlbPool) }) {
 			p.Notes = append(p.Notes, fmt.Sprintf("%s %s selects no IPAddressPool: nothing to carry over", ad.Kind, ad.Name))

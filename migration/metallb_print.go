@@ -34,6 +34,7 @@ func PrintMetalLBPlan(out io.Writer, p MetalLBPlan) {
 		fmt.Fprintf(out, "MetalLB's controller: no single Deployment of namespace %s labelled as it; --scale-down-controller scales nothing\n", p.Namespace)
 	}
 	printList(out, "not touched:", p.NotTouched)
+	printList(out, "gossip ports (MetalLB's speakers, the agents):", p.Gossip)
 	var orphans []string
 	keep, move := 0, 0
 	for _, f := range p.Services {

@@ -3,6 +3,8 @@ package migration
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,6 +37,11 @@ type MetalLBState struct {
 	Services    []corev1.Service
 	// Deployments of MetalLB's namespace, to find its controller by.
 	Deployments []appsv1.Deployment
+	// DaemonSets of MetalLB's namespace, to find its speakers by.
+	DaemonSets []appsv1.DaemonSet
+	// AgentDaemonSet is the agents' DaemonSet in AgentNamespace (nil: none yet).
+	AgentDaemonSet *appsv1.DaemonSet
+	AgentNamespace string
 	// Groups are the IPGroups that exist already.
 	Groups []paasv1.IPGroup
 	// NamespaceLabels of every namespace, for MetalLB's namespace selectors.
@@ -260,4 +267,112 @@ func parseMetalLB(st MetalLBState) metallbObjects {
 		o.bfd[b.Name] = b
 	}
 	return o
+}
+
+// metallbSpeakerGossip reads, from the DaemonSets of MetalLB's namespace that
+// MetalLB's manifests (component=speaker, app=metallb) or its Helm chart
+// (app.kubernetes.io/component=speaker, app.kubernetes.io/name=metallb) label
+// as its speaker, the memberlist each starts, as MetalLB's speaker decides it
+// at start: on only when both its bind address and its labels are set, on
+// memberlist's port 7946 unless its bind port is set, each by its flag or,
+// failing that, its environment variable.
+func metallbSpeakerGossip(dss []appsv1.DaemonSet) []speakerGossip {
+	var out []speakerGossip
+	for _, ds := range dss {
+		l := ds.Labels
+		if (l["component"] != "speaker" || l["app"] != "metallb") &&
+			(l["app.kubernetes.io/component"] != "speaker" || l["app.kubernetes.io/name"] != "metallb") {
+			continue
+		}
+		g := speakerGossip{DaemonSet: Object{"DaemonSet", ds.Namespace, ds.Name, ds.UID}}
+		pod := ds.Spec.Template.Spec
+		i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == "speaker" })
+		switch {
+		case i < 0:
+			g.Unknown = "no container named speaker"
+		case !pod.HostNetwork:
+			// Each pod binds in its own network namespace: no node port to share.
+			g.Off = "runs without hostNetwork"
+		default:
+			g.Off, g.Port, g.Unknown = speakerMemberlist(pod.Containers[i])
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// metallbMemberlistPort is memberlist's default port (DefaultLANConfig's
+// BindPort), which MetalLB's speaker keeps when its bind port is not set.
+const metallbMemberlistPort = 7946
+
+// speakerMemberlist is what a speaker container starts: off says why no
+// memberlist, else port, or unknown says why the port cannot be told.
+func speakerMemberlist(c corev1.Container) (off string, port int, unknown string) {
+	addr, addrKnown := speakerSetting(c, "ml-bindaddr", "METALLB_ML_BIND_ADDR")
+	labels, labelsKnown := speakerSetting(c, "ml-labels", "METALLB_ML_LABELS")
+	switch {
+	case addrKnown && addr == "":
+		return "memberlist off (neither --ml-bindaddr nor METALLB_ML_BIND_ADDR is set)", 0, ""
+	case labelsKnown && labels == "":
+		return "memberlist off (neither --ml-labels nor METALLB_ML_LABELS is set)", 0, ""
+	}
+	v, known := speakerSetting(c, "ml-bindport", "METALLB_ML_BIND_PORT")
+	switch {
+	case !known:
+		return "", 0, "its bind port comes from a reference, not a value"
+	case v == "":
+		return "", metallbMemberlistPort, ""
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p <= 0 || p > 65535 {
+		return fmt.Sprintf("memberlist bind port %q does not parse: the speaker exits at start", v), 0, ""
+	}
+	return "", p, ""
+}
+
+// speakerSetting is the value of one of the speaker's flags: from its command
+// or args, else from the environment variable that is the flag's default.
+// known is false when the value is not written in the DaemonSet (valueFrom,
+// envFrom, $(VAR)); a valueFrom is then still set, as MetalLB's manifests set
+// the bind address from the pod's IP.
+func speakerSetting(c corev1.Container, flag, env string) (value string, known bool) {
+	if v, ok := flagValue(append(slices.Clone(c.Command), c.Args...), flag); ok {
+		return v, !strings.Contains(v, "$(")
+	}
+	found := false
+	for _, e := range c.Env { // a later entry of a name wins, as in the kubelet
+		if e.Name != env {
+			continue
+		}
+		found = true
+		value, known = e.Value, e.ValueFrom == nil && !strings.Contains(e.Value, "$(")
+	}
+	if !found {
+		return "", len(c.EnvFrom) == 0
+	}
+	return value, known
+}
+
+// agentGossipOf reads the agents' gossip port from their DaemonSet (nil: not
+// created yet, so the default).
+func agentGossipOf(ds *appsv1.DaemonSet, namespace string) agentGossip {
+	if ds == nil {
+		return agentGossip{paasv1.AgentMemberlistPort, fmt.Sprintf("the default: no DaemonSet %s/%s yet", namespace, paasv1.AgentDaemonSet)}
+	}
+	name := fmt.Sprintf("DaemonSet %s/%s", ds.Namespace, ds.Name)
+	var args []string
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "agent" {
+			args = append(slices.Clone(c.Command), c.Args...)
+		}
+	}
+	v, ok := flagValue(args, "memberlist-port")
+	if !ok {
+		return agentGossip{paasv1.AgentMemberlistPort, name + ", the default"}
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p <= 0 || p > 65535 {
+		return agentGossip{0, fmt.Sprintf("%s: --memberlist-port=%q does not parse", name, v)}
+	}
+	return agentGossip{p, name + ", --memberlist-port"}
 }

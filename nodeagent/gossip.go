@@ -232,3 +232,12 @@ func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, 
 		ctrl.Log.V(1).Info("no other agent reachable yet", "tried", len(addrs), "error", err.Error())
 	}
 }
+
+// gossipPortInUse says what most likely holds the gossip port on this node
+// and how to move the agents off it: MetalLB's speakers run a memberlist on
+// the node's address too, on the same default port, and the migration from
+// MetalLB runs both side by side.
+func gossipPortInUse(port int) string {
+	return fmt.Sprintf("another process on this node holds port %d: most likely another memberlist gossip, such as MetalLB's speaker (port 7946 unless its METALLB_ML_BIND_PORT, Helm speaker.memberlist.mlBindPort, is set). "+
+		"Give the agents a port free on every node with the operator's --agent-args=--memberlist-port=%d, or move the other gossip", port, port+1)
+}

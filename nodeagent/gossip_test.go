@@ -107,3 +107,22 @@ func TestLatchedStaysTrue(t *testing.T) {
 		t.Fatalf("the condition was asked %d times, want 2 (not again once it held)", calls)
 	}
 }
+
+// The agent that cannot bind its gossip port names the likely holder and both
+// fixes, with a port to move to.
+func TestGossipPortInUse(t *testing.T) {
+	for _, tc := range []struct {
+		port int
+		want []string
+	}{
+		{7946, []string{"holds port 7946", "MetalLB's speaker", "METALLB_ML_BIND_PORT", "speaker.memberlist.mlBindPort", "--agent-args=--memberlist-port=7947"}},
+		{7950, []string{"holds port 7950", "--agent-args=--memberlist-port=7951"}},
+	} {
+		got := gossipPortInUse(tc.port)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("port %d: %q does not say %q", tc.port, got, w)
+			}
+		}
+	}
+}

@@ -237,6 +237,9 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	}}
 	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
 		Admit: nodes.admitMember, Log: log.WithName("memberlist")})
+	if errors.Is(err, membership.ErrPortInUse) {
+		return fmt.Errorf("start liveness gossip on %s: %w; %s", bind, err, gossipPortInUse(cmp.Or(s.cfg.MemberlistPort, membership.DefaultPort)))
+	}
 	if err != nil {
 		return fmt.Errorf("start liveness gossip on %s: %w", bind, err)
 	}

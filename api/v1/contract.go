@@ -208,8 +208,15 @@ const (
 // The agent's default ports, which the DaemonSet the operator deploys relies on:
 // metrics over TLS for authorized callers on every address (the Prometheus
 // convention for node agents), health on the host's loopback only, where the
-// kubelet probes it.
+// kubelet probes it. The liveness gossip (--memberlist-port) binds UDP and TCP
+// on the node's address; it is memberlist's usual port, which MetalLB's
+// speakers use too, so the MetalLB migration checks it.
 const (
-	AgentMetricsPort = 9478
-	AgentProbePort   = 9479
+	AgentMetricsPort    = 9478
+	AgentProbePort      = 9479
+	AgentMemberlistPort = 7946
 )
+
+// AgentDaemonSet is the name of the agent DaemonSet the operator deploys in
+// its namespace.
+const AgentDaemonSet = "vip-allocator-agent"

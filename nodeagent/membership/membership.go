@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -150,6 +151,11 @@ func Start(cfg Config) (*Cluster, error) {
 	sockets, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 		BindAddrs: []string{cfg.BindAddr.String()}, BindPort: port, Logger: mc.Logger})
 	if err != nil {
+		// memberlist formats its listeners' errors with %v: the errno
+		// survives as its text only.
+		if strings.Contains(err.Error(), syscall.EADDRINUSE.Error()) {
+			return nil, fmt.Errorf("start membership on %s: %w: %w", at, ErrPortInUse, err)
+		}
 		return nil, fmt.Errorf("start membership on %s: %w", at, err)
 	}
 	transport := newSourceBound(sockets, c.name, cfg.BindAddr.Unmap(), keyring, &c.rejected, cfg.Log)
@@ -164,6 +170,10 @@ func Start(cfg Config) (*Cluster, error) {
 	c.list = list
 	return c, nil
 }
+
+// ErrPortInUse is Start's error when another process holds the port, UDP or
+// TCP, on the bind address.
+var ErrPortInUse = errors.New("port in use")
 
 func (cfg Config) validate() error {
 	switch {

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -351,5 +352,16 @@ func drain(ch <-chan struct{}) {
 	select {
 	case <-ch:
 	default:
+	}
+}
+
+// A second member on a taken address and port fails with ErrPortInUse, the
+// error the agent explains (another gossip, such as MetalLB's speaker).
+func TestStartOnTakenPort(t *testing.T) {
+	_, addr := startMember(t, "first")
+	at := netip.MustParseAddrPort(addr)
+	_, err := Start(Config{NodeName: "second", BindAddr: at.Addr(), Port: int(at.Port()), Keys: [][]byte{testKey}, Log: logr.Discard()})
+	if !errors.Is(err, ErrPortInUse) {
+		t.Fatalf("start on %s taken: %v, want ErrPortInUse", addr, err)
 	}
 }
