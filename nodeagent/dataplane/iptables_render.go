@@ -141,8 +141,14 @@ func makePlan(in renderInput) *plan {
 	p.writeServices = p.full || state.servicesHash != last.servicesHash
 	p.writeFilter = p.full || state.filterHash != last.filterHash
 
-	// Stale chains: those of Services that changed or went away, and (full sync) any VIPA-
-	// chain found in iptables that this rendering does not produce.
+	p.order(items, staleChains(last, state, items, in.Existing))
+	return p
+}
+
+// staleChains are the chains to delete, by table: those of Services that
+// changed or went away, and (full sync) any VIPA- chain found in iptables that
+// this rendering does not produce.
+func staleChains(last, state *syncState, items []chainItem, existing map[string][]string) map[string]map[string]bool {
 	stale := map[string]map[string]bool{"filter": {}, "nat": {}}
 	for key, prev := range last.services {
 		cur, ok := state.services[key]
@@ -155,12 +161,12 @@ func makePlan(in renderInput) *plan {
 			}
 		}
 	}
-	if in.Existing != nil {
+	if existing != nil {
 		desired := make(map[string]bool, len(items))
 		for _, it := range items {
 			desired[it.name] = true
 		}
-		for table, chains := range in.Existing {
+		for table, chains := range existing {
 			for _, c := range chains {
 				if stale[table] != nil && !desired[c] && !isTop(c) {
 					stale[table][c] = true
@@ -169,6 +175,13 @@ func makePlan(in renderInput) *plan {
 		}
 	}
 
+	return stale
+}
+
+// order lists what the plan writes: the chains that changed (all of them when
+// the jumps changed), the stale Service chains to flush and delete, the other
+// stale chains apart.
+func (p *plan) order(items []chainItem, stale map[string]map[string]bool) {
 	for _, it := range items {
 		if it.write || p.writeServices {
 			p.emit = append(p.emit, it)
@@ -187,7 +200,6 @@ func makePlan(in renderInput) *plan {
 	}
 	// Descending name order: see write.
 	slices.SortFunc(p.emit, func(a, b chainItem) int { return strings.Compare(b.name, a.name) })
-	return p
 }
 
 func isTop(chain string) bool {
