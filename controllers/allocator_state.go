@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -209,18 +210,37 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	if err := c.List(ctx, &ledger); err != nil {
 		return fmt.Errorf("rebuild: list IPs: %w", err)
 	}
-	ledgerHolders := liveLedgerHolders(services.Items, ledger.Items)
+	imported := a.importStatuses(log, services.Items, liveLedgerHolders(services.Items, ledger.Items), ownClassOnly)
+	a.importLedger(ledger.Items)
+	var vips paasv1.VirtualIPList
+	if err := c.List(ctx, &vips); err != nil {
+		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
+	}
+	a.importLegacy(vips.Items)
+	if err := a.syncReserved(ctx, c, reserved); err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	a.conflicted, a.claimed = a.alloc.Conflicts(), claimedKeys(a.alloc)
+	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items), "holdingReserved", len(a.conflicted))
+	a.rebuilt.Store(true)
+	return nil
+}
+
+// importStatuses gives the allocator the addresses the Services' statuses
+// show (the oldest Service first), but none the ledger gives another live
+// Service, and returns how many Services it read. The caller holds a.mu.
+func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Service, ledgerHolders map[netip.Addr][]string, ownClassOnly bool) int {
 	// Before any address is imported: whether a Service may share decides
 	// whether a second holder of an address is imported at all.
-	for i := range services.Items {
-		svc := &services.Items[i]
+	for i := range services {
+		svc := &services[i]
 		if sharing, err := k8salloc.SharingOf(svc); err == nil && lbclass.Handles(svc, ownClassOnly) {
 			a.alloc.SetSharing(client.ObjectKeyFromObject(svc).String(), sharing)
 		}
 	}
 	imported := 0
-	for i := range services.Items {
-		svc := &services.Items[i]
+	for i := range services {
+		svc := &services[i]
 		if !lbclass.Handles(svc, ownClassOnly) {
 			continue
 		}
@@ -240,32 +260,32 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 		}
 		imported++
 	}
-	for i := range ledger.Items {
-		if addr, ok := ledger.Items[i].Addr(); ok {
+	return imported
+}
+
+// importLedger gives the allocator the ledger's addresses and their holders.
+// The caller holds a.mu.
+func (a *allocatorState) importLedger(ledger []paasv1.IP) {
+	for i := range ledger {
+		if addr, ok := ledger[i].Addr(); ok {
 			// ErrInUse here means a status said otherwise for a ledger object
 			// whose holder is gone, and the status wins.
-			_ = a.alloc.Assign(ledgerOwnerKey(&ledger.Items[i]), addr)
-			for _, key := range holderKeys(&ledger.Items[i]) {
+			_ = a.alloc.Assign(ledgerOwnerKey(&ledger[i]), addr)
+			for _, key := range holderKeys(&ledger[i]) {
 				_ = a.alloc.Assign(key, addr) // the other holders of a shared address
 			}
 		}
 	}
-	var vips paasv1.VirtualIPList
-	if err := c.List(ctx, &vips); err != nil {
-		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
-	}
-	for _, v := range vips.Items {
+}
+
+// importLegacy gives the allocator the addresses of legacy VirtualIPs not yet
+// migrated. The caller holds a.mu.
+func (a *allocatorState) importLegacy(vips []paasv1.VirtualIP) {
+	for _, v := range vips {
 		if addr, ok := v.Addr(); ok && !v.Migrated() {
 			_ = a.alloc.Assign(legacyKey(v.Namespace, v.Name), addr)
 		}
 	}
-	if err := a.syncReserved(ctx, c, reserved); err != nil {
-		return fmt.Errorf("rebuild: %w", err)
-	}
-	a.conflicted, a.claimed = a.alloc.Conflicts(), claimedKeys(a.alloc)
-	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items), "holdingReserved", len(a.conflicted))
-	a.rebuilt.Store(true)
-	return nil
 }
 
 // liveLedgerHolders maps each ledger address held by a Service that exists
