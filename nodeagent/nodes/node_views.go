@@ -18,7 +18,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
-// How the agent reads the other nodes (issue 23): not from their Nodes, which
+// How the agent reads the other nodes: not from their Nodes, which
 // every kubelet rewrites every few minutes and which would cost every agent
 // every report of every node, but from their NodeViews, which each node's
 // agent writes for its own node (nodeview_publisher.go), and the operator for
