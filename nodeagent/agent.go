@@ -36,6 +36,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // Options configure the agent.
@@ -80,7 +81,7 @@ type Agent struct {
 	active map[dataplane.Family]bool
 	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
 	// none; see listNodes).
-	unviewed *unviewedNodes
+	unviewed *nodes.Unviewed
 	// programmed is what the planes last synced of each Service: the stale
 	// flows of a sync are told from it (forgetStaleFlows).
 	programmed map[types.NamespacedName]dataplane.Service
@@ -301,7 +302,7 @@ func (a *Agent) localAddresses() (map[netip.Addr]string, error) {
 	if a.Options.LocalAddresses != nil {
 		return a.Options.LocalAddresses()
 	}
-	return LocalAddresses()
+	return nodes.LocalAddresses()
 }
 
 // SetupWithManager indexes EndpointSlices by Service and funnels every event

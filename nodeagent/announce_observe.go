@@ -17,6 +17,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // observed is what the announcer read, kept from pass to pass: a full pass
@@ -49,7 +50,7 @@ const fullPassEvery = time.Minute
 // view (node_views.go): no event tells of their changes, so each full pass
 // reads them again.
 func (a *Announcer) fullPassPeriod() time.Duration {
-	if r := a.unviewed.refreshEvery(); r > 0 && r < fullPassEvery {
+	if r := a.unviewed.RefreshEvery(); r > 0 && r < fullPassEvery {
 		return r
 	}
 	return fullPassEvery
@@ -88,7 +89,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	nodes, viewed, err := listNodes(ctx, a.Client, a.unviewed)
+	nodes, viewed, err := nodes.List(ctx, a.Client, a.unviewed)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	}
 	s.alive, s.known = aliveNodes(nodes, a.Liveness.AliveDraining(), a.OnCordon)
 	if a.nodes != nil {
-		a.nodes.update(nodes)
+		a.nodes.Update(nodes)
 	}
 	for i := range nodes {
 		if nodes[i].Name == a.NodeName {
@@ -120,7 +121,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 // the ledger by object name: a VIP is announced only when its entry gives it
 // to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
-	nodes, viewed, err := listNodes(ctx, a.Client, a.unviewed)
+	nodes, viewed, err := nodes.List(ctx, a.Client, a.unviewed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -346,7 +347,7 @@ func (a *Announcer) localAddresses() (map[netip.Addr]string, error) {
 	if a.LocalAddresses != nil {
 		return a.LocalAddresses()
 	}
-	return LocalAddresses()
+	return nodes.LocalAddresses()
 }
 
 // endpointNodes are the nodes with a ready endpoint of svc.

@@ -23,6 +23,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -65,7 +66,7 @@ type Announcer struct {
 	BGP *BGPAnnouncer
 
 	// LocalAddresses reads this node's own addresses, never announced (nil:
-	// from its interfaces, see LocalAddresses).
+	// from its interfaces, see nodes.LocalAddresses).
 	LocalAddresses func() (map[netip.Addr]string, error)
 
 	// Handoff programs the data path to send the mid-stream TCP segments of the
@@ -88,10 +89,10 @@ type Announcer struct {
 	lastFull time.Time
 	// nodes is the index of the Nodes' MACs and addresses each pass
 	// refreshes, for the L2 speaker and the gossip (nil: none kept).
-	nodes *nodeIndex
+	nodes *nodes.Index
 	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
 	// none; see listNodes).
-	unviewed *unviewedNodes
+	unviewed *nodes.Unviewed
 }
 
 // announceRequest is the Announcer's only work item, like the data plane's.
@@ -196,7 +197,7 @@ func (a *Announcer) internalIPs(ctx context.Context, from map[netip.Addr]string)
 			continue
 		}
 		var n corev1.Node
-		if err := a.Nodes.Get(ctx, client.ObjectKey{Name: name}, &n, fromWatchCache); err != nil {
+		if err := a.Nodes.Get(ctx, client.ObjectKey{Name: name}, &n, nodes.FromWatchCache); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "reading the Node open connections are handed back to failed", "node", name)
 			continue
 		}

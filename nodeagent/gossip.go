@@ -20,6 +20,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // The agents' liveness gossip (package membership) as the running agent
@@ -207,13 +208,13 @@ func latched(cond func() bool) func() bool {
 // joinOthers joins the agents of the Nodes not in the membership yet,
 // after refreshing index (the addresses members are admitted from); list
 // reads the Nodes (listNodes).
-func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodeIndex) {
+func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodes.Index) {
 	nodes, err := list(ctx)
 	if err != nil {
 		ctrl.Log.Error(err, "list Nodes to join their agents")
 		return
 	}
-	index.update(nodes)
+	index.Update(nodes)
 	members := cluster.Members()
 	var addrs []string
 	for i := range nodes {

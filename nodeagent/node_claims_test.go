@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -77,4 +78,12 @@ func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 			t.Errorf("%s %s: refused %v (%s), want refused %v", s.Name, vip, refused, r, wantRefused)
 		}
 	}
+}
+
+// agentNode is a Node whose agent published one interface holding ip.
+func agentNode(name, ip string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name),
+		Labels:      map[string]string{"kubernetes.io/hostname": name},
+		Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","addrs":["` + ip + `/24"]}]`}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // Config is the running agent's configuration: its flags.
@@ -81,7 +82,7 @@ type Server struct {
 	shutdown  *shutdown
 	// unviewed reads the Nodes of the agents that publish no NodeView
 	// (node_views.go), for the data plane, the announcer and the gossip.
-	unviewed *unviewedNodes
+	unviewed *nodes.Unviewed
 
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the manager has returned
@@ -123,20 +124,20 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
 		PprofBindAddress:       cfg.PprofAddr,
-		Cache:                  CacheOptions(cfg.NodeName),
+		Cache:                  nodes.CacheOptions(cfg.NodeName),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	s.agent.Client = s.mgr.GetClient()
-	s.unviewed = &unviewedNodes{Direct: s.direct}
+	s.unviewed = &nodes.Unviewed{Direct: s.direct}
 	s.agent.unviewed = s.unviewed
 	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName: cfg.NodeName, Settle: reportSettle}
 	if err := s.agent.SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
-	if err := (&ViewPublisher{Client: s.mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(s.mgr); err != nil {
+	if err := (&nodes.ViewPublisher{Client: s.mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
 	if err := s.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -228,15 +229,15 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// looked up and joined in the next round (at once, not in 5 s): until
 	// then the two agents count different members and elect differently.
 	kick := make(chan struct{}, 1)
-	nodes := &nodeIndex{unknown: func(name string) {
-		s.unviewed.ask(name)
+	index := &nodes.Index{Unknown: func(name string) {
+		s.unviewed.Ask(name)
 		select {
 		case kick <- struct{}{}:
 		default:
 		}
 	}}
 	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
-		Admit: nodes.admitMember, Log: log.WithName("memberlist")})
+		Admit: index.AdmitMember, Log: log.WithName("memberlist")})
 	if errors.Is(err, membership.ErrPortInUse) {
 		return fmt.Errorf("start liveness gossip on %s: %w; %s", bind, err, gossipPortInUse(cmp.Or(s.cfg.MemberlistPort, membership.DefaultPort)))
 	}
@@ -250,18 +251,18 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		cluster.Rejected)
 	// Before the cache runs: this node's Node and the views, from the API server.
 	joinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
-		return listNodesOnly(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
-	}, cluster, node, nodes)
+		return nodes.ListOnly(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
+	}, cluster, node, index)
 	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(cluster.Members())) }
 	listed := func(ctx context.Context) ([]corev1.Node, error) {
-		return listNodesOnly(ctx, s.mgr.GetClient(), s.unviewed)
+		return nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
 	}
 
 	a := &Announcer{
 		Client:         s.mgr.GetClient(),
 		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName:       node,
-		nodes:          nodes,
+		nodes:          index,
 		unviewed:       s.unviewed,
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       liveness{cluster},
@@ -276,7 +277,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// not stop the others from taking its VIPs.
 		Settled: latched(func() bool {
 			members := cluster.Members()
-			return len(members) > 1 && nodes.allIn(members) || time.Since(started) > settleAlone
+			return len(members) > 1 && index.AllIn(members) || time.Since(started) > settleAlone
 		}),
 	}
 	if s.cfg.ConnectionHandoff {
@@ -297,14 +298,14 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		return err
 	}
 	runnables := []manager.RunnableFunc{
-		(&InterfacePublisher{Client: s.mgr.GetClient(), NodeName: node, Period: 30 * time.Second}).Start,
+		(&nodes.InterfacePublisher{Client: s.mgr.GetClient(), NodeName: node, Period: 30 * time.Second}).Start,
 		func(ctx context.Context) error { a.ReportConflicts(ctx); return nil },
 		a.BGP.RecordAdvertisers,
 		a.BGP.ReportSessions,
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			joinRounds(ctx, kick, func() { joinOthers(ctx, listed, cluster, node, nodes) })
+			joinRounds(ctx, kick, func() { joinOthers(ctx, listed, cluster, node, index) })
 			return nil
 		},
 		// Key rotation: the Secret is read directly (the agent may get
@@ -328,11 +329,11 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 // exists the other agents read this node's Node (node_views.go).
 func (s *Server) publishSelf(ctx context.Context) {
 	node := s.cfg.NodeName
-	if err := (&InterfacePublisher{Client: s.direct, NodeName: node}).Publish(ctx); err != nil {
+	if err := (&nodes.InterfacePublisher{Client: s.direct, NodeName: node}).Publish(ctx); err != nil {
 		ctrl.Log.Error(err, "publish this node's interfaces before joining the gossip")
 		return
 	}
-	if _, err := (&ViewPublisher{Client: s.direct, NodeName: node}).Reconcile(ctx, reconcile.Request{}); err != nil {
+	if _, err := (&nodes.ViewPublisher{Client: s.direct, NodeName: node}).Reconcile(ctx, reconcile.Request{}); err != nil {
 		ctrl.Log.Error(err, "publish this node's view before joining the gossip")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // readTrust reads, from the cache, the trustView of the addresses in the
@@ -19,8 +20,8 @@ import (
 // name is the address: a lookup, no list), the Nodes, this node's own
 // addresses, and the migrating VirtualIPs only when one of those addresses is
 // local. unviewed reads the Nodes that publish no view (nil: none).
-func readTrust(ctx context.Context, c client.Reader, unviewed *unviewedNodes, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
-	nodes, viewed, err := listNodes(ctx, c, unviewed)
+func readTrust(ctx context.Context, c client.Reader, unviewed *nodes.Unviewed, services []corev1.Service, ownClassOnly bool, localAddrs func() (map[netip.Addr]string, error)) (trustView, error) {
+	nodes, viewed, err := nodes.List(ctx, c, unviewed)
 	if err != nil {
 		return trustView{}, err
 	}

@@ -20,7 +20,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
 	"github.com/paas-org/vip-allocator-operator/internal/procmem"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	agentnodes "github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // A rolling upgrade while the operator is down: the agents not upgraded yet
@@ -103,7 +103,7 @@ func runFallback(ctx context.Context, cfg *rest.Config, c client.Reader, nodes i
 	for i := range members {
 		members[i] = nodeName(i)
 	}
-	list := nodeagent.ListerDuringUpgrade(c, direct, func() []string { return members })
+	list := agentnodes.ListerDuringUpgrade(c, direct, func() []string { return members })
 	for {
 		start := time.Now()
 		listed, refresh, err := list(ctx)
@@ -143,11 +143,11 @@ func printUpgrade(f *fallback, nodes, old int, secs, beforeViews float64) {
 		f.firstGets, mib(f.firstBytes), f.first.Round(time.Millisecond), f.listedNodes, f.refresh)
 	fmt.Printf("    over the %.0f s window (%d listings, the first included): %d GETs (%d not from the watch cache), %.1f GETs/s, %.1f KiB/s, %.1f KiB a GET\n",
 		secs, f.listings, gets, f.quorumGets.Load(), float64(gets)/secs, float64(bytes)/secs/1024, perGet/1024)
-	steady := nodeagent.UnviewedGETsPerSecond(old)
+	steady := agentnodes.UnviewedGETsPerSecond(old)
 	fmt.Printf("    warm (%d GETs every %s): %.1f GETs/s, %.1f KiB/s per upgraded agent\n", old, f.refresh, steady, steady*perGet/1024)
 	worstK, worst := 0, 0.0
 	for k := 1; k < nodes; k++ {
-		if r := float64(k) * nodeagent.UnviewedGETsPerSecond(nodes-k); r > worst {
+		if r := float64(k) * agentnodes.UnviewedGETsPerSecond(nodes-k); r > worst {
 			worstK, worst = k, r
 		}
 	}

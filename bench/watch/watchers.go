@@ -21,7 +21,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	agentnodes "github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // watcher is one client's set of informers, with what it received: bytes
@@ -87,7 +87,7 @@ func agentWatcher(name string, cfg *rest.Config, nodes int, self string) *watche
 	w.start = func(ctx context.Context) error {
 		opts := cache.Options{DefaultTransform: slimcache.Transform}
 		if nodes == ownNodeAndViews {
-			opts = nodeagent.CacheOptions(self)
+			opts = agentnodes.CacheOptions(self)
 		}
 		opts.Scheme = paasv1.NewScheme()
 		c, err := cache.New(w.countingConfig(cfg), opts)

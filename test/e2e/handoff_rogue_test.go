@@ -17,7 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // rogueAddr is the address the rogue node adds to its LAN interface, and so
@@ -57,7 +57,7 @@ func (d *l2Lab) plannedMoveWithRogue(t *testing.T, vip string) {
 	t.Cleanup(func() { d.in(rogue, "ip", "addr", "del", rogueAddr+"/24", "dev", "eth0") })
 	// Published at once, as its agent does at its next round.
 	var ifaces []paasv1.NodeInterface
-	if err := d.inNetns(rogue, func() (err error) { ifaces, err = nodeagent.LocalInterfaces(); return err }); err != nil {
+	if err := d.inNetns(rogue, func() (err error) { ifaces, err = nodes.LocalInterfaces(); return err }); err != nil {
 		t.Fatal(err)
 	}
 	value, err := json.Marshal(ifaces)

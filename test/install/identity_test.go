@@ -21,6 +21,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -56,7 +57,7 @@ func TestIdentities(t *testing.T) {
 	})
 
 	t.Run("the agent publishes its own Node's interfaces (the agent's own code)", func(t *testing.T) {
-		pub := &nodeagent.InterfacePublisher{Client: agentA, NodeName: "node-a"}
+		pub := &nodes.InterfacePublisher{Client: agentA, NodeName: "node-a"}
 		must(t, pub.Publish(ctx))
 		n := &corev1.Node{}
 		must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
@@ -71,7 +72,7 @@ func TestIdentities(t *testing.T) {
 
 	t.Run("a token bound to no pod names no node, and writes no Node", func(t *testing.T) {
 		unbound := c.tokenClient(t, strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount)))
-		err := (&nodeagent.InterfacePublisher{Client: unbound, NodeName: "node-a"}).Publish(ctx)
+		err := (&nodes.InterfacePublisher{Client: unbound, NodeName: "node-a"}).Publish(ctx)
 		if err == nil || !strings.Contains(err.Error(), "names no node") {
 			t.Fatalf("want a refusal naming the missing node binding, got %v", err)
 		}
@@ -164,7 +165,7 @@ func testAgentNodeWrites(t *testing.T, admin, agentA client.Client) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if tc.mutate == nil {
-				err := (&nodeagent.InterfacePublisher{Client: agentA, NodeName: "node-b"}).Publish(ctx)
+				err := (&nodes.InterfacePublisher{Client: agentA, NodeName: "node-b"}).Publish(ctx)
 				if err == nil || !strings.Contains(err.Error(), tc.refusal) {
 					t.Fatalf("node-a's agent publishing for node-b: %v, want a refusal with %q", err, tc.refusal)
 				}

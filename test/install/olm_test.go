@@ -22,7 +22,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // TestOLMInstallGetsAdmissionPolicies installs the OLM bundle the way OLM
@@ -127,8 +127,8 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 		token := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", ns, controllers.AgentServiceAccount,
 			"--bound-object-kind", "Pod", "--bound-object-name", "agent-node-a"))
 		agent := c.tokenClient(t, token)
-		must(t, (&nodeagent.InterfacePublisher{Client: agent, NodeName: "node-a"}).Publish(ctx))
-		err := (&nodeagent.InterfacePublisher{Client: agent, NodeName: "node-b"}).Publish(ctx)
+		must(t, (&nodes.InterfacePublisher{Client: agent, NodeName: "node-a"}).Publish(ctx))
+		err := (&nodes.InterfacePublisher{Client: agent, NodeName: "node-b"}).Publish(ctx)
 		if err == nil || !strings.Contains(err.Error(), "may change only its own Node") {
 			t.Fatalf("the agent of %s on node-a annotating node-b: %v, want a refusal", ns, err)
 		}

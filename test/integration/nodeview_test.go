@@ -18,7 +18,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // viewNode creates a Node as a kubelet and its agent leave it (deleted when
@@ -117,9 +117,9 @@ var _ = Describe("NodeView", func() {
 		cfg := env.AgentConfig("nv-pub")
 		cfg.UserAgent = "nv-pub-agent"
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: paasv1.NewScheme(),
-			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: nodeagent.CacheOptions("nv-pub")})
+			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: nodes.CacheOptions("nv-pub")})
 		Expect(err).NotTo(HaveOccurred())
-		Expect((&nodeagent.ViewPublisher{Client: mgr.GetClient(), NodeName: "nv-pub"}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&nodes.ViewPublisher{Client: mgr.GetClient(), NodeName: "nv-pub"}).SetupWithManager(mgr)).To(Succeed())
 		mgrCtx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {

@@ -1,4 +1,4 @@
-package nodeagent
+package nodes
 
 import (
 	"fmt"
@@ -14,24 +14,24 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 )
 
-// nodeIndex is what the LAN-facing parts ask of the Nodes many times a
+// Index is what the LAN-facing parts ask of the Nodes many times a
 // second, kept ready: the MACs of their interfaces (from the interface
 // annotations: a claim of a VIP by one of them is a hand-over, not a
 // conflict) and their InternalIPs (the only addresses a node's agent may
 // gossip from). Every announce pass rebuilds it from the Nodes it lists (a
 // change of any Node triggers a pass), and so does every round of joins, so
 // a packet costs one map lookup, never a list of the Nodes.
-type nodeIndex struct {
+type Index struct {
 	// unknown hears of the nodes a member named that the index does not know
 	// (nil: nobody): their agents may publish no view yet (node_views.go).
-	unknown func(node string)
+	Unknown func(node string)
 
 	mu    sync.RWMutex
 	macs  map[string]bool
 	addrs map[string][]netip.Addr // node name → InternalIPs
 }
 
-func (x *nodeIndex) update(nodes []corev1.Node) {
+func (x *Index) Update(nodes []corev1.Node) {
 	macs, addrs := map[string]bool{}, map[string][]netip.Addr{}
 	for i := range nodes {
 		n := &nodes[i]
@@ -47,24 +47,24 @@ func (x *nodeIndex) update(nodes []corev1.Node) {
 	x.mu.Unlock()
 }
 
-// hasMAC reports whether mac belongs to an interface of one of the nodes.
-func (x *nodeIndex) hasMAC(mac net.HardwareAddr) bool {
+// HasMAC reports whether mac belongs to an interface of one of the nodes.
+func (x *Index) HasMAC(mac net.HardwareAddr) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.macs[string(mac)]
 }
 
-// admitMember accepts a gossip member only from an InternalIP of the Node it
+// AdmitMember accepts a gossip member only from an InternalIP of the Node it
 // names: holding the key does not let one node speak for another, or count
 // twice.
-func (x *nodeIndex) admitMember(node string, addr netip.Addr) error {
+func (x *Index) AdmitMember(node string, addr netip.Addr) error {
 	x.mu.RLock()
 	ips, known := x.addrs[node]
 	x.mu.RUnlock()
 	switch {
 	case !known:
-		if x.unknown != nil {
-			x.unknown(node)
+		if x.Unknown != nil {
+			x.Unknown(node)
 		}
 		return fmt.Errorf("no Node %s (yet)", node)
 	case !slices.Contains(ips, addr):
@@ -73,10 +73,10 @@ func (x *nodeIndex) admitMember(node string, addr netip.Addr) error {
 	return nil
 }
 
-// allIn reports whether every node the index knows (this one, those with a
+// AllIn reports whether every node the index knows (this one, those with a
 // view, those whose agents publish none) has a member in members: whether
 // this agent counts every agent it could.
-func (x *nodeIndex) allIn(members map[string]membership.State) bool {
+func (x *Index) AllIn(members map[string]membership.State) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for name := range x.addrs {

@@ -1,4 +1,4 @@
-package nodeagent
+package nodes
 
 import (
 	"context"
@@ -18,17 +18,17 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
-// How the agent reads the other nodes (issue 23): not from their Nodes, which
+// How the agent reads the other nodes: not from their Nodes, which
 // every kubelet rewrites every few minutes and which would cost every agent
 // every report of every node, but from their NodeViews, which each node's
 // agent writes for its own node (nodeview_publisher.go), and the operator for
 // the nodes whose agents do not, and which change only when what the agents
-// read changes. listNodes is the one adapter:
+// read changes. List is the one adapter:
 // it gives the election, trust and the node index the Nodes they always
 // read, so none of them knows where a Node came from.
 
 // How long the agent trusts a Node it read itself because it has no view
-// (unviewedNodes): a change of such a node
+// (Unviewed): a change of such a node
 // (cordon, labels) reaches it this much later than the old agents, who watch
 // it. At least unviewedMinTTL, and long enough that reading them all again
 // costs at most unviewedGetsPerSecond: 10 s for up to 50 such nodes, 200 s
@@ -52,21 +52,21 @@ func UnviewedGETsPerSecond(n int) float64 {
 // maxAsked bounds the names gossip may make the agent look up.
 const maxAsked = 4096
 
-// fromWatchCache makes a GET read the API server's watch cache (resourceVersion
+// FromWatchCache makes a GET read the API server's watch cache (resourceVersion
 // "0") instead of a quorum read from etcd: with the operator down at the worst
 // point of a rolling upgrade of 2,000 nodes, the upgraded agents would make
 // some 10,000 of these GETs a second between them (docs/performance.md), and
 // a Node as stale as the watch cache (milliseconds behind etcd) is far fresher
 // than the unviewedTTL the agent keeps it anyway.
-var fromWatchCache = &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
+var FromWatchCache = &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
 
-// listNodes is every Node as the agent reads them: the Nodes c holds (the
+// List is every Node as the agent reads them: the Nodes c holds (the
 // agent's cache holds only its own; nodeOpts narrow a direct list the same
 // way), a Node read from its NodeView for every other node that has one,
 // and, from unviewed (nil: none), the nodes whose agents publish no view.
 // viewed names the nodes read from a NodeView: what a node's agent publishes
 // about it, which may cost only that node (nodeAddresses does not read them).
-func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) (out []corev1.Node, viewed map[string]bool, err error) {
+func List(ctx context.Context, c client.Reader, unviewed *Unviewed, nodeOpts ...client.ListOption) (out []corev1.Node, viewed map[string]bool, err error) {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes, nodeOpts...); err != nil {
 		return nil, nil, fmt.Errorf("list Nodes: %w", err)
@@ -92,28 +92,28 @@ func listNodes(ctx context.Context, c client.Reader, unviewed *unviewedNodes, no
 	return out, viewed, nil
 }
 
-// listNodesOnly is listNodes for the readers that do not ask where a Node
+// ListOnly is List for the readers that do not ask where a Node
 // was read from (gossip admission, the election).
-func listNodesOnly(ctx context.Context, c client.Reader, unviewed *unviewedNodes, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
-	nodes, _, err := listNodes(ctx, c, unviewed, nodeOpts...)
+func ListOnly(ctx context.Context, c client.Reader, unviewed *Unviewed, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
+	nodes, _, err := List(ctx, c, unviewed, nodeOpts...)
 	return nodes, err
 }
 
-// ListerDuringUpgrade is the agent's listing of the Nodes (listNodes) with
+// ListerDuringUpgrade is the agent's listing of the Nodes (List) with
 // the fallback for the nodes whose agents publish no view, for bench/watch to
 // measure what the fallback costs the API server: c is the agent's cache (its
 // own Node and the NodeViews), direct the API server, members the agents alive
 // in the gossip. Each call lists once, as the announcer does on each pass,
 // and returns how soon the Nodes read without a view are read again (0: none).
 func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(context.Context) ([]corev1.Node, time.Duration, error) {
-	u := &unviewedNodes{Direct: direct, Members: members}
+	u := &Unviewed{Direct: direct, Members: members}
 	return func(ctx context.Context) ([]corev1.Node, time.Duration, error) {
-		nodes, err := listNodesOnly(ctx, c, u)
-		return nodes, u.refreshEvery(), err
+		nodes, err := ListOnly(ctx, c, u)
+		return nodes, u.RefreshEvery(), err
 	}
 }
 
-// unviewedNodes reads, straight from the API server, the Nodes that have no
+// Unviewed reads, straight from the API server, the Nodes that have no
 // NodeView: the operator publishes the views of the agents that publish none
 // (a rolling upgrade), so these are the nodes added, or whose view was
 // deleted, while the operator is down. The agent cannot list every Node to find them (that is the traffic
@@ -123,7 +123,7 @@ func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(
 // that dies stays counted towards the majority). Each Node read is kept
 // unviewedTTL; once a node has a view it is no longer read. Its zero value
 // reads nothing: no direct reader.
-type unviewedNodes struct {
+type Unviewed struct {
 	Direct  client.Reader   // the API server; each GET is served from its watch cache
 	Members func() []string // the agents alive in the gossip (nil: none)
 	now     func() time.Time
@@ -135,10 +135,10 @@ type unviewedNodes struct {
 	ttl        time.Duration // of the last listing; 0: no node without a view
 }
 
-// refreshEvery is how often the Nodes read without a view are read again (0:
+// RefreshEvery is how often the Nodes read without a view are read again (0:
 // there are none): the announcer passes as often, since no event tells it of
 // their changes.
-func (u *unviewedNodes) refreshEvery() time.Duration {
+func (u *Unviewed) RefreshEvery() time.Duration {
 	if u == nil {
 		return 0
 	}
@@ -155,7 +155,7 @@ type nodeRead struct {
 
 // ask makes the next listing look name up: a gossip member named it and no
 // Node or view of it is known.
-func (u *unviewedNodes) ask(name string) {
+func (u *Unviewed) Ask(name string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.asked == nil {
@@ -169,7 +169,7 @@ func (u *unviewedNodes) ask(name string) {
 // nodes are the Nodes of the nodes u has a reason to know and have does
 // not hold, each read again once older than unviewedTTL. A Node that cannot
 // be read now keeps its last copy, if any, until it can.
-func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev1.Node {
+func (u *Unviewed) nodes(ctx context.Context, have map[string]bool) []corev1.Node {
 	now := time.Now
 	if u.now != nil {
 		now = u.now
@@ -235,7 +235,7 @@ func (u *unviewedNodes) nodes(ctx context.Context, have map[string]bool) []corev
 	fetched := make([]*nodeRead, len(stale))
 	_ = fanout.Run(8, len(stale), func(i int) error {
 		var n corev1.Node
-		err := u.Direct.Get(ctx, client.ObjectKey{Name: stale[i]}, &n, fromWatchCache)
+		err := u.Direct.Get(ctx, client.ObjectKey{Name: stale[i]}, &n, FromWatchCache)
 		switch {
 		case err == nil:
 			trimmed := nodeview.Trim(&n)

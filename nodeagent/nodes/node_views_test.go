@@ -1,4 +1,4 @@
-package nodeagent
+package nodes
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 		}}).Build()
 	now := time.Unix(1000, 0)
 	members := []string{"node-a", "node-b", "node-c"}
-	u := &unviewedNodes{Direct: api, Members: func() []string { return members }, now: func() time.Time { return now }}
+	u := &Unviewed{Direct: api, Members: func() []string { return members }, now: func() time.Time { return now }}
 
 	type want struct {
 		nodes    []string // name, + when cordoned
@@ -69,9 +69,9 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 		{"... after the TTL",
 			func() { now = now.Add(unviewedMinTTL) }, want{nodes: []string{"node-a", "node-b", "node-c+"}, gets: 1}},
 		{"the gossip names node-d, which the index does not know: asked, read",
-			func() { u.ask("node-d") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
+			func() { u.Ask("node-d") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
 		{"a forged name: read once, not there, not listed",
-			func() { u.ask("node-x") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
+			func() { u.Ask("node-x") }, want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 1}},
 		{"node-c's agent dies: still counted (read before), refreshed after the TTL",
 			func() { members = []string{"node-a", "node-b"}; now = now.Add(unviewedMinTTL) },
 			want{nodes: []string{"node-a", "node-b", "node-c+", "node-d"}, gets: 2}},
@@ -98,7 +98,7 @@ func TestListNodesDuringAnUpgrade(t *testing.T) {
 	for _, s := range steps {
 		s.do()
 		gets = 0
-		nodes, _, err := listNodes(ctx, cache, u)
+		nodes, _, err := List(ctx, cache, u)
 		if err != nil {
 			t.Fatalf("%s: %v", s.desc, err)
 		}
@@ -141,15 +141,15 @@ func TestUnviewedTTL(t *testing.T) {
 			t.Errorf("UnviewedGETsPerSecond(%d) = %g, want %g", n, got, want)
 		}
 	}
-	var none *unviewedNodes
-	if got := none.refreshEvery(); got != 0 {
-		t.Errorf("no unviewedNodes: refreshEvery %s, want 0", got)
+	var none *Unviewed
+	if got := none.RefreshEvery(); got != 0 {
+		t.Errorf("no Unviewed: RefreshEvery %s, want 0", got)
 	}
 	a := agentNode("node-a", "192.0.2.1")
 	cache := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(a).Build()
-	u := &unviewedNodes{Direct: cache, Members: func() []string { return []string{"node-a"} }}
-	if _, _, err := listNodes(context.Background(), cache, u); err != nil || u.refreshEvery() != 0 {
-		t.Errorf("every member has its Node or view: refreshEvery %s (err %v), want 0", u.refreshEvery(), err)
+	u := &Unviewed{Direct: cache, Members: func() []string { return []string{"node-a"} }}
+	if _, _, err := List(context.Background(), cache, u); err != nil || u.RefreshEvery() != 0 {
+		t.Errorf("every member has its Node or view: RefreshEvery %s (err %v), want 0", u.RefreshEvery(), err)
 	}
 }
 
@@ -171,7 +171,7 @@ func cordon(t *testing.T, c client.Client, name string) {
 // (an agent's gossip and announcer stopped for good in the e2e suite).
 func TestUnviewedReadsMembersOutsideItsLock(t *testing.T) {
 	var memberlistLock sync.Mutex // stands for memberlist's node lock
-	u := &unviewedNodes{}
+	u := &Unviewed{}
 	u.Members = func() []string {
 		memberlistLock.Lock()
 		defer memberlistLock.Unlock()
@@ -183,7 +183,7 @@ func TestUnviewedReadsMembersOutsideItsLock(t *testing.T) {
 		defer close(asked)
 		defer memberlistLock.Unlock()
 		time.Sleep(50 * time.Millisecond) // nodes() below is under way
-		u.ask("node-x")
+		u.Ask("node-x")
 	}()
 	done := make(chan struct{})
 	go func() { defer close(done); u.nodes(context.Background(), map[string]bool{}) }()
@@ -207,10 +207,10 @@ func TestInventedNamesCostABoundedNumberOfGETs(t *testing.T) {
 			return cl.Get(ctx, key, obj, opts...)
 		}}).Build()
 	now := time.Unix(1000, 0)
-	u := &unviewedNodes{Direct: api, now: func() time.Time { return now }}
+	u := &Unviewed{Direct: api, now: func() time.Time { return now }}
 	invent := func(round, n int) {
 		for i := range n {
-			u.ask(fmt.Sprintf("invented-%d-%d", round, i))
+			u.Ask(fmt.Sprintf("invented-%d-%d", round, i))
 		}
 	}
 	invent(0, 2*maxAsked) // ask keeps maxAsked of them
@@ -253,8 +253,8 @@ func TestUnviewedReadsFromTheWatchCache(t *testing.T) {
 			}
 			return cl.Get(ctx, key, obj, opts...)
 		}}).Build()
-	u := &unviewedNodes{Direct: api, Members: func() []string { return []string{"node-b", "node-c"} }}
-	u.ask("node-x") // not there: read all the same
+	u := &Unviewed{Direct: api, Members: func() []string { return []string{"node-b", "node-c"} }}
+	u.Ask("node-x") // not there: read all the same
 	if got := u.nodes(context.Background(), map[string]bool{}); len(got) != 2 {
 		t.Fatalf("read %d Nodes, want node-b and node-c", len(got))
 	}

@@ -1,4 +1,4 @@
-package nodeagent
+package nodes
 
 import (
 	"net"
@@ -16,9 +16,9 @@ func nodeWithInterfaces(name, annotation string) corev1.Node {
 }
 
 func TestNodeIndexMACs(t *testing.T) {
-	var m nodeIndex
+	var m Index
 	mac := func(s string) net.HardwareAddr { h, _ := net.ParseMAC(s); return h }
-	if m.hasMAC(mac("02:00:00:00:00:01")) {
+	if m.HasMAC(mac("02:00:00:00:00:01")) {
 		t.Fatal("an empty index knows a MAC")
 	}
 	steps := []struct {
@@ -36,14 +36,14 @@ func TestNodeIndexMACs(t *testing.T) {
 		}, nil, []string{"02:00:00:00:00:01", "02:00:00:00:00:02"}},
 	}
 	for _, s := range steps {
-		m.update(s.nodes)
+		m.Update(s.nodes)
 		for _, k := range s.known {
-			if !m.hasMAC(mac(k)) {
+			if !m.HasMAC(mac(k)) {
 				t.Errorf("%s: %s not known", s.desc, k)
 			}
 		}
 		for _, k := range s.not {
-			if m.hasMAC(mac(k)) {
+			if m.HasMAC(mac(k)) {
 				t.Errorf("%s: %s known", s.desc, k)
 			}
 		}
@@ -53,8 +53,8 @@ func TestNodeIndexMACs(t *testing.T) {
 // TestNodeIndexAllIn: an agent counts every agent it could only when each
 // node it knows has a member (who admits whom decides the elections).
 func TestNodeIndexAllIn(t *testing.T) {
-	var x nodeIndex
-	x.update([]corev1.Node{nodeWithInterfaces("n1", `[]`), nodeWithInterfaces("n2", `[]`)})
+	var x Index
+	x.Update([]corev1.Node{nodeWithInterfaces("n1", `[]`), nodeWithInterfaces("n2", `[]`)})
 	for _, c := range []struct {
 		desc    string
 		members map[string]membership.State
@@ -64,8 +64,8 @@ func TestNodeIndexAllIn(t *testing.T) {
 		{"both", map[string]membership.State{"n1": membership.Active, "n2": membership.Draining}, true},
 		{"both and one it cannot place yet", map[string]membership.State{"n1": membership.Active, "n2": membership.Active, "n3": membership.Active}, true},
 	} {
-		if got := x.allIn(c.members); got != c.want {
-			t.Errorf("%s: allIn = %v, want %v", c.desc, got, c.want)
+		if got := x.AllIn(c.members); got != c.want {
+			t.Errorf("%s: AllIn = %v, want %v", c.desc, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package nodes
 
 import (
 	"context"
