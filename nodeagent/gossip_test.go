@@ -92,8 +92,8 @@ func TestJoinRoundsKick(t *testing.T) {
 }
 
 // TestLatchedStaysTrue: an agent that settled stays settled when a member
-// dies (it did not: the survivors of a kill in the first seconds after start
-// announced nothing until settleAlone passed, a 4 s failover in make demo).
+// dies; otherwise the survivors of a kill in the first seconds after start
+// would announce nothing until settleAlone passed.
 func TestLatchedStaysTrue(t *testing.T) {
 	answers := []bool{false, true, false, false}
 	calls := 0

@@ -21,7 +21,8 @@ var (
 		Name: "vip_allocator_agent_elements",
 		Help: "nftables set and map elements added or deleted by the last sync, by family (0 on the iptables plane).",
 	}, []string{"family"})
-	// The name predates the nftables plane; it counts its failed transactions too.
+	// Named after iptables-restore, and kept so dashboards hold: it counts the
+	// nftables plane's failed transactions too.
 	syncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_restore_failures_total",
 		Help: "Syncs whose write failed (iptables-restore or nftables transaction), by family.",

@@ -154,8 +154,8 @@ func (refusingReader) Get(context.Context, client.ObjectKey, client.Object, ...c
 	return apierrors.NewUnauthorized("token has expired")
 }
 
-// TestTeardownKeepsRulesOnAnAuthenticationError is the stop protocol's case
-// of issue 19: a 401 while the agent decides keeps the node's rules; only a
+// TestTeardownKeepsRulesOnAnAuthenticationError: a 401 while the agent
+// decides whether it is being uninstalled keeps the node's rules; only a
 // confirmed uninstall (the watch saw the DaemonSet deleted) removes them.
 func TestTeardownKeepsRulesOnAnAuthenticationError(t *testing.T) {
 	key := types.NamespacedName{Namespace: "vip-allocator-operator", Name: "vip-allocator-agent"}
