@@ -323,14 +323,17 @@ EOF
   wait_for "the mount namespace of $name" 10 bash -c "[[ \$(readlink /proc/$holder/ns/mnt) != \$(readlink /proc/self/ns/mnt) ]]"
   # 'ip netns exec' would remount /sys and hide the cgroup hierarchies.
   local innode=(nsenter -t "$holder" -m --net="/run/netns/$name")
+  # A socket left by an earlier cluster of the same name would pass the wait
+  # below before this containerd has even entered the node's namespaces.
+  rm -f "$run/containerd.sock"
   start "$name-containerd" "${innode[@]}" containerd --config "$d/containerd.toml"
   wait_for "containerd on $name" 30 test -S "$run/containerd.sock"
   # Its mounts (and the kubelet's, which it must see: the pods' volumes) are
   # the node's own only if it runs in the holder's mount namespace.
   local ctrd
   ctrd=$(cat "$dir/run/$name-containerd.pid")
-  [[ $(readlink "/proc/$ctrd/ns/mnt") == "$(readlink "/proc/$holder/ns/mnt")" ]] ||
-    { log "containerd of $name is not in the node's mount namespace"; return 1; }
+  wait_for "containerd of $name in the node's mount namespace" 10 \
+    bash -c "[[ \$(readlink /proc/$ctrd/ns/mnt) == \$(readlink /proc/$holder/ns/mnt) ]]"
   local tar
   for tar in "$images"/*.tar; do
     "${innode[@]}" ctr -a "$run/containerd.sock" -n k8s.io images import "$tar" >/dev/null
