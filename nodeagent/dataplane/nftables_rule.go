@@ -26,7 +26,7 @@ type nftRule struct {
 }
 
 // rule starts an empty rule.
-func (l *nftLayout) rule() *nftRule { return &nftRule{l: l} }
+func (l *nftLayout) rule() *nftRule { return &nftRule{l: l, exprs: make([]expr.Any, 0, 8)} }
 
 func (r *nftRule) add(e ...expr.Any) *nftRule {
 	r.exprs = append(r.exprs, e...)
