@@ -154,18 +154,7 @@ func (a *Allocator) Owner(addr netip.Addr) (string, bool) {
 // Held returns the addresses key holds.
 func (a *Allocator) Held(key string) []netip.Addr { return slices.Clone(a.held[key]) }
 
-// InUse counts the held addresses that group g could hand out.
-func (a *Allocator) InUse(g *Group) int {
-	n := 0
-	for addr := range a.owner {
-		if g.Usable(addr) {
-			n++
-		}
-	}
-	return n
-}
-
-// inUseOf is InUse counted over one family.
+// inUseOf counts the held addresses of family fam that group g could hand out.
 func (a *Allocator) inUseOf(g *Group, fam Family) int {
 	n := 0
 	for addr := range a.owner {
