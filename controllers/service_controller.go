@@ -123,15 +123,15 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	}
 	// Entries of an earlier Service of the same name are garbage; those the
 	// original operator wrote for this one become ours.
-	current, adopt, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
+	current, original, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	if err := r.forgetLedger(ctx, key, svc.UID, stale); err != nil {
 		return err
 	}
-	adopted, err := r.adoptOriginal(ctx, svc, adopt)
+	owned, err := r.ownOriginalLedger(ctx, svc, original)
 	if err != nil {
 		return err
 	}
-	current = append(current, adopted...)
+	current = append(current, owned...)
 	// The ledger is ours now: the original's finalizer would only hang a
 	// deletion. Ours holds the Service until its addresses are released.
 	if err := r.dropFinalizer(ctx, svc, paasv1.OriginalServiceFinalizer); err != nil {
@@ -147,7 +147,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	}
 	request, requestErr := k8salloc.Request(svc, ns.Labels)
 	if requestErr == nil {
-		if err := r.adoptMigrating(ctx, svc, request); err != nil {
+		if err := r.takeOverFromVirtualIPs(ctx, svc, request); err != nil {
 			return err
 		}
 	}
@@ -235,7 +235,7 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		// A lease that ended frees an address pending Services may now fit.
 		out.released = len(s.alloc.ExpireLeases(time.Now())) > 0
 		shared := s.alloc.SharingOf(key.String())
-		importShown(s.alloc, key.String(), shown, req.Sharing)
+		assignUnledgered(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
 		leased := leasedTo(s.alloc, key.String(), req.IPs)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
@@ -560,7 +560,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
 		ip := o.(*paasv1.IP)
-		settled := r.state.ledgerSeen(ip) // an adopted or joined object is seen once it shows its holder
+		settled := r.state.ledgerSeen(ip) // an object owned (original.go), relabelled (virtualip_takeover.go) or joined is seen once it shows its holder
 		var out []reconcile.Request
 		for _, holder := range ledgerHolders(ip) {
 			if !slices.Contains(settled, holder) {

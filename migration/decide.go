@@ -185,7 +185,7 @@ func refusal(o Observed) (netip.Addr, Decision, bool) {
 }
 
 // convertingService: the Service becomes a LoadBalancer asking for the IP, then
-// waits until the Service controller has given it the IP and adopted the ledger.
+// waits until the Service controller has given it the IP and taken over its ledger object.
 func convertingService(o Observed, addr netip.Addr, group string) (Decision, bool) {
 	svc := o.Service
 	d := Decision{State: StateConvertingService, Reason: ReasonConvertingService,
@@ -195,8 +195,8 @@ func convertingService(o Observed, addr netip.Addr, group string) (Decision, boo
 		d.Action = ActionConvertService
 		return d, true
 	}
-	adopted := o.Ledger != nil && o.Ledger.Spec.Owner != nil
-	if holds && adopted {
+	takenOver := o.Ledger != nil && o.Ledger.Spec.Owner != nil
+	if holds && takenOver {
 		return Decision{}, false
 	}
 	if c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {
