@@ -97,8 +97,8 @@ func TestNFTRuleSteps(t *testing.T) {
 	}
 }
 
-// TestNFTRules: every rule the plane writes, spelled with nftRule, is the expression list it
-// was written as before nftRule existed (literalRules).
+// TestNFTRules: every rule the plane writes, spelled with nftRule, is the expression list
+// spelled out by hand (literal*).
 func TestNFTRules(t *testing.T) {
 	sets := map[setID]*nftables.Set{}
 	for i, id := range append(fixedSets, setClients, endpointsSet(3), affinitySet(30)) {
@@ -147,7 +147,8 @@ func spellRules(rules [][]expr.Any) string {
 	return fmt.Sprint(out)
 }
 
-// The rules as raw expression lists, as the plane wrote them before nftRule.
+// The rules as expression lists spelled out by hand: the reference nftRule must match, so a
+// change to a step that changes what the kernel holds fails here first.
 
 func literalPortKey(l *nftLayout) []expr.Any {
 	daddr := uint32(16)
