@@ -12,10 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
-// Adopting what the original paas.org operator allocated, so that installing
+// Owning what the original paas.org operator allocated, so that installing
 // over it (with or without "vip-allocator migrate upgrade") changes no address
 // and hangs no deletion. The original wrote, per LoadBalancer Service, a ledger
 // object with label ipgroup=<group>, annotation virtualips.paas.il/owner:
@@ -28,7 +29,8 @@ import (
 // Service that was already being deleted has its ledger deleted first, so its
 // address is free when the Service goes.
 
-// Events of the adoption.
+// Events of owning the original's ledger objects. The reasons keep the word
+// "adopt" users and docs/api.md know them by.
 const (
 	// EventIPAdopted: a ledger object of the original operator now names the Service as its owner.
 	EventIPAdopted = "IPAdopted"
@@ -47,13 +49,13 @@ func ledgerHolder(ip *paasv1.IP) (types.NamespacedName, bool) {
 }
 
 // classifyLedger sorts the ledger objects naming svc: current (svc's, by uid),
-// adopt (the original operator's for svc, to be given spec.owner), stale (an
+// original (the original operator's for svc, to be given spec.owner), stale (an
 // earlier Service of the same name, or an address the original had already
-// given up). inFlight reports objects adopted by an earlier reconcile that the
+// given up). inFlight reports objects owned by an earlier reconcile that the
 // cache has not shown yet. An object of the original is svc's when the status
 // shows its address, or shows none (the original wrote the ledger first, so a
 // crash between its two writes left exactly that).
-func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name string) bool) (current, adopt, stale []paasv1.IP) {
+func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name string) bool) (current, original, stale []paasv1.IP) {
 	shown := k8salloc.IngressAddrs(svc)
 	for _, ip := range ledger {
 		switch {
@@ -66,38 +68,38 @@ func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name 
 		default:
 			addr, ok := ip.Addr()
 			if ok && (len(shown) == 0 || slices.Contains(shown, addr)) {
-				adopt = append(adopt, ip)
+				original = append(original, ip)
 			} else {
 				stale = append(stale, ip)
 			}
 		}
 	}
-	return current, adopt, stale
+	return current, original, stale
 }
 
-// adoptOriginal gives the original operator's ledger objects of svc spec.owner,
-// and returns them as they now are.
-func (r *ServiceReconciler) adoptOriginal(ctx context.Context, svc *corev1.Service, ips []paasv1.IP) ([]paasv1.IP, error) {
-	var adopted []paasv1.IP
+// ownOriginalLedger gives the original operator's ledger objects of svc
+// spec.owner, and returns them as they now are.
+func (r *ServiceReconciler) ownOriginalLedger(ctx context.Context, svc *corev1.Service, ips []paasv1.IP) ([]paasv1.IP, error) {
+	var owned []paasv1.IP
 	for _, ip := range ips {
 		addr, _ := ip.Addr()
 		desired := ip.DeepCopy()
 		desired.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: ip.Labels[paasv1.IPGroupLabel],
 			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
 		// Update, not patch: its resourceVersion makes a stale cache fail with a
-		// conflict rather than adopt an object that changed meanwhile.
+		// conflict rather than own an object that changed meanwhile.
 		if err := r.GetClient().Update(ctx, desired, paasv1.FieldOwner); err != nil {
 			if !apierrors.IsConflict(err) {
 				r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAdoptionFailed,
 					"Cannot adopt ledger IP %s that the original operator wrote for this Service (the Service keeps %s meanwhile): %v%s", ip.Name, addr, err, webhookHint(err))
 			}
-			return nil, fmt.Errorf("adopt ledger IP %s of the original operator for %s/%s: %w", ip.Name, svc.Namespace, svc.Name, err)
+			return nil, fmt.Errorf("own ledger IP %s of the original operator for %s/%s: %w", ip.Name, svc.Namespace, svc.Name, err)
 		}
 		r.state.ledgerCreated(desired.Name, svc.UID, "")
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPAdopted, "Adopted %s from the original operator's ledger", addr)
-		adopted = append(adopted, *desired)
+		owned = append(owned, *desired)
 	}
-	return adopted, nil
+	return owned, nil
 }
 
 // finishDeletion releases what a Service being deleted holds, then drops the
@@ -112,7 +114,7 @@ func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Serv
 		return err
 	}
 	if addrs := k8salloc.IngressAddrs(svc); len(addrs) > 0 && held {
-		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", joinAddrs(addrs))
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", allocator.JoinAddrs(addrs))
 	}
 	return r.dropFinalizers(ctx, svc, held)
 }

@@ -13,8 +13,8 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// Which ledger objects naming a Service are its own, the original operator's to
-// adopt, or garbage.
+// Which ledger objects naming a Service are its own, the original operator's (to
+// be owned), or garbage.
 func TestClassifyLedger(t *testing.T) {
 	original := func(name string) paasv1.IP { // as the original's Service controller writes it
 		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{paasv1.IPGroupLabel: "g"},
@@ -33,31 +33,31 @@ func TestClassifyLedger(t *testing.T) {
 		return s
 	}
 	for _, c := range []struct {
-		desc                  string
-		svc                   *corev1.Service
-		ledger                []paasv1.IP
-		inFlight              []string
-		current, adopt, stale []string
+		desc                     string
+		svc                      *corev1.Service
+		ledger                   []paasv1.IP
+		inFlight                 []string
+		current, original, stale []string
 	}{
-		{desc: "the original's object for the address in the status is adopted",
-			svc: svc("192.0.2.2"), ledger: []paasv1.IP{original("192.0.2.2")}, adopt: []string{"192.0.2.2"}},
-		{desc: "status empty: the original crashed between ledger and status, the object is adopted",
-			svc: svc(), ledger: []paasv1.IP{original("192.0.2.2")}, adopt: []string{"192.0.2.2"}},
+		{desc: "the original's object for the address in the status is owned",
+			svc: svc("192.0.2.2"), ledger: []paasv1.IP{original("192.0.2.2")}, original: []string{"192.0.2.2"}},
+		{desc: "status empty: the original crashed between ledger and status, the object is owned",
+			svc: svc(), ledger: []paasv1.IP{original("192.0.2.2")}, original: []string{"192.0.2.2"}},
 		{desc: "the original's object for an address the status no longer shows is garbage",
 			svc: svc("192.0.2.3"), ledger: []paasv1.IP{original("192.0.2.2"), ours("192.0.2.3", "now")},
 			current: []string{"192.0.2.3"}, stale: []string{"192.0.2.2"}},
 		{desc: "ours, of this Service and of an earlier one of the same name",
 			svc: svc("192.0.2.2"), ledger: []paasv1.IP{ours("192.0.2.2", "now"), ours("192.0.2.9", "before")},
 			current: []string{"192.0.2.2"}, stale: []string{"192.0.2.9"}},
-		{desc: "adopted by the last reconcile, the cache still shows the original's: not adopted twice",
+		{desc: "owned by the last reconcile, the cache still shows the original's: not owned twice",
 			svc: svc("192.0.2.2"), ledger: []paasv1.IP{original("192.0.2.2")}, inFlight: []string{"192.0.2.2"}, current: []string{"192.0.2.2"}},
 	} {
-		current, adopt, stale := classifyLedger(c.svc, c.ledger, func(name string) bool { return slices.Contains(c.inFlight, name) })
+		current, original, stale := classifyLedger(c.svc, c.ledger, func(name string) bool { return slices.Contains(c.inFlight, name) })
 		for _, got := range []struct {
 			what string
 			ips  []paasv1.IP
 			want []string
-		}{{"current", current, c.current}, {"adopt", adopt, c.adopt}, {"stale", stale, c.stale}} {
+		}{{"current", current, c.current}, {"original", original, c.original}, {"stale", stale, c.stale}} {
 			var names []string
 			for _, ip := range got.ips {
 				names = append(names, ip.Name)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,15 +123,15 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	}
 	// Entries of an earlier Service of the same name are garbage; those the
 	// original operator wrote for this one become ours.
-	current, adopt, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
+	current, original, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	if err := r.forgetLedger(ctx, key, svc.UID, stale); err != nil {
 		return err
 	}
-	adopted, err := r.adoptOriginal(ctx, svc, adopt)
+	owned, err := r.ownOriginalLedger(ctx, svc, original)
 	if err != nil {
 		return err
 	}
-	current = append(current, adopted...)
+	current = append(current, owned...)
 	// The ledger is ours now: the original's finalizer would only hang a
 	// deletion. Ours holds the Service until its addresses are released.
 	if err := r.dropFinalizer(ctx, svc, paasv1.OriginalServiceFinalizer); err != nil {
@@ -148,7 +147,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	}
 	request, requestErr := k8salloc.Request(svc, ns.Labels)
 	if requestErr == nil {
-		if err := r.adoptMigrating(ctx, svc, request); err != nil {
+		if err := r.takeOverFromVirtualIPs(ctx, svc, request); err != nil {
 			return err
 		}
 	}
@@ -236,7 +235,7 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		// A lease that ended frees an address pending Services may now fit.
 		out.released = len(s.alloc.ExpireLeases(time.Now())) > 0
 		shared := s.alloc.SharingOf(key.String())
-		importShown(s.alloc, key.String(), shown, req.Sharing)
+		assignUnledgered(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
 		leased := leasedTo(s.alloc, key.String(), req.IPs)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
@@ -504,17 +503,9 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 		return held, fmt.Errorf("clear status of Service %s: %w", key, err)
 	}
 	if held {
-		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", joinAddrs(freed))
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", allocator.JoinAddrs(freed))
 	}
 	return held, nil
-}
-
-func joinAddrs(addrs []netip.Addr) string {
-	var s []string
-	for _, a := range addrs {
-		s = append(s, a.String())
-	}
-	return strings.Join(s, ", ")
 }
 
 // setPending records whether key waits for something to change.
@@ -569,7 +560,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	ledgerOwner := func(_ context.Context, o client.Object) []reconcile.Request {
 		ip := o.(*paasv1.IP)
-		settled := r.state.ledgerSeen(ip) // an adopted or joined object is seen once it shows its holder
+		settled := r.state.ledgerSeen(ip) // an object owned (original.go), relabelled (virtualip_takeover.go) or joined is seen once it shows its holder
 		var out []reconcile.Request
 		for _, holder := range ledgerHolders(ip) {
 			if !slices.Contains(settled, holder) {

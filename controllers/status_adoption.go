@@ -13,7 +13,9 @@ import (
 )
 
 // Adopting the addresses another load balancer wrote (MetalLB, before this operator served
-// the Service): they are in the Service's status with no ledger object. While the operator is
+// the Service); in this package "adopt" means only this, as vip.paas.org/adopted and
+// AddressNotAdopted do in the API (the original operator's ledger objects are owned,
+// original.go; a migrating VirtualIP's address is taken over, virtualip_takeover.go): they are in the Service's status with no ledger object. While the operator is
 // installed no one else may write them (config/admission/service_status_writers.yaml), so such
 // an address predates it, and the Service keeps it when an IPGroup that admits the Service
 // allows it: the allocator takes it for the Service (the rebuild at start does the same for
@@ -35,10 +37,10 @@ func unledgered(svc *corev1.Service, current []paasv1.IP, inFlight func(name str
 	return out
 }
 
-// importShown lets key hold the unledgered addresses its status shows that no one else holds,
+// assignUnledgered lets key hold the unledgered addresses its status shows that no one else holds,
 // or that it may share with their holders (MetalLB's allow-shared-ip is a sharing key here),
 // before Allocate judges them like any address the key holds. Callers hold the state's lock.
-func importShown(a *allocator.Allocator, key string, shown []netip.Addr, sharing allocator.Sharing) {
+func assignUnledgered(a *allocator.Allocator, key string, shown []netip.Addr, sharing allocator.Sharing) {
 	a.SetSharing(key, sharing)
 	for _, addr := range shown {
 		_ = a.Assign(key, addr) // refused when held by a Service it may not share with

@@ -1,17 +1,3 @@
-// Package migration converts legacy VirtualIPs (keepalived clone Services,
-// GroupSegmentMappings) into LoadBalancer Services served by vip-allocator,
-// one VirtualIP at a time, when it carries the annotation virtualips.paas.org/migrate.
-//
-// Every reconcile recomputes the next step from what it observes (Decide, a pure
-// function) and makes at most one write for it, so a crash between any two
-// writes is finished by the next run, and running a step twice changes nothing.
-// It never touches the allocator's memory or writes the ledger: the Service
-// controller adopts the address when the Service asks for it while the
-// VirtualIP is Migrating (paasv1.VirtualIP.Migrating). It never deletes a
-// Service other than the clone the VirtualIP owns, and never removes the IP
-// from the Service. It shares with the controllers only api/v1 (names,
-// predicates) and internal/allocator/k8salloc (how a Service and an IPGroup
-// read as allocator input); it imports neither controllers nor nodeagent.
 package migration
 
 import (
@@ -185,7 +171,7 @@ func refusal(o Observed) (netip.Addr, Decision, bool) {
 }
 
 // convertingService: the Service becomes a LoadBalancer asking for the IP, then
-// waits until the Service controller has given it the IP and adopted the ledger.
+// waits until the Service controller has given it the IP and taken over its ledger object.
 func convertingService(o Observed, addr netip.Addr, group string) (Decision, bool) {
 	svc := o.Service
 	d := Decision{State: StateConvertingService, Reason: ReasonConvertingService,
@@ -195,8 +181,8 @@ func convertingService(o Observed, addr netip.Addr, group string) (Decision, boo
 		d.Action = ActionConvertService
 		return d, true
 	}
-	adopted := o.Ledger != nil && o.Ledger.Spec.Owner != nil
-	if holds && adopted {
+	takenOver := o.Ledger != nil && o.Ledger.Spec.Owner != nil
+	if holds && takenOver {
 		return Decision{}, false
 	}
 	if c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); c != nil && c.Status == metav1.ConditionFalse {

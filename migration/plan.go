@@ -64,7 +64,7 @@ func PlanFor(o Observed) Plan {
 }
 
 // waitFor applies what the migration waits for: the Service controller giving
-// the Service the IP and adopting the ledger object, or time passing.
+// the Service the IP and taking over its ledger object, or time passing.
 func waitFor(o *Observed, d Decision, addr netip.Addr) {
 	svc := o.Service
 	switch d.Reason {

@@ -26,7 +26,7 @@ import (
 // A rolling upgrade while the operator is down: the agents not upgraded yet
 // publish no NodeView, nor does the operator (controllers/nodeview_controller.go),
 // and every upgraded agent reads their Nodes straight from the API server
-// (nodeagent's unviewedNodes). The bench removes the views of the odd Nodes
+// (nodeagent/nodes' Unviewed). The bench removes the views of the odd Nodes
 // (half the cluster on old agents) and runs one upgraded agent's listing on
 // its own counted connection for the measured window.
 
@@ -103,10 +103,13 @@ func runFallback(ctx context.Context, cfg *rest.Config, c client.Reader, nodes i
 	for i := range members {
 		members[i] = nodeName(i)
 	}
-	list := agentnodes.ListerDuringUpgrade(c, direct, func() []string { return members })
+	// The agent's own listing, as its announcer runs it on each pass: c is its cache (its own
+	// Node and the NodeViews), direct the API server, members the agents alive in the gossip.
+	unviewed := &agentnodes.Unviewed{Direct: direct, Members: func() []string { return members }}
 	for {
 		start := time.Now()
-		listed, refresh, err := list(ctx)
+		listed, err := agentnodes.ListOnly(ctx, c, unviewed)
+		refresh := unviewed.RefreshEvery()
 		if ctx.Err() != nil {
 			return f, nil
 		}
@@ -126,6 +129,19 @@ func runFallback(ctx context.Context, cfg *rest.Config, c client.Reader, nodes i
 	}
 }
 
+// unviewedTTL is how long an agent keeps a Node it read without a view, as
+// nodeagent/nodes sets it (unviewedTTL there): 200 ms a node, so at most 5 GETs a
+// second, and at least 10 s. printUpgrade warns when the measured TTL differs.
+func unviewedTTL(n int) time.Duration {
+	return max(10*time.Second, time.Duration(n)*time.Second/5)
+}
+
+// unviewedGETsPerSecond is what one agent's reads of n Nodes without a view
+// cost the API server on average: n GETs every unviewedTTL(n).
+func unviewedGETsPerSecond(n int) float64 {
+	return float64(n) / unviewedTTL(n).Seconds()
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
@@ -138,20 +154,23 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 func printUpgrade(f *fallback, nodes, old int, secs, beforeViews float64) {
 	gets, bytes := f.gets.Load(), f.w.bytes.Load()
 	perGet := float64(bytes) / max(1, float64(gets))
-	fmt.Printf("  rolling upgrade: %d of %d Nodes without a NodeView (old agents); one upgraded agent reads them (nodeagent's unviewedNodes, its own connection):\n", old, nodes)
+	fmt.Printf("  rolling upgrade: %d of %d Nodes without a NodeView (old agents); one upgraded agent reads them (nodeagent/nodes' Unviewed, its own connection):\n", old, nodes)
 	fmt.Printf("    first listing: %d GETs, %.1f MiB, in %s; it lists %d Nodes, and reads them again every %s (their TTL)\n",
 		f.firstGets, mib(f.firstBytes), f.first.Round(time.Millisecond), f.listedNodes, f.refresh)
 	fmt.Printf("    over the %.0f s window (%d listings, the first included): %d GETs (%d not from the watch cache), %.1f GETs/s, %.1f KiB/s, %.1f KiB a GET\n",
 		secs, f.listings, gets, f.quorumGets.Load(), float64(gets)/secs, float64(bytes)/secs/1024, perGet/1024)
-	steady := agentnodes.UnviewedGETsPerSecond(old)
+	if want := unviewedTTL(old); f.refresh != want {
+		fmt.Printf("    WARNING: the agent reads them again every %s, the figures below assume %s: update unviewedTTL in bench/watch\n", f.refresh, want)
+	}
+	steady := unviewedGETsPerSecond(old)
 	fmt.Printf("    warm (%d GETs every %s): %.1f GETs/s, %.1f KiB/s per upgraded agent\n", old, f.refresh, steady, steady*perGet/1024)
 	worstK, worst := 0, 0.0
 	for k := 1; k < nodes; k++ {
-		if r := float64(k) * agentnodes.UnviewedGETsPerSecond(nodes-k); r > worst {
+		if r := float64(k) * unviewedGETsPerSecond(nodes-k); r > worst {
 			worstK, worst = k, r
 		}
 	}
-	fmt.Printf("    the API server, k upgraded agents each reading the %d-k others (k × UnviewedGETsPerSecond(%d-k)), worst at k=%d: %.0f GETs/s, %.1f MiB/s (before NodeViews, every agent watching every Node: %.1f MiB/s)\n",
+	fmt.Printf("    the API server, k upgraded agents each reading the %d-k others (k × unviewedGETsPerSecond(%d-k)), worst at k=%d: %.0f GETs/s, %.1f MiB/s (before NodeViews, every agent watching every Node: %.1f MiB/s)\n",
 		nodes, nodes, worstK, worst, worst*perGet/(1<<20), beforeViews/(1<<20))
 }
 

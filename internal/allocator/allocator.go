@@ -154,18 +154,7 @@ func (a *Allocator) Owner(addr netip.Addr) (string, bool) {
 // Held returns the addresses key holds.
 func (a *Allocator) Held(key string) []netip.Addr { return slices.Clone(a.held[key]) }
 
-// InUse counts the held addresses that group g could hand out.
-func (a *Allocator) InUse(g *Group) int {
-	n := 0
-	for addr := range a.owner {
-		if g.Usable(addr) {
-			n++
-		}
-	}
-	return n
-}
-
-// inUseOf is InUse counted over one family.
+// inUseOf counts the held addresses of family fam that group g could hand out.
 func (a *Allocator) inUseOf(g *Group, fam Family) int {
 	n := 0
 	for addr := range a.owner {
@@ -628,6 +617,15 @@ func requested(req Request, fam Family) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// JoinAddrs lists addrs for a message: "192.0.2.1, 2001:db8::1".
+func JoinAddrs(addrs []netip.Addr) string {
+	s := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, ", ")
 }
 
 func names(groups []*Group) string {

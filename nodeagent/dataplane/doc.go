@@ -22,7 +22,7 @@
 //   - iptables*.go: the iptables plane (iptables_rules.go spells rules, iptables_render.go
 //     plans a payload, iptables_exec.go runs the iptables tools).
 //   - nftables*.go: the nftables plane (nftables_ruleset.go declares the table,
-//     nftables_elements.go and nftables_plan.go turn Services into element changes,
+//     nftables_rule.go spells its rules in nft's words, nftables_elements.go and nftables_plan.go turn Services into element changes,
 //     nftables_write.go sends the transactions).
 //
 // Planning and spelling are pure, so rules and elements are tested on values; the kernel

@@ -38,16 +38,11 @@ type nftPlan struct {
 	state     *nftState
 }
 
-// planNFTables compares services with last (nil: a full Sync) and lists the element changes.
-// It updates last in place and returns it as the new state: the plane forgets last until the
-// transaction succeeds.
-func planNFTables(fam Family, services []Service, last *nftState) *nftPlan {
-	return planNFTablesReusing(fam, services, last, nil, nil)
-}
-
-// planNFTablesReusing is planNFTables, but a full plan (last nil) takes the records of
-// unchanged Services from reuse instead of allocating them again: a full Sync at 10,000
-// Services would otherwise leave ~5 MB of garbage.
+// planNFTablesReusing compares services with last (nil: a full Sync) and lists the element
+// changes. It updates last in place and returns it as the new state: the plane forgets last
+// until the transaction succeeds. A full plan takes the records of unchanged Services from
+// reuse instead of allocating them again: a full Sync at 10,000 Services would otherwise
+// leave ~5 MB of garbage.
 //
 // changed (partial plans only; nil: every Service) names the Services that may differ from
 // last: the others keep their records without being rendered again, which is most of a

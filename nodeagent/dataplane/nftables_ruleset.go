@@ -1,12 +1,8 @@
 package dataplane
 
 import (
-	"encoding/binary"
-	"time"
-
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"golang.org/x/sys/unix"
 )
 
 // This file declares the nftables plane's table: its chains, sets and the few fixed rules. In
@@ -108,9 +104,6 @@ func newNFTLayout(fam Family, table string, mark uint32) *nftLayout {
 	return l
 }
 
-// reg is the 32-bit register holding the byte at offset off of a concatenation.
-func reg(off uint32) uint32 { return unix.NFT_REG32_00 + off/4 }
-
 // chains lists every chain, regular chains (jump targets) first, each before its callers.
 func (l *nftLayout) chains() []*nftables.Chain {
 	base := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio nftables.ChainPriority) *nftables.Chain {
@@ -170,165 +163,57 @@ func (l *nftLayout) set(id setID) *nftables.Set {
 // fixedSets are the sets every table has; endpoint maps come and go with endpoint counts.
 var fixedSets = []setID{setVIPs, setRestricted, setAllowed, setMasquerade, setHairpin}
 
-// loadPortKey loads the packet's Service port key (daddr . l4proto . dport) from register 0.
-func (l *nftLayout) loadPortKey() []expr.Any {
-	daddr := uint32(16)
-	if l.v6 {
-		daddr = 24
-	}
-	return []expr.Any{
-		&expr.Payload{DestRegister: reg(0), Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: l.addrLen},
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg(l.addrLen)},
-		&expr.Payload{DestRegister: reg(l.addrLen + 4), Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-	}
-}
-
-// loadAfterPortKey loads the source address right after the Service port key.
-func (l *nftLayout) loadSourceAfterPortKey() expr.Any {
-	saddr := uint32(12)
-	if l.v6 {
-		saddr = 8
-	}
-	return &expr.Payload{DestRegister: reg(l.addrLen + 8), Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: l.addrLen}
-}
-
-func (l *nftLayout) loadDaddr() expr.Any {
-	return l.loadPortKey()[0]
-}
-
-func lookup(s *nftables.Set, invert bool) *expr.Lookup {
-	return &expr.Lookup{SourceRegister: reg(0), SetName: s.Name, SetID: s.ID, Invert: invert}
-}
-
-func native32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
-
-// setMark ORs our mark bit into the packet mark.
-func (l *nftLayout) setMark() []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(^l.mark), Xor: native32(l.mark)},
-		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
-	}
-}
-
-func cat(parts ...[]expr.Any) []expr.Any {
-	var out []expr.Any
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-var verdictReturn = &expr.Verdict{Kind: expr.VerdictReturn}
-
 // fixedRules are the rules of every table, by chain, given its fixed sets.
 func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr.Any {
-	jump := func(chain string) [][]expr.Any {
-		return [][]expr.Any{{&expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}}
-	}
-	icmpPortUnreachable := uint8(3)
-	if l.v6 {
-		icmpPortUnreachable = 4
-	}
+	jumpTo := func(chain string) [][]expr.Any { return [][]expr.Any{l.rule().jumpTo(chain).exprs} }
 	return map[string][][]expr.Any{
 		nftServices: {
-			{l.loadDaddr(), lookup(sets[setVIPs], true), verdictReturn},
-			cat(l.loadPortKey(), []expr.Any{lookup(sets[setRestricted], false), l.loadSourceAfterPortKey(), lookup(sets[setAllowed], true), verdictReturn}),
-			cat(l.loadPortKey(), []expr.Any{lookup(sets[setMasquerade], false)}, l.setMark()),
-			cat(l.loadPortKey(), []expr.Any{l.loadSourceAfterPortKey(), lookup(sets[setHairpin], false)}, l.setMark()),
-			{&expr.Verdict{Kind: expr.VerdictJump, Chain: nftAffinityLookup}},
+			l.rule().ipDaddr().notIn(sets[setVIPs]).thenReturn().exprs,
+			l.rule().portKey().in(sets[setRestricted]).dotIPSaddr().notIn(sets[setAllowed]).thenReturn().exprs,
+			l.rule().portKey().in(sets[setMasquerade]).orMark().exprs,
+			l.rule().portKey().dotIPSaddr().in(sets[setHairpin]).orMark().exprs,
+			l.rule().jumpTo(nftAffinityLookup).exprs,
 		},
 		nftRejectVIPs: {
-			{
-				&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
-				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(expr.CtStateBitUNTRACKED), Xor: native32(0)},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)},
-				verdictReturn,
-			},
-			{
-				l.loadDaddr(), lookup(sets[setVIPs], false),
-				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-				&expr.Reject{Type: unix.NFT_REJECT_TCP_RST},
-			},
-			{l.loadDaddr(), lookup(sets[setVIPs], false), &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: icmpPortUnreachable}},
+			l.rule().ctStateUntracked().thenReturn().exprs,
+			l.rule().ipDaddr().in(sets[setVIPs]).l4protoTCP().rejectTCPReset().exprs,
+			l.rule().ipDaddr().in(sets[setVIPs]).rejectPortUnreachable().exprs,
 		},
-		nftNATPrerouting: jump(nftServices),
-		nftNATOutput:     jump(nftServices),
-		nftNATPostrouting: {jump(nftAffinityRecord)[0], {
-			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(l.mark), Xor: native32(0)},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)},
-			// Clear the bit so a packet that loops back through the stack is not masqueraded twice.
-			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(^l.mark), Xor: native32(0)},
-			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
-			&expr.Counter{}, // what was masqueraded, for people and tests
-			// Random source ports avoid the SNAT port race that drops SYNs under load.
-			&expr.Masq{FullyRandom: true},
-		}},
+		nftNATPrerouting: jumpTo(nftServices),
+		nftNATOutput:     jumpTo(nftServices),
+		nftNATPostrouting: {
+			l.rule().jumpTo(nftAffinityRecord).exprs,
+			// Clear the bit so a packet that loops back through the stack is not masqueraded
+			// twice; count what is masqueraded, for people and tests; random source ports
+			// avoid the SNAT port race that drops SYNs under load.
+			l.rule().markHasOurs().andNotMark().counter().masqueradeFullyRandom().exprs,
+		},
 		// A connection DNATed to an endpoint of this host's own never reaches postrouting.
-		nftNATInput:      jump(nftAffinityRecord),
-		nftFilterInput:   jump(nftRejectVIPs),
-		nftFilterForward: jump(nftRejectVIPs),
-		nftFilterOutput:  jump(nftRejectVIPs),
+		nftNATInput:      jumpTo(nftAffinityRecord),
+		nftFilterInput:   jumpTo(nftRejectVIPs),
+		nftFilterForward: jumpTo(nftRejectVIPs),
+		nftFilterOutput:  jumpTo(nftRejectVIPs),
 	}
 }
 
 // dnatRule spreads the Service ports with k endpoints over them: a random index picks the
 // element of the endpoint map, whose data is the endpoint address and port.
 func (l *nftLayout) dnatRule(m *nftables.Set, k int) []expr.Any {
-	return cat(l.loadPortKey(), []expr.Any{
-		&expr.Numgen{Register: reg(l.addrLen + 8), Modulus: uint32(k), Type: unix.NFT_NG_RANDOM},
-		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: m.Name, SetID: m.ID},
-		l.dnat(),
-	})
-}
-
-// dnat translates to the endpoint address and port in registers 0 and following.
-func (l *nftLayout) dnat() expr.Any {
-	nfproto := uint32(unix.NFPROTO_IPV4)
-	if l.v6 {
-		nfproto = unix.NFPROTO_IPV6
-	}
-	return &expr.NAT{Type: expr.NATTypeDestNAT, Family: nfproto, RegAddrMin: reg(0), RegProtoMin: reg(l.addrLen), Specified: true}
+	return l.rule().portKey().dotNumgenRandomMod(k).dnatToMap(m).exprs
 }
 
 // affinityLookupRule sends a new connection to a port of gate (a set of ports with one
 // session affinity) to the endpoint the clients map holds for its client; a client the map
 // lacks does not match and falls through to the random pick.
 func (l *nftLayout) affinityLookupRule(gate, clients *nftables.Set) []expr.Any {
-	return cat(l.loadPortKey(), []expr.Any{
-		lookup(gate, false),
-		l.loadSourceAfterPortKey(),
-		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: clients.Name, SetID: clients.ID},
-		l.dnat(),
-	})
+	return l.rule().portKey().in(gate).dotIPSaddr().dnatToMap(clients).exprs
 }
-
-// ctDirOriginal selects a conntrack entry's original direction (IP_CT_DIR_ORIGINAL).
-const ctDirOriginal = 0
 
 // affinityRecordRule records, after NAT, the client and endpoint of a new connection to a port
 // of gate, for secs seconds: the key is the Service port as the client addressed it (the
 // connection's original destination), the data the endpoint DNAT chose.
 func (l *nftLayout) affinityRecordRule(gate, clients *nftables.Set, secs uint32) []expr.Any {
-	keyLen := l.addrLen*2 + 8
-	daddr, saddr := uint32(16), uint32(12)
-	if l.v6 {
-		daddr, saddr = 24, 8
-	}
-	return []expr.Any{
-		&expr.Ct{Key: expr.CtKeyDST, Direction: ctDirOriginal, Register: reg(0)},
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg(l.addrLen)},
-		&expr.Ct{Key: expr.CtKeyPROTODST, Direction: ctDirOriginal, Register: reg(l.addrLen + 4)},
-		lookup(gate, false),
-		&expr.Payload{DestRegister: reg(l.addrLen + 8), Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: l.addrLen},
-		&expr.Payload{DestRegister: reg(keyLen), Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: l.addrLen},
-		&expr.Payload{DestRegister: reg(keyLen + l.addrLen), Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Dynset{SrcRegKey: reg(0), SrcRegData: reg(keyLen), SetName: clients.Name, SetID: clients.ID,
-			Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: time.Duration(secs) * time.Second},
-	}
+	return l.rule().ctOriginalPortKey().in(gate).dotIPSaddr().updateToDaddrDport(clients, secs).exprs
 }
 
 // ruleCounts is how many rules each chain holds with maps endpoint maps and affinities

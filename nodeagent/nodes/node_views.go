@@ -43,12 +43,6 @@ func unviewedTTL(n int) time.Duration {
 	return max(unviewedMinTTL, time.Duration(n)*time.Second/unviewedGetsPerSecond)
 }
 
-// UnviewedGETsPerSecond is what one agent's reads of n Nodes without a view
-// cost the API server on average: n GETs every unviewedTTL(n).
-func UnviewedGETsPerSecond(n int) float64 {
-	return float64(n) / unviewedTTL(n).Seconds()
-}
-
 // maxAsked bounds the names gossip may make the agent look up.
 const maxAsked = 4096
 
@@ -97,20 +91,6 @@ func List(ctx context.Context, c client.Reader, unviewed *Unviewed, nodeOpts ...
 func ListOnly(ctx context.Context, c client.Reader, unviewed *Unviewed, nodeOpts ...client.ListOption) ([]corev1.Node, error) {
 	nodes, _, err := List(ctx, c, unviewed, nodeOpts...)
 	return nodes, err
-}
-
-// ListerDuringUpgrade is the agent's listing of the Nodes (List) with
-// the fallback for the nodes whose agents publish no view, for bench/watch to
-// measure what the fallback costs the API server: c is the agent's cache (its
-// own Node and the NodeViews), direct the API server, members the agents alive
-// in the gossip. Each call lists once, as the announcer does on each pass,
-// and returns how soon the Nodes read without a view are read again (0: none).
-func ListerDuringUpgrade(c, direct client.Reader, members func() []string) func(context.Context) ([]corev1.Node, time.Duration, error) {
-	u := &Unviewed{Direct: direct, Members: members}
-	return func(ctx context.Context) ([]corev1.Node, time.Duration, error) {
-		nodes, err := ListOnly(ctx, c, u)
-		return nodes, u.RefreshEvery(), err
-	}
 }
 
 // Unviewed reads, straight from the API server, the Nodes that have no

@@ -17,7 +17,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
-// EventIPMigrated is the Service Event of an adoption: the Service took over
+// EventIPMigrated is the Service Event of a takeover: the Service took over
 // the address of the legacy VirtualIP it migrates from.
 const EventIPMigrated = "IPMigrated"
 
@@ -31,13 +31,13 @@ func migratingTo(vip *paasv1.VirtualIP, svc types.NamespacedName, addr netip.Add
 	return vip.Migrating() && vip.Namespace == svc.Namespace && vip.Spec.Service == svc.Name && ok && held == addr
 }
 
-// adoptMigrating hands the addresses of legacy VirtualIPs that migrate to svc
-// over to svc, before the allocator is asked: in memory, and in the ledger by
-// relabelling the legacy IP object in place (an update, so the object that
-// locks the address never disappears, and its resourceVersion makes the
-// adoption happen once). Without it, the Service that asks for its VirtualIP's
+// takeOverFromVirtualIPs hands the addresses of legacy VirtualIPs that migrate
+// to svc over to svc, before the allocator is asked: in memory, and in the
+// ledger by relabelling the legacy IP object in place (an update, so the object
+// that locks the address never disappears, and its resourceVersion makes the
+// takeover happen once). Without it, the Service that asks for its VirtualIP's
 // address would be told the address is in use by that VirtualIP.
-func (r *ServiceReconciler) adoptMigrating(ctx context.Context, svc *corev1.Service, req allocator.Request) error {
+func (r *ServiceReconciler) takeOverFromVirtualIPs(ctx context.Context, svc *corev1.Service, req allocator.Request) error {
 	key := client.ObjectKeyFromObject(svc)
 	candidates := slices.Clone(req.IPs)
 	for _, addr := range k8salloc.IngressAddrs(svc) {
@@ -46,14 +46,16 @@ func (r *ServiceReconciler) adoptMigrating(ctx context.Context, svc *corev1.Serv
 		}
 	}
 	for _, addr := range candidates {
-		if err := r.adoptOne(ctx, svc, key, addr); err != nil {
-			return fmt.Errorf("adopt %s from its VirtualIP for %s: %w", addr, key, err)
+		if err := r.takeOverFromVirtualIP(ctx, svc, key, addr); err != nil {
+			return fmt.Errorf("take over %s from its VirtualIP for %s: %w", addr, key, err)
 		}
 	}
 	return nil
 }
 
-func (r *ServiceReconciler) adoptOne(ctx context.Context, svc *corev1.Service, key types.NamespacedName, addr netip.Addr) error {
+// takeOverFromVirtualIP hands addr to svc (key) when the legacy VirtualIP that
+// holds it, in the ledger or in memory, migrates to svc.
+func (r *ServiceReconciler) takeOverFromVirtualIP(ctx context.Context, svc *corev1.Service, key types.NamespacedName, addr netip.Addr) error {
 	r.state.mu.Lock()
 	holder, held := r.state.alloc.Owner(addr)
 	r.state.mu.Unlock()
@@ -99,21 +101,21 @@ func (r *ServiceReconciler) adoptOne(ctx context.Context, svc *corev1.Service, k
 		}
 		group := groupOf(r.state.alloc, addr)
 		r.state.mu.Unlock()
-		adopted := ledger.DeepCopy()
-		if adopted.Labels == nil {
-			adopted.Labels = map[string]string{}
+		relabelled := ledger.DeepCopy()
+		if relabelled.Labels == nil {
+			relabelled.Labels = map[string]string{}
 		}
-		delete(adopted.Labels, paasv1.LegacyGSMLabel)
-		adopted.Labels[paasv1.IPGroupLabel] = group
-		if adopted.Annotations == nil {
-			adopted.Annotations = map[string]string{}
+		delete(relabelled.Labels, paasv1.LegacyGSMLabel)
+		relabelled.Labels[paasv1.IPGroupLabel] = group
+		if relabelled.Annotations == nil {
+			relabelled.Annotations = map[string]string{}
 		}
-		adopted.Annotations[paasv1.OwnerAnnotation] = key.String()
-		adopted.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group,
+		relabelled.Annotations[paasv1.OwnerAnnotation] = key.String()
+		relabelled.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group,
 			Owner: &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}}
 		// Update, not patch: the resourceVersion makes a stale cache fail with a
 		// conflict instead of relabelling twice.
-		if err := r.GetClient().Update(ctx, adopted, paasv1.FieldOwner); err != nil {
+		if err := r.GetClient().Update(ctx, relabelled, paasv1.FieldOwner); err != nil {
 			if apierrors.IsConflict(err) {
 				return fmt.Errorf("relabel ledger IP %s (changed meanwhile, retrying): %w", ledger.Name, err)
 			}
