@@ -128,7 +128,7 @@ verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
 	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
 	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
 
-## bundle-yaml: deploy/bundle.yaml and deploy/bundle-openshift.yaml
+## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml and deploy/monitoring.yaml (opt-in)
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference
 bundle-yaml: $(KUBECTL)
 	KUBECTL=$(KUBECTL) hack/bundle.sh yaml $(if $(filter command line environment,$(origin IMG)),$(IMG))
