@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/bin}
 mod=$root/hack/promtool
-version=$(awk '$1 == "github.com/prometheus/prometheus" { print $2 }' "$mod/go.mod")
+version=$(cd "$mod" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
 
 if [[ -x "$out/promtool" && -f "$out/promtool.version" && "$(cat "$out/promtool.version")" == "$version" ]]; then
   echo "$out/promtool"; exit 0
@@ -18,7 +18,8 @@ fi
 mkdir -p "$out"
 # The version file is written last: an interrupted build is redone, not trusted.
 rm -f "$out/promtool.version"
-(cd "$mod" && go build -trimpath -o "$out/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool) >&2
+(cd "$mod" && go build -trimpath -ldflags "-X github.com/prometheus/common/version.Version=${version#v}" \
+  -o "$out/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool) >&2
 mv "$out/promtool.tmp" "$out/promtool"
 echo "$version" >"$out/promtool.version"
 echo "$out/promtool"
