@@ -18,7 +18,7 @@ export KUBEBUILDER_ASSETS := $(K8S)
 
 .PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
-.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files
+.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool
 
 all: build
 
@@ -50,7 +50,7 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	go vet ./...
 
 ## test: the whole suite (what CI runs); the data-path tests need root
-test: verify bundle-validate controlplane cluster-binaries images build packages
+test: verify bundle-validate controlplane cluster-binaries images build packages promtool
 	go test ./... -count=1 -timeout 30m
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
@@ -75,6 +75,11 @@ packages:
 ## (test/metallb and the e2e hand-over tests build them on first use too; about 5 minutes once, reused)
 metallb:
 	hack/metallb.sh
+
+## promtool: Prometheus' promtool (hack/promtool/go.mod pins it) from its Go module into bin/, once;
+## test/monitoring checks and unit-tests the alerting rules with it
+promtool:
+	hack/promtool.sh >/dev/null
 
 ## controlplane: kube-apiserver, etcd, kubectl and kube-proxy (bench-agent's peer) from the Go
 ## module proxy, into bin/k8s; 'make kube-proxy K8S=DIR' builds kube-proxy alone into DIR
@@ -128,7 +133,7 @@ verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
 	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
 	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
 
-## bundle-yaml: deploy/bundle.yaml and deploy/bundle-openshift.yaml
+## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml and deploy/monitoring.yaml (opt-in)
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference
 bundle-yaml: $(KUBECTL)
 	KUBECTL=$(KUBECTL) hack/bundle.sh yaml $(if $(filter command line environment,$(origin IMG)),$(IMG))

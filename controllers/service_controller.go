@@ -554,6 +554,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.AddReadyzCheck("allocator", healthz.Checker(r.state.ReadyCheck(r.LeaderElection, mgr.Elected()))); err != nil {
 		return err
 	}
+	serviceStates.source.Store(&serviceStateSource{reader: mgr.GetCache(), ownClassOnly: r.OwnClassOnly, leading: mgr.Elected()})
 	// Rebuild as soon as this replica leads, not at the first Service event.
 	if err := mgr.Add(rebuildOnStart{r}); err != nil {
 		return err

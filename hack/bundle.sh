@@ -3,7 +3,8 @@
 #
 #   hack/bundle.sh yaml [IMAGE]   deploy/bundle.yaml and deploy/bundle-openshift.yaml; with
 #                                 IMAGE, first points config/manager (the only image
-#                                 reference) at it
+#                                 reference) at it. Also deploy/monitoring.yaml (opt-in:
+#                                 alerts, ServiceMonitors, Grafana dashboard)
 #   hack/bundle.sh olm VERSION    the OLM bundle: bundle/ and bundle.Dockerfile (operator-sdk)
 #
 # KUBECTL and OPERATOR_SDK name the binaries (the Makefile passes them).
@@ -54,6 +55,12 @@ yaml() {
   mkdir -p deploy
   { header "for Kubernetes" deploy/bundle.yaml; "$kubectl" kustomize config/default; } > deploy/bundle.yaml
   { header "for OpenShift" deploy/bundle-openshift.yaml; "$kubectl" kustomize config/openshift; } > deploy/bundle-openshift.yaml
+  {
+    echo "# vip-allocator-operator monitoring - generated from config/ by 'make bundle-yaml'; do not edit."
+    echo "# Needs prometheus-operator's CRDs; applied on top of deploy/bundle.yaml (docs/metrics.md)."
+    echo "# Install:   kubectl apply -f deploy/monitoring.yaml"
+    "$kubectl" kustomize config/monitoring
+  } > deploy/monitoring.yaml
   # OLM installs get the admission policies from the operator itself
   # (--admission-policies), for whatever namespace OLM puts it in.
   rm -f deploy/admission-policies.yaml

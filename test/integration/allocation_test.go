@@ -119,6 +119,9 @@ var _ = Describe("refusals", func() {
 		c := eventuallyCondition(waiting, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(ContainSubstring("no auto-assign IPv4 IPGroup admits this Service"))
 		eventuallyEvent(waiting, corev1.EventTypeWarning, controllers.EventAllocationFailed, "no auto-assign IPv4 IPGroup")
+		Eventually(func() float64 { return gauge("vip_allocator_services_pending", "reason", paasv1.ReasonNoIPGroup) }).Should(BeNumerically(">=", 1),
+			"a pending Service is counted (alerts read it)")
+		Expect(gauge("vip_allocator_services_pending_seconds", "reason", paasv1.ReasonNoIPGroup)).To(BeNumerically(">=", 0))
 
 		By("served as soon as a group appears")
 		createIPGroup(newIPGroup("tiny", "192.0.2.0/31"))

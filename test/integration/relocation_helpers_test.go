@@ -140,3 +140,22 @@ func metricValue(name, ipgroup string) float64 {
 	}
 	return 0
 }
+
+// gauge reads a gauge of the in-process operator by one label; -1 when absent.
+func gauge(name, label, value string) float64 {
+	families, err := metrics.Registry.Gather()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
