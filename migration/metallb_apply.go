@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -274,7 +275,7 @@ func scaleDownMetalLB(ctx context.Context, c client.Client, p MetalLBPlan, out i
 		return nil
 	}
 	patch := client.MergeFromWithOptions(d.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	d.Spec.Replicas = ptrTo(int32(0))
+	d.Spec.Replicas = ptr.To(int32(0))
 	if err := c.Patch(ctx, d, patch, paasv1.FieldOwner); err != nil {
 		return fmt.Errorf("scale %s to 0: %w", ctl, err)
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
@@ -185,7 +186,7 @@ func convertPool(pool parsedPool, o metallbObjects, anyPriority bool) GroupConve
 	// The pool's parts in MetalLB's syntax, which spec.addresses shares.
 	g.Group.Spec.Addresses = canonicalAddresses(pool.Addresses)
 	g.Group.Spec.AvoidBuggyIPs = pool.AvoidBuggyIPs
-	g.Group.Spec.AutoAssign = ptrTo(pool.AutoAssign == nil || *pool.AutoAssign)
+	g.Group.Spec.AutoAssign = ptr.To(pool.AutoAssign == nil || *pool.AutoAssign)
 	for _, bad := range pool.bad {
 		g.Dropped = append(g.Dropped, "address "+bad+": MetalLB would refuse it too; fix or remove it")
 	}
@@ -299,7 +300,7 @@ func convertBGPAds(a *paasv1.Announce, ads []*mlbAdvertisement, aliases map[stri
 	slices.Sort(b.Communities)
 	b.Communities = slices.Compact(b.Communities)
 	if len(prefs) > 0 {
-		b.LocalPref = ptrTo(prefs[0])
+		b.LocalPref = ptr.To(prefs[0])
 	}
 	if len(prefs) > 1 {
 		dropped = append(dropped, fmt.Sprintf("localPref %v: the pool's BGPAdvertisements differ; an IPGroup has one localPref, %d kept", prefs, prefs[0]))
@@ -416,10 +417,10 @@ func convertPeer(peer *mlbPeer, namespace string, profiles map[string]*mlbBFDPro
 	}
 	spec.HoldTime, spec.KeepaliveTime = &metav1.Duration{Duration: hold}, &metav1.Duration{Duration: keepalive}
 	if peer.EBGPMultiHop {
-		spec.EBGPMultiHop = ptrTo(true)
+		spec.EBGPMultiHop = ptr.To(true)
 	}
 	if peer.EnableGracefulRestart {
-		spec.GracefulRestart = ptrTo(true)
+		spec.GracefulRestart = ptr.To(true)
 	}
 	var dropped string
 	spec.NodeSelector, dropped = oneSelector("nodeSelectors", peer.NodeSelectors)
@@ -587,5 +588,3 @@ func canonicalAddresses(in []string) []string {
 	}
 	return out
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
@@ -92,7 +93,7 @@ func groupSpecDiffers(a, b paasv1.IPGroupSpec) []string {
 func withGroupDefaults(s paasv1.IPGroupSpec) paasv1.IPGroupSpec {
 	s = *s.DeepCopy()
 	if s.AutoAssign == nil {
-		s.AutoAssign = ptrTo(true)
+		s.AutoAssign = ptr.To(true)
 	}
 	if s.Announce == nil {
 		s.Announce = &paasv1.Announce{}

@@ -15,6 +15,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -399,7 +400,7 @@ func planLedger(in Installation, p *UpgradePlan) {
 		case !lbclass.Handles(svc, in.OwnClassOnly):
 			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s is not a LoadBalancer this operator serves", owner)})
 		case len(k8salloc.IngressAddrs(svc)) > 0 && !slices.Contains(k8salloc.IngressAddrs(svc), addr):
-			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s shows %s instead", owner, joinAddrs(k8salloc.IngressAddrs(svc)))})
+			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s shows %s instead", owner, ingress.Join(k8salloc.IngressAddrs(svc)))})
 		default:
 			p.Adopt = append(p.Adopt, Adoption{IP: ip.Name, Address: addr.String(), Service: owner})
 		}
@@ -461,12 +462,4 @@ func notAllowed(groups []paasv1.IPGroup, addr netip.Addr) string {
 		return "IPGroup " + strings.Join(excludedIn, ", ") + " excludes"
 	}
 	return "no IPGroup's segment contains"
-}
-
-func joinAddrs(addrs []netip.Addr) string {
-	var s []string
-	for _, a := range addrs {
-		s = append(s, a.String())
-	}
-	return strings.Join(s, ", ")
 }

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
@@ -277,12 +278,10 @@ func (a *Agent) derive(ctx context.Context, stale stale, full bool) (keys []type
 // carry (trust.go), and what it refused (report.go).
 func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trustView) (*derived, error) {
 	d := &derived{report: serviceReport{svc: svc}}
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if addr, err := netip.ParseAddr(in.IP); err == nil && addr.Zone() == "" {
-			d.addrs = append(d.addrs, addr.Unmap())
-			_, isLocal := view.local[addr.Unmap()]
-			d.onLocal = d.onLocal || isLocal
-		}
+	d.addrs = ingress.Addrs(svc)
+	for _, addr := range d.addrs {
+		_, isLocal := view.local[addr]
+		d.onLocal = d.onLocal || isLocal
 	}
 	if !Served(svc, a.Options.OwnClassOnly) {
 		return d, nil

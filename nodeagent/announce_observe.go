@@ -16,6 +16,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
@@ -313,22 +314,13 @@ func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, hold
 	return nil
 }
 
-// vipsOf are the VIPs in the status of svc, when it is a Service of ours.
+// vipsOf are the VIPs in the status of svc (ingress.Addrs), when it is a
+// Service of ours.
 func vipsOf(svc *corev1.Service, ownClassOnly bool) []netip.Addr {
 	if !lbclass.Handles(svc, ownClassOnly) {
 		return nil
 	}
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		vip, err := netip.ParseAddr(in.IP)
-		if err != nil || vip.Zone() != "" {
-			continue
-		}
-		if vip = vip.Unmap(); !slices.Contains(out, vip) {
-			out = append(out, vip)
-		}
-	}
-	return out
+	return ingress.Addrs(svc)
 }
 
 // groupOf is the IPGroup a VIP was allocated from, per its ledger entry ip

@@ -2,13 +2,13 @@ package nodeagent
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
@@ -17,22 +17,7 @@ import (
 // our class (or of none, unless ownClassOnly) holding at least one ingress IP
 // with ipMode Proxy. With ipMode VIP, kube-proxy or the CNI forwards instead.
 func Served(svc *corev1.Service, ownClassOnly bool) bool {
-	return lbclass.Handles(svc, ownClassOnly) && len(proxyVIPs(svc)) > 0
-}
-
-// proxyVIPs are the addresses of svc's status with ipMode Proxy, each once.
-// An entry with a zone is garbage (no VIP has one), not an address.
-func proxyVIPs(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if in.IPMode == nil || *in.IPMode != corev1.LoadBalancerIPModeProxy {
-			continue
-		}
-		if addr, err := netip.ParseAddr(in.IP); err == nil && addr.Zone() == "" && !slices.Contains(out, addr.Unmap()) {
-			out = append(out, addr.Unmap())
-		}
-	}
-	return out
+	return lbclass.Handles(svc, ownClassOnly) && len(ingress.ProxyAddrs(svc)) > 0
 }
 
 // parseSourceRanges reads spec.loadBalancerSourceRanges as Kubernetes
@@ -76,7 +61,7 @@ func dataplaneService(svc *corev1.Service, endpointSlices []discoveryv1.Endpoint
 	out := dataplane.Service{
 		Namespace: svc.Namespace,
 		Name:      svc.Name,
-		VIPs:      proxyVIPs(svc),
+		VIPs:      ingress.ProxyAddrs(svc),
 		Local:     svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
 		Affinity:  sessionAffinity(&svc.Spec),
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
@@ -156,7 +157,7 @@ func programmable(ds dataplane.Service, svc *corev1.Service, v trustView) (datap
 	if _, invalid := parseSourceRanges(svc.Spec.LoadBalancerSourceRanges); len(invalid) > 0 && len(kept) > 0 {
 		report.refusals = append(report.refusals, refusal{reason: paasv1.ReasonInvalidSourceRanges,
 			detail: fmt.Sprintf("spec.loadBalancerSourceRanges %s: not a CIDR as Kubernetes reads one (no leading zeros, no zone, no IPv4-mapped IPv6, a /mask); no client reaches %s until it is fixed or removed",
-				quoteAll(invalid), joinAddrs(kept))})
+				quoteAll(invalid), ingress.Join(kept))})
 	}
 	return ds, report
 }
@@ -167,14 +168,6 @@ func quoteAll(ss []string) string {
 		q = append(q, fmt.Sprintf("%q", clip(s)))
 	}
 	return strings.Join(q, ", ")
-}
-
-func joinAddrs(as []netip.Addr) string {
-	s := make([]string, 0, len(as))
-	for _, a := range as {
-		s = append(s, a.String())
-	}
-	return strings.Join(s, ", ")
 }
 
 // clip shortens what a user wrote to a length a message can carry: a

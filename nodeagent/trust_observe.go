@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
@@ -42,12 +43,7 @@ func readTrustWith(ctx context.Context, c client.Reader, services []corev1.Servi
 		if !lbclass.Handles(&services[i], ownClassOnly) {
 			continue
 		}
-		for _, in := range services[i].Status.LoadBalancer.Ingress {
-			vip, err := netip.ParseAddr(in.IP)
-			if err != nil || vip.Zone() != "" {
-				continue
-			}
-			vip = vip.Unmap()
+		for _, vip := range ingress.Addrs(&services[i]) {
 			if _, seen := v.holders[vip]; seen {
 				continue
 			}
