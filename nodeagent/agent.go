@@ -36,6 +36,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
@@ -54,10 +55,8 @@ type Options struct {
 	LocalAddresses func() (map[netip.Addr]string, error)
 }
 
-const serviceNameIndex = "kubernetes.io/service-name"
-
 // syncRequest is the only work item: every event marks what it made stale
-// (tracker.go) and asks for a sync, and the work queue folds bursts of events
+// (package changes) and asks for a sync, and the work queue folds bursts of events
 // into one; a sync derives again only what is stale.
 var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sync"}}
 
@@ -74,7 +73,7 @@ type Agent struct {
 	// changes is what events made stale since the last sync; state is every
 	// Service's last derivation (nil until the first sync derives them all);
 	// local is this node's addresses as that derivation saw them.
-	changes dataChanges
+	changes changes.Tracker
 	state   *desiredState
 	local   map[netip.Addr]string
 	// active planes have written rules; a family with no VIP yet is left
@@ -95,10 +94,10 @@ type Agent struct {
 
 func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
-	stale := a.changes.take()
+	stale := a.changes.Take()
 	derivedNow, derivedAll, err := a.derive(ctx, stale, full)
 	if err != nil {
-		a.changes.giveBack(stale)
+		a.changes.PutBack(stale)
 		return reconcile.Result{}, err
 	}
 	desired, reports := a.state.served, a.state.reports(derivedNow)
@@ -219,14 +218,14 @@ func (a *Agent) Handoff(h dataplane.Handoffs) error {
 // node's changed (trust is read from them for every Service); otherwise only
 // the stale ones, so one changed endpoint costs one Service's derivation. It
 // returns the Services it derived, and whether that was all of them.
-func (a *Agent) derive(ctx context.Context, stale stale, full bool) (keys []types.NamespacedName, all bool, err error) {
+func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys []types.NamespacedName, all bool, err error) {
 	local, err := a.localAddresses()
 	if err != nil {
 		return nil, false, fmt.Errorf("read this node's addresses: %w", err)
 	}
 	var services []corev1.Service
 	var gone []types.NamespacedName
-	all = a.state == nil || stale.all || full || !maps.Equal(local, a.local)
+	all = a.state == nil || stale.All || full || !maps.Equal(local, a.local)
 	if all {
 		var list corev1.ServiceList
 		if err := a.Client.List(ctx, &list); err != nil {
@@ -287,7 +286,7 @@ func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trustVi
 		return d, nil
 	}
 	var slices discoveryv1.EndpointSliceList
-	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{serviceNameIndex: svc.Name}); err != nil {
+	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{changes.ServiceNameIndex: svc.Name}); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	d.ds, d.report = programmable(dataplaneService(svc, slices.Items, a.Options.NodeName), svc, view)
@@ -304,22 +303,10 @@ func (a *Agent) localAddresses() (map[netip.Addr]string, error) {
 	return nodes.LocalAddresses()
 }
 
-// SetupWithManager indexes EndpointSlices by Service and funnels every event
-// into the single sync request.
+// SetupWithManager funnels every event into the single sync request; the
+// cache must index EndpointSlices by Service (changes.IndexEndpointSlices).
 func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, serviceNameIndex, func(o client.Object) []string {
-		if name, ok := o.GetLabels()[discoveryv1.LabelServiceName]; ok {
-			return []string{name}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	service := marking(func(o client.Object) {
-		if key, ok := serviceOf(o); ok {
-			a.changes.mark(key)
-		}
-	})
+	service := marking(a.changes.Observe)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("dataplane").
 		Watches(&corev1.Service{}, service).
@@ -328,12 +315,14 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 		// (trust.go): a ledger object's spec (its generation; its status is the
 		// announcers'), and a Node's addresses, which every Service's trust reads.
 		Watches(&paasv1.IP{}, marking(func(o client.Object) {
-			if ip, ok := o.(*paasv1.IP); ok {
-				a.changes.markLedger(ip)
+			// The Services naming its address, and its owner.
+			a.changes.Observe(o)
+			if ip, ok := o.(*paasv1.IP); ok && ip.Spec.Owner != nil {
+				a.changes.MarkService(types.NamespacedName{Namespace: ip.Spec.Owner.Namespace, Name: ip.Spec.Owner.Name})
 			}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, marking(func(client.Object) { a.changes.markAll() }), builder.WithPredicates(nodeAddressesChanged)).
-		Watches(&paasv1.NodeView{}, marking(func(client.Object) { a.changes.markAll() }), builder.WithPredicates(viewAddressesChanged)).
+		Watches(&corev1.Node{}, marking(func(client.Object) { a.changes.MarkAll() }), builder.WithPredicates(nodeAddressesChanged)).
+		Watches(&paasv1.NodeView{}, marking(func(client.Object) { a.changes.MarkAll() }), builder.WithPredicates(viewAddressesChanged)).
 		Complete(a)
 }
 

@@ -18,12 +18,13 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // observed is what the announcer read, kept from pass to pass: a full pass
 // reads it all, an incremental one refreshes only the Services and VIPs that
-// changed (announce_changes.go).
+// changed (package changes).
 type observed struct {
 	// groups are the IPGroups by name.
 	groups map[string]*paasv1.IPGroup
@@ -62,9 +63,9 @@ func (a *Announcer) fullPassPeriod() time.Duration {
 // only the Services and VIPs in ch; o.changed says which VIPs may have
 // changed (nil: any). self is this agent's Node (nil when it is not in the
 // cache).
-func (a *Announcer) observe(ctx context.Context, ch changes) (o observation, self *corev1.Node, err error) {
+func (a *Announcer) observe(ctx context.Context, ch changes.Set) (o observation, self *corev1.Node, err error) {
 	o.now = time.Now()
-	if a.seen == nil || ch.all || o.now.Sub(a.lastFull) >= a.fullPassPeriod() {
+	if a.seen == nil || ch.All || o.now.Sub(a.lastFull) >= a.fullPassPeriod() {
 		a.seen = nil // a failure half-way leaves nothing half-read behind
 		seen, err := a.observeAll(ctx)
 		if err != nil {
@@ -174,14 +175,14 @@ func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.
 
 // observeChanged refreshes a.seen for the Services and VIPs in ch (a few
 // cache reads each) and returns the VIPs whose candidacy may have changed.
-func (a *Announcer) observeChanged(ctx context.Context, ch changes) (map[netip.Addr]bool, error) {
+func (a *Announcer) observeChanged(ctx context.Context, ch changes.Set) (map[netip.Addr]bool, error) {
 	s := a.seen
 	dirty := map[netip.Addr]bool{}
-	for vip := range ch.vips {
+	for vip := range ch.Addrs {
 		dirty[vip] = true
 	}
 	read := map[types.NamespacedName]*corev1.Service{}
-	for key := range ch.services {
+	for key := range ch.Services {
 		var vips []netip.Addr
 		svc := &corev1.Service{}
 		switch err := a.Client.Get(ctx, key, svc); {
@@ -345,7 +346,7 @@ func (a *Announcer) localAddresses() (map[netip.Addr]string, error) {
 // endpointNodes are the nodes with a ready endpoint of svc.
 func (a *Announcer) endpointNodes(ctx context.Context, svc *corev1.Service) (map[string]bool, error) {
 	var slices discoveryv1.EndpointSliceList
-	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{serviceNameIndex: svc.Name}); err != nil {
+	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{changes.ServiceNameIndex: svc.Name}); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	out := map[string]bool{}

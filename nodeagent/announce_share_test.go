@@ -16,6 +16,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 )
 
 // TestJointCandidacy: the nodes that may carry a shared VIP are those that may
@@ -91,7 +92,7 @@ func TestSharedCandidacies(t *testing.T) {
 		c := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).
 			WithObjects(&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24"}},
 				svc(localName, true), svc(clusterName, false), ip, es).
-			WithIndex(&discoveryv1.EndpointSlice{}, serviceNameIndex, func(o client.Object) []string {
+			WithIndex(&discoveryv1.EndpointSlice{}, changes.ServiceNameIndex, func(o client.Object) []string {
 				return []string{o.GetLabels()[discoveryv1.LabelServiceName]}
 			}).Build()
 		a := &Announcer{Client: c, NodeName: "node1", LocalAddresses: func() (map[netip.Addr]string, error) { return nil, nil }}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
@@ -82,9 +84,12 @@ type Announcer struct {
 	// kubeletAddrs are the InternalIPs of the nodes open connections are
 	// handed back to, as last read (see internalIPs).
 	kubeletAddrs map[string]internalIPsRead
-	// changes are what the events said changed since the last pass; seen is
-	// what the passes read so far (nil: read everything next).
-	changes  changeTracker
+	// changes are what the events said changed since the last pass: a pass
+	// looks again only at those Services and VIPs, and what every VIP depends
+	// on (the Nodes, the IPGroups' specs, the BGPPeers, the agents' liveness)
+	// makes it a full one. seen is what the passes read so far (nil: read
+	// everything next).
+	changes  changes.Tracker
 	seen     *observed
 	lastFull time.Time
 	// nodes is the index of the Nodes' MACs and addresses each pass
@@ -110,10 +115,10 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	start := time.Now()
-	ch := a.changes.take()
+	ch := a.changes.Take()
 	o, self, err := a.observe(ctx, ch)
 	if err != nil {
-		a.changes.putBack(ch)
+		a.changes.PutBack(ch)
 		return reconcile.Result{}, err
 	}
 	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil}, o, a.last)
@@ -262,15 +267,15 @@ func (a *Announcer) logChanges(ctx context.Context, d decision, o observation) {
 // SetupWithManager funnels every relevant change, and every change of the
 // agents' liveness, into the single announce request.
 func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
-	// Every event says what changed (changeTracker) before it asks for a pass.
+	// Every event says what changed (package changes) before it asks for a pass.
 	toAnnounce := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		a.changes.observe(o)
+		a.changes.Observe(o)
 		return []reconcile.Request{announceRequest}
 	})
 	changed := make(chan event.GenericEvent, 1)
 	go func() {
 		for range a.Liveness.Changed() {
-			a.changes.everything()
+			a.changes.MarkAll()
 			select {
 			case changed <- event.GenericEvent{Object: &corev1.Node{}}:
 			default:
@@ -292,4 +297,24 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&paasv1.BGPPeer{}, toAnnounce).
 		WatchesRawSource(source.Channel(changed, toAnnounce)).
 		Complete(a)
+}
+
+// nodeAnnounceChanged passes the Node events that can change an election or
+// what may be announced: labels, annotations (the interfaces), spec (cordon),
+// addresses, deletion. The kubelet's status updates (conditions, heartbeats
+// every few minutes, images) change none of them and would otherwise make
+// every agent re-elect every VIP each time any Node reports.
+var nodeAnnounceChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Node)
+		cur, okCur := e.ObjectNew.(*corev1.Node)
+		if !okOld || !okCur {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
+			!equality.Semantic.DeepEqual(old.Annotations, cur.Annotations) ||
+			!equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+			!equality.Semantic.DeepEqual(old.Status.Addresses, cur.Status.Addresses) ||
+			!old.DeletionTimestamp.Equal(cur.DeletionTimestamp)
+	},
 }

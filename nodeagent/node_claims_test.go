@@ -12,6 +12,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 )
 
 // TestNodeClaimsCostOnlyTheNode: node "evil" publishes a NodeView naming the
@@ -39,7 +40,7 @@ func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 	).Build()
 	a := &Announcer{Client: c, NodeName: "node1", Liveness: staticLiveness{"node1": false, "evil": false, "good": false},
 		LocalAddresses: func() (map[netip.Addr]string, error) { return nil, nil }}
-	o, _, err := a.observe(ctx, changes{})
+	o, _, err := a.observe(ctx, changes.Set{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
@@ -134,6 +135,10 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	s.agent.unviewed = s.unviewed
 	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName: cfg.NodeName, Settle: reportSettle}
+	// The data path and the announcer both list a Service's EndpointSlices.
+	if err := changes.IndexEndpointSlices(context.Background(), s.mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	if err := s.agent.SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}

@@ -2,126 +2,18 @@ package nodeagent
 
 import (
 	"net/netip"
-	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
 // The agent's desired state is kept from events, so that one changed endpoint costs the work
 // of one Service, not of all of them. The model is kube-proxy's change trackers (an event
-// names what changed; a sync folds in only that), with one difference: we record only which
-// Services are stale, not their old and new values, and derive each stale one again from the
-// cache at sync time. The cache is newer than any event, so a burst of events on one Service
-// costs one derivation, and nothing needs merging.
-//
-// dataChanges says what is stale (events write it, the sync takes it); desiredState holds each
-// Service's last derivation (only the sync touches it). Both are pure: agent.go reads the
-// cache and the trust view.
-
-// dataChanges collects, between two syncs, the Services whose derivation is stale. Event handlers
-// call it from the informers' goroutines; the sync takes it.
-type dataChanges struct {
-	mu    sync.Mutex
-	dirty map[types.NamespacedName]bool
-	// addrs are addresses whose ledger object changed: the sync makes stale the Services
-	// naming them (desiredState.naming; only the sync reads that index).
-	addrs map[netip.Addr]bool
-	// all: every Service is stale (the agent's start, a Node's addresses changed: trust is
-	// derived from them for every Service).
-	all bool
-}
-
-func (c *dataChanges) mark(keys ...types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dirty == nil {
-		c.dirty = map[types.NamespacedName]bool{}
-	}
-	for _, k := range keys {
-		if k.Name != "" {
-			c.dirty[k] = true
-		}
-	}
-}
-
-// markLedger records a ledger object's event: its owner and its address are stale.
-func (c *dataChanges) markLedger(ip *paasv1.IP) {
-	if ip.Spec.Owner != nil {
-		c.mark(types.NamespacedName{Namespace: ip.Spec.Owner.Namespace, Name: ip.Spec.Owner.Name})
-	}
-	addr, err := netip.ParseAddr(ip.Spec.Address)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.addrs == nil {
-		c.addrs = map[netip.Addr]bool{}
-	}
-	c.addrs[addr.Unmap()] = true
-}
-
-func (c *dataChanges) markAll() {
-	c.mu.Lock()
-	c.all = true
-	c.mu.Unlock()
-}
-
-// stale is what changes held at one sync.
-type stale struct {
-	keys  []types.NamespacedName
-	addrs []netip.Addr
-	all   bool
-}
-
-// take returns what is stale and forgets it.
-func (c *dataChanges) take() stale {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var st stale
-	for k := range c.dirty {
-		st.keys = append(st.keys, k)
-	}
-	for a := range c.addrs {
-		st.addrs = append(st.addrs, a)
-	}
-	st.all = c.all
-	c.dirty, c.addrs, c.all = nil, nil, false
-	return st
-}
-
-// giveBack makes st stale again (a sync that failed before it used it).
-func (c *dataChanges) giveBack(st stale) {
-	c.mark(st.keys...)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, a := range st.addrs {
-		if c.addrs == nil {
-			c.addrs = map[netip.Addr]bool{}
-		}
-		c.addrs[a] = true
-	}
-	c.all = c.all || st.all
-}
-
-// serviceOf names the Service an object's event concerns: a Service itself, or the Service
-// an EndpointSlice says it belongs to (its kubernetes.io/service-name label).
-func serviceOf(obj any) (types.NamespacedName, bool) {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, true
-	case *discoveryv1.EndpointSlice:
-		if name := o.Labels[discoveryv1.LabelServiceName]; name != "" {
-			return types.NamespacedName{Namespace: o.Namespace, Name: name}, true
-		}
-	}
-	return types.NamespacedName{}, false
-}
+// names what changed; a sync folds in only that): package changes says what is stale (events
+// write it, the sync takes it); desiredState holds each Service's last derivation (only the
+// sync touches it). It is pure: agent.go reads the cache and the trust view.
 
 // derived is one Service's last derivation.
 type derived struct {
@@ -237,9 +129,9 @@ func (s *desiredState) unserve(key types.NamespacedName) {
 	delete(s.at, key)
 }
 
-// staleKeys are the Services to derive again for st (all false): those named, those naming
+// staleKeys are the Services to derive again for st (All false): those named, those naming
 // an address whose ledger object changed, and those with a VIP on this node (see onLocal).
-func (s *desiredState) staleKeys(st stale) []types.NamespacedName {
+func (s *desiredState) staleKeys(st changes.Set) []types.NamespacedName {
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
 	add := func(k types.NamespacedName) {
@@ -248,10 +140,10 @@ func (s *desiredState) staleKeys(st stale) []types.NamespacedName {
 			out = append(out, k)
 		}
 	}
-	for _, k := range st.keys {
+	for k := range st.Services {
 		add(k)
 	}
-	for _, a := range st.addrs {
+	for a := range st.Addrs {
 		for k := range s.byAddr[a] {
 			add(k)
 		}

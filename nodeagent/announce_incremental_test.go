@@ -18,6 +18,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 )
 
 // TestDecideIncremental: a pass that names the VIPs that changed elects only
@@ -138,7 +139,7 @@ func TestObserveChanged(t *testing.T) {
 			LocalAddresses: func() (map[netip.Addr]string, error) { return nil, nil }}
 	}
 	a := announcer()
-	if _, _, err := a.observe(ctx, changes{}); err != nil {
+	if _, _, err := a.observe(ctx, changes.Set{}); err != nil {
 		t.Fatal(err)
 	}
 	get := func(o client.Object, name string) client.Object {
@@ -181,16 +182,16 @@ func TestObserveChanged(t *testing.T) {
 	}
 	for _, s := range steps {
 		for _, o := range s.change() {
-			a.changes.observe(o)
+			a.changes.Observe(o)
 		}
-		o, _, err := a.observe(ctx, a.changes.take())
+		o, _, err := a.observe(ctx, a.changes.Take())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if o.changed == nil {
 			t.Errorf("%s: a full pass, want an incremental one", s.desc)
 		}
-		full, _, err := announcer().observe(ctx, changes{})
+		full, _, err := announcer().observe(ctx, changes.Set{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +246,7 @@ func BenchmarkAnnouncePass(b *testing.B) {
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("full/%d", n), func(b *testing.B) {
 			for b.Loop() {
-				o, _, err := a.observe(ctx, changes{all: true})
+				o, _, err := a.observe(ctx, changes.Set{All: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -258,11 +259,11 @@ func BenchmarkAnnouncePass(b *testing.B) {
 				b.StopTimer()
 				svc, ip := benchService(i), benchLedger(i)
 				must(b, c.Create(ctx, ip), c.Create(ctx, svc))
-				a.changes.observe(svc)
-				a.changes.observe(ip)
+				a.changes.Observe(svc)
+				a.changes.Observe(ip)
 				i++
 				b.StartTimer()
-				o, _, err := a.observe(ctx, a.changes.take())
+				o, _, err := a.observe(ctx, a.changes.Take())
 				if err != nil {
 					b.Fatal(err)
 				}
