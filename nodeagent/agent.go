@@ -4,7 +4,7 @@
 // or the iptables one, as dataplane.Open picked), so traffic to VIP:port reaches
 // an endpoint on every node whatever kube-proxy mode or CNI the cluster runs.
 // It carries only the addresses the ledger gives a Service and that are no
-// Node's nor its own (trust.go), and writes to the API server only Events and
+// Node's nor its own (package trust), and writes to the API server only Events and
 // its one Service condition, vip.paas.org/Programmed (report.go). It keeps its
 // rules when it stops for a restart or an upgrade (traffic must not stop) and
 // removes them, as `vip-allocator agent cleanup` does, only when it is being
@@ -39,6 +39,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
 // Options configure the agent.
@@ -219,7 +220,7 @@ func (a *Agent) Handoff(h dataplane.Handoffs) error {
 // the stale ones, so one changed endpoint costs one Service's derivation. It
 // returns the Services it derived, and whether that was all of them.
 func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys []types.NamespacedName, all bool, err error) {
-	local, err := a.localAddresses()
+	local, err := nodes.OwnAddresses(a.Options.LocalAddresses)
 	if err != nil {
 		return nil, false, fmt.Errorf("read this node's addresses: %w", err)
 	}
@@ -244,7 +245,7 @@ func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys 
 			services = append(services, svc)
 		}
 	}
-	view, err := readTrust(ctx, a.Client, a.unviewed, services, a.Options.OwnClassOnly, func() (map[netip.Addr]string, error) { return local, nil })
+	view, err := trust.Read(ctx, a.Client, a.unviewed, services, a.Options.OwnClassOnly, local)
 	if err != nil {
 		return nil, false, err
 	}
@@ -274,12 +275,12 @@ func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys 
 
 // deriveOne is what the data plane gets of svc (its served VIPs, ports and
 // ready endpoints, from the cache), with only the addresses this node may
-// carry (trust.go), and what it refused (report.go).
-func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trustView) (*derived, error) {
+// carry (package trust), and what it refused (report.go).
+func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trust.View) (*derived, error) {
 	d := &derived{report: serviceReport{svc: svc}}
 	d.addrs = ingress.Addrs(svc)
 	for _, addr := range d.addrs {
-		_, isLocal := view.local[addr]
+		_, isLocal := view.Local[addr]
 		d.onLocal = d.onLocal || isLocal
 	}
 	if !Served(svc, a.Options.OwnClassOnly) {
@@ -294,15 +295,6 @@ func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trustVi
 	return d, nil
 }
 
-// localAddresses are this node's own addresses (Options.LocalAddresses, or
-// every interface's).
-func (a *Agent) localAddresses() (map[netip.Addr]string, error) {
-	if a.Options.LocalAddresses != nil {
-		return a.Options.LocalAddresses()
-	}
-	return nodes.LocalAddresses()
-}
-
 // SetupWithManager funnels every event into the single sync request; the
 // cache must index EndpointSlices by Service (changes.IndexEndpointSlices).
 func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
@@ -312,7 +304,7 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Service{}, service).
 		Watches(&discoveryv1.EndpointSlice{}, service).
 		// The ledger and the Nodes' addresses decide what may be carried
-		// (trust.go): a ledger object's spec (its generation; its status is the
+		// (package trust): a ledger object's spec (its generation; its status is the
 		// announcers'), and a Node's addresses, which every Service's trust reads.
 		Watches(&paasv1.IP{}, marking(func(o client.Object) {
 			// The Services naming its address, and its owner.

@@ -20,6 +20,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
 // observed is what the announcer read, kept from pass to pass: a full pass
@@ -28,7 +29,7 @@ import (
 type observed struct {
 	// groups are the IPGroups by name.
 	groups map[string]*paasv1.IPGroup
-	// nodeAddrs maps every Node's address to the Node (see trustView).
+	// nodeAddrs maps every Node's address to the Node (see trust.View).
 	nodeAddrs map[netip.Addr]string
 	alive     []election.Node
 	known     int
@@ -95,7 +96,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := a.readServices(ctx, byName, nodeAddresses(nodes, viewed))
+	s, err := a.readServices(ctx, byName, trust.NodeAddresses(nodes, viewed))
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := a.readServices(ctx, ledger, nodeAddresses(nodes, viewed))
+	s, err := a.readServices(ctx, ledger, trust.NodeAddresses(nodes, viewed))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,10 +152,14 @@ func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.
 	for i := range groups.Items {
 		s.groups[groups.Items[i].Name] = &groups.Items[i]
 	}
-	// What the data plane refuses to carry is not announced either (trust.go):
+	// What the data plane refuses to carry is not announced either (package trust):
 	// a Node's address, one of this node's own, one the ledger does not give
 	// to the Service. The data plane reports it.
-	trust, err := readTrustWith(ctx, a.Client, services.Items, a.OwnClassOnly, a.localAddresses, nodeAddrs)
+	local, err := nodes.OwnAddresses(a.LocalAddresses)
+	if err != nil {
+		return nil, fmt.Errorf("read this node's addresses: %w", err)
+	}
+	view, err := trust.ReadWith(ctx, a.Client, services.Items, a.OwnClassOnly, local, nodeAddrs)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +171,7 @@ func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.
 		s.hold(key, vipsOf(svc, a.OwnClassOnly))
 	}
 	for vip := range s.holders {
-		if err := a.elect(ctx, s, vip, s.holding(vip, byKey), trust, ledger[paasv1.IPObjectName(vip)]); err != nil {
+		if err := a.elect(ctx, s, vip, s.holding(vip, byKey), view, ledger[paasv1.IPObjectName(vip)]); err != nil {
 			return nil, err
 		}
 	}
@@ -219,7 +224,11 @@ func (a *Announcer) observeChanged(ctx context.Context, ch changes.Set) (map[net
 	for _, svc := range read {
 		holding = append(holding, *svc)
 	}
-	trust, err := readTrustWith(ctx, a.Client, holding, a.OwnClassOnly, a.localAddresses, s.nodeAddrs)
+	local, err := nodes.OwnAddresses(a.LocalAddresses)
+	if err != nil {
+		return nil, fmt.Errorf("read this node's addresses: %w", err)
+	}
+	view, err := trust.ReadWith(ctx, a.Client, holding, a.OwnClassOnly, local, s.nodeAddrs)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +242,7 @@ func (a *Announcer) observeChanged(ctx context.Context, ch changes.Set) (map[net
 		default:
 			entry = ip
 		}
-		if err := a.elect(ctx, s, vip, s.holding(vip, read), trust, entry); err != nil {
+		if err := a.elect(ctx, s, vip, s.holding(vip, read), view, entry); err != nil {
 			return nil, err
 		}
 	}
@@ -279,8 +288,8 @@ func (s *observed) holding(vip netip.Addr, byKey map[types.NamespacedName]*corev
 
 // elect records in s what vip asks of the nodes that carry it: the candidacy
 // of its group (per its ledger entry) joined over the Services holding it that
-// this node may carry it for (trust.go), or nothing (not announced).
-func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, holding []*corev1.Service, trust trustView, entry *paasv1.IP) error {
+// this node may carry it for (package trust), or nothing (not announced).
+func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, holding []*corev1.Service, view trust.View, entry *paasv1.IP) error {
 	delete(s.vips, vip)
 	delete(s.ledger, vip)
 	group := groupOf(entry, s.groups)
@@ -295,7 +304,7 @@ func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, hold
 	var joint vipCandidacy
 	had := false
 	for _, svc := range holding {
-		if _, refused := trust.refusalOf(svc, vip); refused {
+		if _, refused := view.RefusalOf(svc, vip); refused {
 			continue
 		}
 		next := vipCandidacy{Candidacy: c, group: group}
@@ -326,21 +335,12 @@ func vipsOf(svc *corev1.Service, ownClassOnly bool) []netip.Addr {
 
 // groupOf is the IPGroup a VIP was allocated from, per its ledger entry ip
 // (nil: none). Whether the ledger gives the VIP to the Service is
-// trustView.refusalOf's to say.
+// trust.View.RefusalOf's to say.
 func groupOf(ip *paasv1.IP, groups map[string]*paasv1.IPGroup) *paasv1.IPGroup {
 	if ip == nil {
 		return nil
 	}
 	return groups[ip.Labels[paasv1.IPGroupLabel]]
-}
-
-// localAddresses are this node's own addresses (LocalAddresses field, or
-// every interface's).
-func (a *Announcer) localAddresses() (map[netip.Addr]string, error) {
-	if a.LocalAddresses != nil {
-		return a.LocalAddresses()
-	}
-	return nodes.LocalAddresses()
 }
 
 // endpointNodes are the nodes with a ready endpoint of svc.

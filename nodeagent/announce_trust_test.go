@@ -15,7 +15,7 @@ import (
 )
 
 // TestAnnouncerCandidacies: the announcer announces only what the data plane
-// would carry (trust.go): not a forged status, not a ledger naming another
+// would carry (package trust): not a forged status, not a ledger naming another
 // Service, not a Node's address, not this node's own; the ledger's own VIP is.
 func TestAnnouncerCandidacies(t *testing.T) {
 	svc, ledger := uidService, lanLedger

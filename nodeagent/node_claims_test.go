@@ -13,6 +13,8 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
 // TestNodeClaimsCostOnlyTheNode: node "evil" publishes a NodeView naming the
@@ -67,15 +69,19 @@ func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 	if err := c.List(ctx, &services); err != nil {
 		t.Fatal(err)
 	}
-	view, err := readTrust(ctx, c, nil, services.Items, false, a.localAddresses)
+	local, err := nodes.OwnAddresses(a.LocalAddresses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := trust.Read(ctx, c, nil, services.Items, false, local)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range services.Items {
 		s := &services.Items[i]
 		vip := netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
-		r, refused := view.refusalOf(s, vip)
-		if wantRefused := s.Name == "noded"; refused != wantRefused || (refused && r.reason != paasv1.ReasonNodeAddress) {
+		r, refused := view.RefusalOf(s, vip)
+		if wantRefused := s.Name == "noded"; refused != wantRefused || (refused && r.Reason != paasv1.ReasonNodeAddress) {
 			t.Errorf("%s %s: refused %v (%s), want refused %v", s.Name, vip, refused, r, wantRefused)
 		}
 	}

@@ -17,9 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
-// Telling on a Service what the agents refuse to carry (trust.go). Every
+// Telling on a Service what the agents refuse to carry (package trust). Every
 // agent sees the ledger, the Nodes and the Service alike, so every agent
 // computes the same paasv1.ConditionProgrammed for the refusals that do not
 // depend on the node: writing it from each agent is idempotent, and no agent
@@ -35,7 +36,7 @@ const agentFieldOwner = client.FieldOwner("vip-allocator-agent")
 // the Service still carries from an earlier refusal goes).
 type serviceReport struct {
 	svc      *corev1.Service
-	refusals []refusal
+	refusals []trust.Refusal
 }
 
 // Reporter writes the agents' condition and this agent's Events on Services.
@@ -71,8 +72,8 @@ func (r *Reporter) Report(ctx context.Context, reports []serviceReport, now time
 			// A refusal every agent shares is told once, by the agent whose
 			// patch set the condition, not once per node; this node's own
 			// refusal is told by this node.
-			if (ref.local() || patched) && !r.evented[key] && r.Recorder != nil {
-				r.Recorder.Event(rep.svc, corev1.EventTypeWarning, ref.reason, fmt.Sprintf("node %s: %s", r.NodeName, ref))
+			if (ref.Local() || patched) && !r.evented[key] && r.Recorder != nil {
+				r.Recorder.Event(rep.svc, corev1.EventTypeWarning, ref.Reason, fmt.Sprintf("node %s: %s", r.NodeName, ref))
 				evented[key] = true
 			}
 			if r.evented[key] {
@@ -111,8 +112,8 @@ func settled(reports []serviceReport, prev map[string]time.Time, now time.Time, 
 	return due, since, requeue
 }
 
-func refusalKey(svc *corev1.Service, r refusal) string {
-	return string(svc.UID) + "|" + r.reason + "|" + r.String()
+func refusalKey(svc *corev1.Service, r trust.Refusal) string {
+	return string(svc.UID) + "|" + r.Reason + "|" + r.String()
 }
 
 // reasonRank orders the reasons of the condition: the first refused one,
@@ -122,17 +123,17 @@ var reasonRank = map[string]int{paasv1.ReasonNodeAddress: 0, paasv1.ReasonNotInL
 // programmedCondition is paasv1.ConditionProgrammed for a Service with these
 // refusals; present is false when none is shared by every agent (the
 // condition must then be absent).
-func programmedCondition(generation int64, refusals []refusal) (c metav1.Condition, present bool) {
-	var shared []refusal
+func programmedCondition(generation int64, refusals []trust.Refusal) (c metav1.Condition, present bool) {
+	var shared []trust.Refusal
 	for _, r := range refusals {
-		if !r.local() {
+		if !r.Local() {
 			shared = append(shared, r)
 		}
 	}
 	if len(shared) == 0 {
 		return c, false
 	}
-	sort.SliceStable(shared, func(i, j int) bool { return reasonRank[shared[i].reason] < reasonRank[shared[j].reason] })
+	sort.SliceStable(shared, func(i, j int) bool { return reasonRank[shared[i].Reason] < reasonRank[shared[j].Reason] })
 	parts := make([]string, 0, len(shared))
 	for _, r := range shared {
 		parts = append(parts, r.String())
@@ -142,14 +143,14 @@ func programmedCondition(generation int64, refusals []refusal) (c metav1.Conditi
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage] + fmt.Sprintf("... (%d refusals)", len(shared))
 	}
-	return metav1.Condition{Type: paasv1.ConditionProgrammed, Status: metav1.ConditionFalse, Reason: shared[0].reason,
+	return metav1.Condition{Type: paasv1.ConditionProgrammed, Status: metav1.ConditionFalse, Reason: shared[0].Reason,
 		Message: msg, ObservedGeneration: generation}, true
 }
 
 // conditionPatch is the strategic merge patch that brings svc's
 // ConditionProgrammed to what refusals say, touching no other condition; nil
 // when svc already says so.
-func conditionPatch(svc *corev1.Service, refusals []refusal, now time.Time) ([]byte, error) {
+func conditionPatch(svc *corev1.Service, refusals []trust.Refusal, now time.Time) ([]byte, error) {
 	want, present := programmedCondition(svc.Generation, refusals)
 	have := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionProgrammed)
 	var entry map[string]any
@@ -196,7 +197,7 @@ func countRefusals(reports []serviceReport) {
 	counts := map[string]int{paasv1.ReasonNodeAddress: 0, paasv1.ReasonLocalAddress: 0, paasv1.ReasonNotInLedger: 0, paasv1.ReasonInvalidSourceRanges: 0}
 	for _, rep := range reports {
 		for _, ref := range rep.refusals {
-			counts[ref.reason]++
+			counts[ref.Reason]++
 		}
 	}
 	for reason, n := range counts {

@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
-func refused(vip, reason string) refusal {
-	r := refusal{reason: reason, detail: "because " + reason}
+func refused(vip, reason string) trust.Refusal {
+	r := trust.Refusal{Reason: reason, Detail: "because " + reason}
 	if vip != "" {
-		r.vip = netip.MustParseAddr(vip)
+		r.VIP = netip.MustParseAddr(vip)
 	}
 	return r
 }
@@ -32,16 +33,16 @@ func TestConditionPatch(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for _, step := range []struct {
 		desc     string
-		refusals []refusal
+		refusals []trust.Refusal
 		want     string // the patch; "" for none
 	}{
 		{desc: "nothing refused, no condition: nothing to write"},
-		{desc: "a local refusal is this node's Event, not the shared condition", refusals: []refusal{refused("192.0.2.50", paasv1.ReasonLocalAddress)}},
+		{desc: "a local refusal is this node's Event, not the shared condition", refusals: []trust.Refusal{refused("192.0.2.50", paasv1.ReasonLocalAddress)}},
 		{desc: "a forged status and a Node's address: the Node's reason leads, both told",
-			refusals: []refusal{refused("192.0.2.99", paasv1.ReasonNotInLedger), refused("192.0.2.251", paasv1.ReasonNodeAddress)},
+			refusals: []trust.Refusal{refused("192.0.2.99", paasv1.ReasonNotInLedger), refused("192.0.2.251", paasv1.ReasonNodeAddress)},
 			want:     `{"status":{"conditions":[{"lastTransitionTime":"2026-11-26T12:02:00Z","message":"192.0.2.251 because NodeAddress; 192.0.2.99 because NotInLedger","observedGeneration":3,"reason":"NodeAddress","status":"False","type":"vip.paas.org/Programmed"}]}}`},
-		{desc: "the same again: nothing to write", refusals: []refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.99", paasv1.ReasonNotInLedger)}},
-		{desc: "another refusal: the message changes, the transition time stays", refusals: []refusal{refused("", paasv1.ReasonInvalidSourceRanges)},
+		{desc: "the same again: nothing to write", refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.99", paasv1.ReasonNotInLedger)}},
+		{desc: "another refusal: the message changes, the transition time stays", refusals: []trust.Refusal{refused("", paasv1.ReasonInvalidSourceRanges)},
 			want: `{"status":{"conditions":[{"lastTransitionTime":"2026-11-26T12:02:00Z","message":"because InvalidSourceRanges","observedGeneration":3,"reason":"InvalidSourceRanges","status":"False","type":"vip.paas.org/Programmed"}]}}`},
 		{desc: "all carried: the condition goes, alone", want: `{"status":{"conditions":[{"$patch":"delete","type":"vip.paas.org/Programmed"}]}}`},
 	} {
@@ -92,9 +93,9 @@ func withoutProgrammed(svc *corev1.Service) []metav1.Condition {
 // TestProgrammedConditionBounded: a status listing thousands of forged
 // addresses still gives a message the API server accepts.
 func TestProgrammedConditionBounded(t *testing.T) {
-	var many []refusal
+	var many []trust.Refusal
 	for i := range 3000 {
-		many = append(many, refusal{vip: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), reason: paasv1.ReasonNotInLedger, detail: strings.Repeat("x", 100)})
+		many = append(many, trust.Refusal{VIP: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), Reason: paasv1.ReasonNotInLedger, Detail: strings.Repeat("x", 100)})
 	}
 	c, present := programmedCondition(1, many)
 	if !present || len(c.Message) > 32768 || !strings.HasSuffix(c.Message, "(3000 refusals)") {
@@ -107,7 +108,7 @@ func TestProgrammedConditionBounded(t *testing.T) {
 func TestSettled(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{UID: "u"}}
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	forged := []serviceReport{{svc: svc, refusals: []refusal{refused("192.0.2.99", paasv1.ReasonNotInLedger)}}}
+	forged := []serviceReport{{svc: svc, refusals: []trust.Refusal{refused("192.0.2.99", paasv1.ReasonNotInLedger)}}}
 	var since map[string]time.Time
 	for _, step := range []struct {
 		desc        string
@@ -154,7 +155,7 @@ func TestReportOncePerCluster(t *testing.T) {
 	now := time.Now()
 	for _, a := range agents {
 		s := current()
-		a.Report(ctx, []serviceReport{{svc: s, refusals: []refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress)}}}, now)
+		a.Report(ctx, []serviceReport{{svc: s, refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress)}}}, now)
 	}
 	if got := len(events.Events); got != 1 {
 		t.Fatalf("%d Events for one shared refusal, want 1", got)
@@ -165,7 +166,7 @@ func TestReportOncePerCluster(t *testing.T) {
 	if cond := findProgrammed(current()); cond == nil || cond.Reason != paasv1.ReasonNodeAddress {
 		t.Fatalf("condition %+v", cond)
 	}
-	agents[1].Report(ctx, []serviceReport{{svc: current(), refusals: []refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.5", paasv1.ReasonLocalAddress)}}}, now)
+	agents[1].Report(ctx, []serviceReport{{svc: current(), refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.5", paasv1.ReasonLocalAddress)}}}, now)
 	if e := <-events.Events; !strings.HasPrefix(e, "Warning LocalAddress node node2: 192.0.2.5") || len(events.Events) != 0 {
 		t.Fatalf("event %q, %d more", e, len(events.Events))
 	}

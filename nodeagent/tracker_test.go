@@ -13,6 +13,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
 func nn(s string) types.NamespacedName {
@@ -44,7 +45,7 @@ func dsvc(key string, vips []string, refused bool, onLocal bool) *derived {
 	}
 	d.served = len(d.ds.VIPs) > 0
 	if refused {
-		d.report.refusals = []refusal{{reason: paasv1.ReasonNotInLedger, detail: "x"}}
+		d.report.refusals = []trust.Refusal{{Reason: paasv1.ReasonNotInLedger, Detail: "x"}}
 	}
 	return d
 }
