@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -278,8 +279,11 @@ func BenchmarkAnnouncePass(b *testing.B) {
 
 // uidService is the LoadBalancer Service ns/name (uid "uid-"+name) holding ips.
 func uidService(name string, ips ...string) *corev1.Service {
-	s := lb(corev1.LoadBalancerIPModeProxy, nil, ips...)
-	s.Name, s.UID = name, types.UID("uid-"+name)
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	for _, ip := range ips {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeProxy)})
+	}
 	return s
 }
 

@@ -76,8 +76,7 @@ func TestSharedCandidacies(t *testing.T) {
 	for _, names := range [][2]string{{"a-local", "b-cluster"}, {"b-local", "a-cluster"}} {
 		localName, clusterName := names[0], names[1]
 		svc := func(name string, local bool) *corev1.Service {
-			s := lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.10")
-			s.Name, s.UID = name, types.UID("uid-"+name)
+			s := uidService(name, "192.0.2.10")
 			if local {
 				s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 			}

@@ -33,7 +33,9 @@ func TestAnnouncerCandidacies(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(objs...).Build()
 	a := &Announcer{Client: c, NodeName: "node1",
-		LocalAddresses: func() (map[netip.Addr]string, error) { return addrSet("192.0.2.13", "eth0"), nil }}
+		LocalAddresses: func() (map[netip.Addr]string, error) {
+			return map[netip.Addr]string{netip.MustParseAddr("192.0.2.13"): "eth0"}, nil
+		}}
 	got, entries, err := a.candidacies(context.Background(), map[string]*paasv1.IP{
 		"192.0.2.10": ledger("192.0.2.10", "web"), "192.0.2.12": ledger("192.0.2.12", "noded"),
 		"192.0.2.13": ledger("192.0.2.13", "local"), "192.0.2.14": legacy})

@@ -8,25 +8,6 @@ import (
 )
 
 var (
-	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "vip_allocator_agent_sync_duration_seconds",
-		Help:    "Time to write the node's rules, by family and mode (full or partial).",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-	}, []string{"family", "mode"})
-	rulesWritten = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_rules",
-		Help: "Rules written by the last sync, by family (the nftables plane writes rules only on a full sync or for a new endpoint count).",
-	}, []string{"family"})
-	elementsWritten = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_elements",
-		Help: "nftables set and map elements added or deleted by the last sync, by family (0 on the iptables plane).",
-	}, []string{"family"})
-	// Named after iptables-restore, and kept so dashboards hold: it counts the
-	// nftables plane's failed transactions too.
-	syncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vip_allocator_agent_restore_failures_total",
-		Help: "Syncs whose write failed (iptables-restore or nftables transaction), by family.",
-	}, []string{"family"})
 	vipsAnnounced = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_vips_announced",
 		Help: "VIPs this node answers ARP or NDP for (as owner, or still handing over).",
@@ -55,10 +36,6 @@ var (
 		Name: "vip_allocator_agent_bgp_session_up",
 		Help: "1 when this node's BGP session with the peer is Established, else 0.",
 	}, []string{"peer"})
-	refusedAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_refused_addresses",
-		Help: "Addresses in Service statuses this node refuses to program and announce, by reason (NodeAddress, LocalAddress, NotInLedger), and Services it closes (InvalidSourceRanges).",
-	}, []string{"reason"})
 	bgpPrefixesSent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vip_allocator_agent_bgp_prefixes_sent",
 		Help: "VIP routes advertised to the peer on this node's session.",
@@ -79,7 +56,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses, bfdSessionUp, bfdStateChanges, announceDecideDuration)
+	metrics.Registry.MustRegister(vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, bfdSessionUp, bfdStateChanges, announceDecideDuration)
 }
 
 // registerCounterFunc exports a count kept elsewhere (a package below this

@@ -27,11 +27,12 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/proxy"
 )
 
 // Config is the running agent's configuration: its flags.
 type Config struct {
-	Options
+	proxy.Options
 	Scheme *runtime.Scheme
 	// Plane and MasqueradeBit configure the data planes (dataplane.Config).
 	Plane         string
@@ -65,7 +66,7 @@ type Config struct {
 }
 
 // reportSettle is how long a refusal lasts before the agent reports it (see
-// Reporter.Settle).
+// proxy.Reporter.Settle).
 const reportSettle = 2 * time.Second
 
 // Server is a running node agent: the data planes, the announcer and the
@@ -73,7 +74,7 @@ const reportSettle = 2 * time.Second
 type Server struct {
 	cfg       Config
 	mgr       manager.Manager
-	agent     *Agent
+	syncer    *proxy.Syncer
 	direct    client.WithWatch // the API server itself: Secrets, and the Node once the cache stops
 	daemonSet *types.NamespacedName
 	// dsDeleted is whether this agent saw its DaemonSet deleted (an uninstall);
@@ -93,7 +94,7 @@ type Server struct {
 
 // NewServer opens the data planes and builds the manager; nothing runs yet.
 func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
-	s := &Server{cfg: cfg, agent: &Agent{Options: cfg.Options}}
+	s := &Server{cfg: cfg, syncer: &proxy.Syncer{Options: cfg.Options}}
 	if cfg.DaemonSet != "" {
 		key, err := ParseDaemonSet(cfg.DaemonSet)
 		if err != nil {
@@ -114,7 +115,7 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 			ctrl.Log.Info("nftables refused our ruleset: using iptables", "family", fam, "reason", fallback.Error())
 		}
 		ctrl.Log.Info("data plane", "family", fam, "backend", p.Backend())
-		s.agent.Planes = append(s.agent.Planes, p)
+		s.syncer.Planes = append(s.syncer.Planes, p)
 	}
 	var err error
 	if s.direct, err = client.NewWithWatch(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
@@ -130,16 +131,16 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	s.agent.Client = s.mgr.GetClient()
+	s.syncer.Client = s.mgr.GetClient()
 	s.unviewed = &nodes.Unviewed{Direct: s.direct}
-	s.agent.unviewed = s.unviewed
-	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+	s.syncer.Unviewed = s.unviewed
+	s.syncer.Reporter = &proxy.Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName: cfg.NodeName, Settle: reportSettle}
 	// The data path and the announcer both list a Service's EndpointSlices.
 	if err := changes.IndexEndpointSlices(context.Background(), s.mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	if err := s.agent.SetupWithManager(s.mgr); err != nil {
+	if err := s.syncer.SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
 	if err := (&nodes.ViewPublisher{Client: s.mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(s.mgr); err != nil {
@@ -286,7 +287,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		}),
 	}
 	if s.cfg.ConnectionHandoff {
-		a.Handoff, a.Nodes = s.agent.Handoff, s.direct
+		a.Handoff, a.Nodes = s.syncer.Handoff, s.direct
 	}
 	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(), s.cfg.ARPProbePeriod)
 	registerCounterFunc("vip_allocator_agent_arp_claims_ignored_total",

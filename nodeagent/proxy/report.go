@@ -1,4 +1,4 @@
-package nodeagent
+package proxy
 
 import (
 	"context"

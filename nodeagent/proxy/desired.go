@@ -1,4 +1,4 @@
-package nodeagent
+package proxy
 
 import (
 	"net/netip"
@@ -13,7 +13,7 @@ import (
 // of one Service, not of all of them. The model is kube-proxy's change trackers (an event
 // names what changed; a sync folds in only that): package changes says what is stale (events
 // write it, the sync takes it); desiredState holds each Service's last derivation (only the
-// sync touches it). It is pure: agent.go reads the cache and the trust view.
+// sync touches it). It is pure: syncer.go reads the cache and the trust view.
 
 // derived is one Service's last derivation.
 type derived struct {
@@ -43,7 +43,7 @@ type desiredState struct {
 	// every sync, to settle and keep their condition) and those with onLocal.
 	refused, local map[types.NamespacedName]bool
 	// families counts the served Services with a VIP of each family: a plane with none
-	// is left untouched (agent.go).
+	// is left untouched (syncer.go).
 	families map[dataplane.Family]int
 }
 

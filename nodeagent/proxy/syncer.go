@@ -1,15 +1,4 @@
-// Package nodeagent is the per-node agent: it turns the Services the operator
-// gave VIPs (ipMode Proxy) and their ready endpoints into dataplane.Service
-// values and hands them to one dataplane.Plane per family (the nftables plane,
-// or the iptables one, as dataplane.Open picked), so traffic to VIP:port reaches
-// an endpoint on every node whatever kube-proxy mode or CNI the cluster runs.
-// It carries only the addresses the ledger gives a Service and that are no
-// Node's nor its own (package trust), and writes to the API server only Events and
-// its one Service condition, vip.paas.org/Programmed (report.go). It keeps its
-// rules when it stops for a restart or an upgrade (traffic must not stop) and
-// removes them, as `vip-allocator agent cleanup` does, only when it is being
-// uninstalled (teardown.go).
-package nodeagent
+package proxy
 
 import (
 	"context"
@@ -42,7 +31,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
-// Options configure the agent.
+// Options configure the Syncer.
 type Options struct {
 	NodeName string
 	// OwnClassOnly mirrors the operator's --own-class-only.
@@ -61,8 +50,9 @@ type Options struct {
 // into one; a sync derives again only what is stale.
 var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "sync"}}
 
-// Agent keeps one data plane per address family in sync with the cluster.
-type Agent struct {
+// Syncer keeps one data plane per address family in sync with the cluster:
+// the Services' desired state, kept from events, handed to each plane.
+type Syncer struct {
 	Client  client.Reader
 	Options Options
 	Planes  []dataplane.Plane
@@ -80,9 +70,9 @@ type Agent struct {
 	// active planes have written rules; a family with no VIP yet is left
 	// untouched, so a node without IPv6 VIPs keeps its ip6tables as they are.
 	active map[dataplane.Family]bool
-	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
-	// none; see listNodes).
-	unviewed *nodes.Unviewed
+	// Unviewed reads the Nodes of the agents that publish no NodeView (nil:
+	// none; see nodes.List).
+	Unviewed *nodes.Unviewed
 	// programmed is what the planes last synced of each Service: the stale
 	// flows of a sync are told from it (forgetStaleFlows).
 	programmed map[types.NamespacedName]dataplane.Service
@@ -93,7 +83,7 @@ type Agent struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
 
-func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+func (a *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
 	stale := a.changes.Take()
 	derivedNow, derivedAll, err := a.derive(ctx, stale, full)
@@ -174,7 +164,7 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 // comparing what the planes now hold with what they held for the Services
 // derived in this sync (all of them: every Service ever programmed too). A
 // failure is logged: the rules are right, and the next change tries again.
-func (a *Agent) forgetStaleFlows(ctx context.Context, derived []types.NamespacedName, all bool) {
+func (a *Syncer) forgetStaleFlows(ctx context.Context, derived []types.NamespacedName, all bool) {
 	if a.programmed == nil {
 		a.programmed = map[types.NamespacedName]dataplane.Service{}
 	}
@@ -206,7 +196,7 @@ func (a *Agent) forgetStaleFlows(ctx context.Context, derived []types.Namespaced
 
 // Handoff gives every data plane its family's connection handoffs (see
 // dataplane.Handoffs).
-func (a *Agent) Handoff(h dataplane.Handoffs) error {
+func (a *Syncer) Handoff(h dataplane.Handoffs) error {
 	var errs []error
 	for _, p := range a.Planes {
 		errs = append(errs, p.SetHandoffs(h))
@@ -219,7 +209,7 @@ func (a *Agent) Handoff(h dataplane.Handoffs) error {
 // node's changed (trust is read from them for every Service); otherwise only
 // the stale ones, so one changed endpoint costs one Service's derivation. It
 // returns the Services it derived, and whether that was all of them.
-func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys []types.NamespacedName, all bool, err error) {
+func (a *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys []types.NamespacedName, all bool, err error) {
 	local, err := nodes.OwnAddresses(a.Options.LocalAddresses)
 	if err != nil {
 		return nil, false, fmt.Errorf("read this node's addresses: %w", err)
@@ -245,7 +235,7 @@ func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys 
 			services = append(services, svc)
 		}
 	}
-	view, err := trust.Read(ctx, a.Client, a.unviewed, services, a.Options.OwnClassOnly, local)
+	view, err := trust.Read(ctx, a.Client, a.Unviewed, services, a.Options.OwnClassOnly, local)
 	if err != nil {
 		return nil, false, err
 	}
@@ -276,7 +266,7 @@ func (a *Agent) derive(ctx context.Context, stale changes.Set, full bool) (keys 
 // deriveOne is what the data plane gets of svc (its served VIPs, ports and
 // ready endpoints, from the cache), with only the addresses this node may
 // carry (package trust), and what it refused (report.go).
-func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trust.View) (*derived, error) {
+func (a *Syncer) deriveOne(ctx context.Context, svc *corev1.Service, view trust.View) (*derived, error) {
 	d := &derived{report: serviceReport{svc: svc}}
 	d.addrs = ingress.Addrs(svc)
 	for _, addr := range d.addrs {
@@ -297,7 +287,7 @@ func (a *Agent) deriveOne(ctx context.Context, svc *corev1.Service, view trust.V
 
 // SetupWithManager funnels every event into the single sync request; the
 // cache must index EndpointSlices by Service (changes.IndexEndpointSlices).
-func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
+func (a *Syncer) SetupWithManager(mgr ctrl.Manager) error {
 	service := marking(a.changes.Observe)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("dataplane").
