@@ -207,7 +207,7 @@ func latched(cond func() bool) func() bool {
 
 // joinOthers joins the agents of the Nodes not in the membership yet,
 // after refreshing index (the addresses members are admitted from); list
-// reads the Nodes (listNodes).
+// reads the Nodes (nodes.List).
 func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodes.Index) {
 	nodes, err := list(ctx)
 	if err != nil {

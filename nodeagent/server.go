@@ -21,6 +21,7 @@ import (
 
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -264,12 +265,12 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		return nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
 	}
 
-	a := &Announcer{
+	a := &announce.Announcer{
 		Client:         s.mgr.GetClient(),
 		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName:       node,
-		nodes:          index,
-		unviewed:       s.unviewed,
+		Index:          index,
+		Unviewed:       s.unviewed,
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       liveness{cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
@@ -296,8 +297,8 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
-	speaker.OnBFDChange(countBFDChange)
-	a.BGP = &BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: node, Speaker: speaker, Passwords: bgpPasswords(s.direct, s.cfg.Namespace)}
+	speaker.OnBFDChange(announce.CountBFDChange)
+	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: node, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace)}
 	s.shutdown = &shutdown{gossip: cluster, l2: a.Speaker, bgp: speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
 		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, node))}
 	if err := a.SetupWithManager(s.mgr); err != nil {

@@ -1,4 +1,4 @@
-package nodeagent
+package announce
 
 import (
 	"net/netip"

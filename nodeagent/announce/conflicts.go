@@ -1,4 +1,4 @@
-package nodeagent
+package announce
 
 import (
 	"context"
@@ -92,5 +92,5 @@ func (a *Announcer) legacyAnnouncer(ctx context.Context, vip netip.Addr) (bool, 
 // nodes (their claims of a VIP are hand-overs), from the index the announce
 // passes keep.
 func (a *Announcer) OurMACs() func(net.HardwareAddr) bool {
-	return a.nodes.HasMAC
+	return a.Index.HasMAC
 }

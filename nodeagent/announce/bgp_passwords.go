@@ -1,4 +1,4 @@
-package nodeagent
+package announce
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-bgp-passwords,namespace=vip-allocator-operator
 
-// bgpPasswords reads the BGP peers' passwords from the Secret the operator
+// BGPPasswords reads the BGP peers' passwords from the Secret the operator
 // fills, at most every few seconds: every announce pass asks. It reads the
 // API server directly: the agent caches no Secret, and may read only this one.
 //
@@ -23,11 +23,11 @@ import (
 // returns the last passwords read, with the error: a session must not drop
 // because the agent could not ask. Only a read that succeeds changes them,
 // and a peer missing from it (or the Secret not found) has no password.
-func bgpPasswords(c client.Reader, namespace string) func(context.Context) (map[string]string, error) {
+func BGPPasswords(c client.Reader, namespace string) func(context.Context) (map[string]string, error) {
 	return bgpPasswordsEvery(c, namespace, 5*time.Second)
 }
 
-// bgpPasswordsEvery is bgpPasswords reading at most once per every.
+// bgpPasswordsEvery is BGPPasswords reading at most once per every.
 func bgpPasswordsEvery(c client.Reader, namespace string, every time.Duration) func(context.Context) (map[string]string, error) {
 	var (
 		mu      sync.Mutex

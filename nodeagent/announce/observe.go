@@ -1,4 +1,4 @@
-package nodeagent
+package announce
 
 import (
 	"context"
@@ -23,10 +23,10 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/trust"
 )
 
-// observed is what the announcer read, kept from pass to pass: a full pass
+// store is what the announcer read, kept from pass to pass: a full pass
 // reads it all, an incremental one refreshes only the Services and VIPs that
 // changed (package changes).
-type observed struct {
+type store struct {
 	// groups are the IPGroups by name.
 	groups map[string]*paasv1.IPGroup
 	// nodeAddrs maps every Node's address to the Node (see trust.View).
@@ -53,7 +53,7 @@ const fullPassEvery = time.Minute
 // view (node_views.go): no event tells of their changes, so each full pass
 // reads them again.
 func (a *Announcer) fullPassPeriod() time.Duration {
-	if r := a.unviewed.RefreshEvery(); r > 0 && r < fullPassEvery {
+	if r := a.Unviewed.RefreshEvery(); r > 0 && r < fullPassEvery {
 		return r
 	}
 	return fullPassEvery
@@ -83,7 +83,7 @@ func (a *Announcer) observe(ctx context.Context, ch changes.Set) (o observation,
 }
 
 // observeAll reads everything: each kind is listed once.
-func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
+func (a *Announcer) observeAll(ctx context.Context) (*store, error) {
 	var ledger paasv1.IPList
 	if err := a.Client.List(ctx, &ledger); err != nil {
 		return nil, fmt.Errorf("list IPs: %w", err)
@@ -92,7 +92,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	nodes, viewed, err := nodes.List(ctx, a.Client, a.unviewed)
+	nodes, viewed, err := nodes.List(ctx, a.Client, a.Unviewed)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +101,8 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 		return nil, err
 	}
 	s.alive, s.known = aliveNodes(nodes, a.Liveness.AliveDraining(), a.OnCordon)
-	if a.nodes != nil {
-		a.nodes.Update(nodes)
+	if a.Index != nil {
+		a.Index.Update(nodes)
 	}
 	for i := range nodes {
 		if nodes[i].Name == a.NodeName {
@@ -124,7 +124,7 @@ func (a *Announcer) observeAll(ctx context.Context) (*observed, error) {
 // the ledger by object name: a VIP is announced only when its entry gives it
 // to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
-	nodes, viewed, err := nodes.List(ctx, a.Client, a.unviewed)
+	nodes, viewed, err := nodes.List(ctx, a.Client, a.Unviewed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,8 +136,8 @@ func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.I
 }
 
 // readServices reads every Service and IPGroup and makes, with the ledger
-// (by object name) and the Nodes' addresses, the Services' part of observed.
-func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.IP, nodeAddrs map[netip.Addr]string) (*observed, error) {
+// (by object name) and the Nodes' addresses, the Services' part of store.
+func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.IP, nodeAddrs map[netip.Addr]string) (*store, error) {
 	var services corev1.ServiceList
 	if err := a.Client.List(ctx, &services); err != nil {
 		return nil, fmt.Errorf("list Services: %w", err)
@@ -146,7 +146,7 @@ func (a *Announcer) readServices(ctx context.Context, ledger map[string]*paasv1.
 	if err := a.Client.List(ctx, &groups); err != nil {
 		return nil, fmt.Errorf("list IPGroups: %w", err)
 	}
-	s := &observed{groups: map[string]*paasv1.IPGroup{}, nodeAddrs: nodeAddrs,
+	s := &store{groups: map[string]*paasv1.IPGroup{}, nodeAddrs: nodeAddrs,
 		held: map[types.NamespacedName][]netip.Addr{}, holders: map[netip.Addr]map[types.NamespacedName]bool{},
 		vips: map[netip.Addr]vipCandidacy{}, ledger: map[netip.Addr]*paasv1.IP{}}
 	for i := range groups.Items {
@@ -250,7 +250,7 @@ func (a *Announcer) observeChanged(ctx context.Context, ch changes.Set) (map[net
 }
 
 // hold records that the Service key holds vips (none: it holds nothing).
-func (s *observed) hold(key types.NamespacedName, vips []netip.Addr) {
+func (s *store) hold(key types.NamespacedName, vips []netip.Addr) {
 	for _, vip := range s.held[key] {
 		delete(s.holders[vip], key)
 		if len(s.holders[vip]) == 0 {
@@ -271,7 +271,7 @@ func (s *observed) hold(key types.NamespacedName, vips []netip.Addr) {
 }
 
 // holding are the Services (from byKey) that hold vip, in the order of their keys.
-func (s *observed) holding(vip netip.Addr, byKey map[types.NamespacedName]*corev1.Service) []*corev1.Service {
+func (s *store) holding(vip netip.Addr, byKey map[types.NamespacedName]*corev1.Service) []*corev1.Service {
 	keys := make([]types.NamespacedName, 0, len(s.holders[vip]))
 	for key := range s.holders[vip] {
 		keys = append(keys, key)
@@ -289,7 +289,7 @@ func (s *observed) holding(vip netip.Addr, byKey map[types.NamespacedName]*corev
 // elect records in s what vip asks of the nodes that carry it: the candidacy
 // of its group (per its ledger entry) joined over the Services holding it that
 // this node may carry it for (package trust), or nothing (not announced).
-func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, holding []*corev1.Service, view trust.View, entry *paasv1.IP) error {
+func (a *Announcer) elect(ctx context.Context, s *store, vip netip.Addr, holding []*corev1.Service, view trust.View, entry *paasv1.IP) error {
 	delete(s.vips, vip)
 	delete(s.ledger, vip)
 	group := groupOf(entry, s.groups)
@@ -300,7 +300,7 @@ func (a *Announcer) elect(ctx context.Context, s *observed, vip netip.Addr, hold
 	if !ok {
 		return nil
 	}
-	// A shared VIP: every Service on it asks (announce_share.go).
+	// A shared VIP: every Service on it asks (share.go).
 	var joint vipCandidacy
 	had := false
 	for _, svc := range holding {

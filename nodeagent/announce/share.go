@@ -1,4 +1,4 @@
-package nodeagent
+package announce
 
 // Shared VIPs (several Services holding one address under a sharing key): one
 // VIP has one ledger object and one IPGroup, so the node selector and the

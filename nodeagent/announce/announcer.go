@@ -1,4 +1,4 @@
-package nodeagent
+package announce
 
 import (
 	"context"
@@ -71,6 +71,13 @@ type Announcer struct {
 	// from its interfaces, see nodes.LocalAddresses).
 	LocalAddresses func() (map[netip.Addr]string, error)
 
+	// Index is the index of the Nodes' MACs and addresses each pass
+	// refreshes, for the L2 speaker and the gossip (nil: none kept).
+	Index *nodes.Index
+	// Unviewed reads the Nodes of the agents that publish no NodeView (nil:
+	// none; see nodes.List).
+	Unviewed *nodes.Unviewed
+
 	// Handoff programs the data path to send the mid-stream TCP segments of the
 	// VIPs this node took over to their previous owners (nil: not at all).
 	Handoff func(dataplane.Handoffs) error
@@ -90,14 +97,8 @@ type Announcer struct {
 	// makes it a full one. seen is what the passes read so far (nil: read
 	// everything next).
 	changes  changes.Tracker
-	seen     *observed
+	seen     *store
 	lastFull time.Time
-	// nodes is the index of the Nodes' MACs and addresses each pass
-	// refreshes, for the L2 speaker and the gossip (nil: none kept).
-	nodes *nodes.Index
-	// unviewed reads the Nodes of the agents that publish no NodeView (nil:
-	// none; see listNodes).
-	unviewed *nodes.Unviewed
 }
 
 // announceRequest is the Announcer's only work item, like the data plane's.
