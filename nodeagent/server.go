@@ -25,6 +25,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/gossip"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
@@ -46,13 +47,13 @@ type Config struct {
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
-	// steps (0: gossipKeyPoll).
+	// steps (0: gossip.KeyPoll).
 	GossipKeyPoll time.Duration
 	OnStop        string // OnStopAuto, OnStopHandover or OnStopRestart
 	// OnCordon is what cordoning a node does to its VIPs (the operator's
 	// --on-cordon, which it passes to the agents it deploys).
 	OnCordon       election.OnCordon
-	LivenessTimers string // TimersTuned or TimersLAN
+	LivenessTimers string // gossip.TimersTuned or gossip.TimersLAN
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
 	// planned move on to their previous owner.
 	ConnectionHandoff bool
@@ -214,19 +215,44 @@ func (s *Server) Stop() error {
 // startAnnouncing joins the liveness gossip and registers the announcer (L2
 // and BGP) and its helpers with the manager.
 func (s *Server) startAnnouncing(ctx context.Context) error {
-	log := ctrl.Log.WithName("announce")
+	g, err := s.joinGossip(ctx)
+	if err != nil {
+		return err
+	}
+	a := s.announcer(g)
+	s.shutdown = &shutdown{gossip: g.cluster, l2: a.Speaker, bgp: a.BGP.Speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
+		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, s.cfg.NodeName))}
+	if err := a.SetupWithManager(s.mgr); err != nil {
+		return err
+	}
+	return s.addAnnounceRunnables(a, g)
+}
+
+// joined is this agent's place in the gossip: the cluster, the node index it
+// admits members from, the kick that asks for a round of joins, and when it
+// started.
+type joined struct {
+	cluster *membership.Cluster
+	index   *nodes.Index
+	kick    chan struct{}
+	started time.Time
+}
+
+// joinGossip publishes this node, starts its gossip and joins the agents of
+// the Nodes it can read before the cache runs.
+func (s *Server) joinGossip(ctx context.Context) (*joined, error) {
 	node := s.cfg.NodeName
-	keys, err := gossipKeys(ctx, s.direct, s.cfg.Namespace)
+	keys, err := gossip.Keys(ctx, s.direct, s.cfg.Namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	bind, err := bindAddress(ctx, s.direct, node, s.cfg.BindAddress)
+	bind, err := gossip.BindAddress(ctx, s.direct, node, s.cfg.BindAddress)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	timers, err := livenessTimers(s.cfg.LivenessTimers)
+	timers, err := gossip.Timers(s.cfg.LivenessTimers)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// This node's interfaces and view are published before its gossip
 	// starts, so an agent that hears it can place it at once (an agent
@@ -235,57 +261,47 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// A member named by the gossip that this agent cannot place yet is
 	// looked up and joined in the next round (at once, not in 5 s): until
 	// then the two agents count different members and elect differently.
-	kick := make(chan struct{}, 1)
-	index := &nodes.Index{Unknown: func(name string) {
+	g := &joined{kick: make(chan struct{}, 1)}
+	g.index = &nodes.Index{Unknown: func(name string) {
 		s.unviewed.Ask(name)
 		select {
-		case kick <- struct{}{}:
+		case g.kick <- struct{}{}:
 		default:
 		}
 	}}
-	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
-		Admit: index.AdmitMember, Log: log.WithName("memberlist")})
-	if errors.Is(err, membership.ErrPortInUse) {
-		return fmt.Errorf("start liveness gossip on %s: %w; %s", bind, err, gossipPortInUse(cmp.Or(s.cfg.MemberlistPort, membership.DefaultPort)))
-	}
+	g.cluster, err = gossip.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
+		Admit: g.index.AdmitMember, Log: ctrl.Log.WithName("announce").WithName("memberlist")})
 	if err != nil {
-		return fmt.Errorf("start liveness gossip on %s: %w", bind, err)
+		return nil, err
 	}
-	started := time.Now()
-	setGossipKeyMetric(cluster.Keys())
+	g.started = time.Now()
 	registerCounterFunc("vip_allocator_agent_gossip_members_rejected_total",
 		"Gossip alive claims not believed: the member names a Node whose InternalIPs do not hold the address it advertises (or no Node yet), or the claim came from another address and the member did not answer at its own.",
-		cluster.Rejected)
+		g.cluster.Rejected)
 	// Before the cache runs: this node's Node and the views, from the API server.
-	joinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
+	gossip.JoinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
 		return nodes.ListOnly(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
-	}, cluster, node, index)
-	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(cluster.Members())) }
-	listed := func(ctx context.Context) ([]corev1.Node, error) {
-		return nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
-	}
+	}, g.cluster, node, g.index)
+	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(g.cluster.Members())) }
+	return g, nil
+}
 
+// announcer is the announcer of this node, L2 and BGP, deciding from what g
+// says of the other agents.
+func (s *Server) announcer(g *joined) *announce.Announcer {
+	log := ctrl.Log.WithName("announce")
 	a := &announce.Announcer{
 		Client:         s.mgr.GetClient(),
 		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
-		NodeName:       node,
-		Index:          index,
+		NodeName:       s.cfg.NodeName,
+		Index:          g.index,
 		Unviewed:       s.unviewed,
 		OwnClassOnly:   s.cfg.OwnClassOnly,
-		Liveness:       liveness{cluster},
+		Liveness:       gossip.Liveness{Cluster: g.cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
-		// Settled once another agent is seen and every node this agent
-		// knows is counted in the gossip (agents started together would
-		// otherwise elect from different members), or after a few seconds
-		// (the first agent of a cluster, a one-node cluster, a node whose
-		// agent is down); and settled for good: an agent dying later must
-		// not stop the others from taking its VIPs.
-		Settled: latched(func() bool {
-			members := cluster.Members()
-			return len(members) > 1 && index.AllIn(members) || time.Since(started) > settleAlone
-		}),
+		Settled:        gossip.Settled(g.cluster, g.index, g.started),
 	}
 	if s.cfg.ConnectionHandoff {
 		a.Handoff, a.Nodes = s.syncer.Handoff, s.direct
@@ -298,11 +314,17 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
 	speaker.OnBFDChange(announce.CountBFDChange)
-	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: node, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace)}
-	s.shutdown = &shutdown{gossip: cluster, l2: a.Speaker, bgp: speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
-		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, node))}
-	if err := a.SetupWithManager(s.mgr); err != nil {
-		return err
+	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: s.cfg.NodeName, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace)}
+	return a
+}
+
+// addAnnounceRunnables adds to the manager what runs beside the announcer:
+// the interface publisher, the conflict and BGP reporters, the rounds of
+// joins and the key rotation.
+func (s *Server) addAnnounceRunnables(a *announce.Announcer, g *joined) error {
+	node := s.cfg.NodeName
+	listed := func(ctx context.Context) ([]corev1.Node, error) {
+		return nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
 	}
 	runnables := []manager.RunnableFunc{
 		(&nodes.InterfacePublisher{Client: s.mgr.GetClient(), NodeName: node, Period: 30 * time.Second}).Start,
@@ -312,13 +334,13 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			joinRounds(ctx, kick, func() { joinOthers(ctx, listed, cluster, node, index) })
+			gossip.JoinRounds(ctx, g.kick, func() { gossip.JoinOthers(ctx, listed, g.cluster, node, g.index) })
 			return nil
 		},
 		// Key rotation: the Secret is read directly (the agent may get
 		// only this one Secret, so there is no watch to follow).
 		func(ctx context.Context) error {
-			followGossipKeys(ctx, s.direct, s.cfg.Namespace, cluster, cmp.Or(s.cfg.GossipKeyPoll, gossipKeyPoll))
+			gossip.FollowKeys(ctx, s.direct, s.cfg.Namespace, g.cluster, cmp.Or(s.cfg.GossipKeyPoll, gossip.KeyPoll))
 			return nil
 		},
 	}

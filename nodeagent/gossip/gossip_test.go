@@ -1,4 +1,4 @@
-package nodeagent
+package gossip
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestParseGossipKeys(t *testing.T) {
 		{"not base64", map[string][]byte{paasv1.MemberlistKeys: []byte(b64(k1) + "\n%%%")}, nil, "line 2: not base64"},
 		{"a key of the wrong size", map[string][]byte{paasv1.MemberlistKeys: []byte(b64(k1) + "\n" + b64([]byte("short")))}, nil, "line 2: 5 bytes"},
 	} {
-		got, err := parseGossipKeys(tc.data)
+		got, err := parseKeys(tc.data)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want %q", tc.desc, err, tc.err)
@@ -57,7 +57,7 @@ func TestJoinRoundsKick(t *testing.T) {
 	rounds := make(chan time.Time, 100)
 	done := make(chan struct{})
 	go func() {
-		joinRounds(ctx, kick, func() { rounds <- time.Now() })
+		JoinRounds(ctx, kick, func() { rounds <- time.Now() })
 		close(done)
 	}()
 	<-rounds // the first round runs at once
@@ -118,7 +118,7 @@ func TestGossipPortInUse(t *testing.T) {
 		{7946, []string{"holds port 7946", "MetalLB's speaker", "METALLB_ML_BIND_PORT", "speaker.memberlist.mlBindPort", "--agent-args=--memberlist-port=7947"}},
 		{7950, []string{"holds port 7950", "--agent-args=--memberlist-port=7951"}},
 	} {
-		got := gossipPortInUse(tc.port)
+		got := portInUse(tc.port)
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("port %d: %q does not say %q", tc.port, got, w)

@@ -1,9 +1,11 @@
-package nodeagent
+package gossip
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -23,20 +25,16 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
-// The agents' liveness gossip (package membership) as the running agent
-// uses it: its shared key from the operator's Secret, this node's address,
-// and joining the agents of the other Nodes.
-
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,resourceNames=vip-allocator-memberlist,namespace=vip-allocator-operator
 
-// settleAlone is how long an agent that sees no other agent waits before it
+// SettleAlone is how long an agent that sees no other agent waits before it
 // announces anything: long enough for agents started together to find each other.
-const settleAlone = 5 * time.Second
+const SettleAlone = 5 * time.Second
 
-// gossipKeyPoll is how often the agent reads the gossip Secret for a
+// KeyPoll is how often the agent reads the gossip Secret for a
 // rotation step (--gossip-key-poll): wait at least this between the steps,
 // and until every agent shows the step.
-const gossipKeyPoll = 30 * time.Second
+const KeyPoll = 30 * time.Second
 
 // Liveness timer presets (the agent's --liveness-timers flag).
 const (
@@ -44,8 +42,8 @@ const (
 	TimersLAN   = "lan"   // memberlist's defaults, about five: the baseline of make bench-failover
 )
 
-// livenessTimers is a named preset of failure-detection timers.
-func livenessTimers(preset string) (membership.Timers, error) {
+// Timers is a named preset of failure-detection timers.
+func Timers(preset string) (membership.Timers, error) {
 	switch preset {
 	case "", TimersTuned:
 		return membership.TunedTimers(), nil
@@ -55,22 +53,22 @@ func livenessTimers(preset string) (membership.Timers, error) {
 	return membership.Timers{}, fmt.Errorf("--liveness-timers %q: want %s or %s", preset, TimersTuned, TimersLAN)
 }
 
-// liveness adapts membership to what the announcer needs.
-type liveness struct{ c *membership.Cluster }
+// Liveness adapts membership to what the announcer needs (announce.Liveness).
+type Liveness struct{ Cluster *membership.Cluster }
 
-func (l liveness) AliveDraining() map[string]bool {
+func (l Liveness) AliveDraining() map[string]bool {
 	out := map[string]bool{}
-	for name, st := range l.c.Members() {
+	for name, st := range l.Cluster.Members() {
 		out[name] = st == membership.Draining
 	}
 	return out
 }
 
-func (l liveness) Changed() <-chan struct{} { return l.c.Changed() }
+func (l Liveness) Changed() <-chan struct{} { return l.Cluster.Changed() }
 
-// gossipKeys reads the agents' keys, primary first, from the Secret the
+// Keys reads the agents' keys, primary first, from the Secret the
 // operator creates, waiting a minute for it on a fresh install.
-func gossipKeys(ctx context.Context, c client.Reader, namespace string) ([][]byte, error) {
+func Keys(ctx context.Context, c client.Reader, namespace string) ([][]byte, error) {
 	var secret corev1.Secret
 	name := client.ObjectKey{Namespace: namespace, Name: paasv1.MemberlistSecret}
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -83,17 +81,17 @@ func gossipKeys(ctx context.Context, c client.Reader, namespace string) ([][]byt
 	if err != nil {
 		return nil, fmt.Errorf("read Secret %s (created by the operator; is it running?): %w", name, err)
 	}
-	keys, err := parseGossipKeys(secret.Data)
+	keys, err := parseKeys(secret.Data)
 	if err != nil {
 		return nil, fmt.Errorf("Secret %s: %w", name, err)
 	}
 	return keys, nil
 }
 
-// parseGossipKeys reads the gossip Secret's data: the list under
+// parseKeys reads the gossip Secret's data: the list under
 // MemberlistKeys (base64, one a line, primary first) when there is one, else
 // the single raw key under MemberlistKey.
-func parseGossipKeys(data map[string][]byte) ([][]byte, error) {
+func parseKeys(data map[string][]byte) ([][]byte, error) {
 	list, isList := data[paasv1.MemberlistKeys]
 	if !isList {
 		key := data[paasv1.MemberlistKey]
@@ -121,10 +119,10 @@ func parseGossipKeys(data map[string][]byte) ([][]byte, error) {
 	return keys, nil
 }
 
-// followGossipKeys reads the gossip Secret every period and installs what it
+// FollowKeys reads the gossip Secret every period and installs what it
 // holds (a rotation step), until ctx ends. A Secret that cannot be read or
 // parsed changes nothing: the keys in use stay.
-func followGossipKeys(ctx context.Context, c client.Reader, namespace string, cluster *membership.Cluster, period time.Duration) {
+func FollowKeys(ctx context.Context, c client.Reader, namespace string, cluster *membership.Cluster, period time.Duration) {
 	name := client.ObjectKey{Namespace: namespace, Name: paasv1.MemberlistSecret}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		var secret corev1.Secret
@@ -132,7 +130,7 @@ func followGossipKeys(ctx context.Context, c client.Reader, namespace string, cl
 			ctrl.Log.Error(err, "read the gossip keys; keeping the ones in use", "secret", name)
 			return
 		}
-		keys, err := parseGossipKeys(secret.Data)
+		keys, err := parseKeys(secret.Data)
 		if err == nil {
 			before := cluster.Keys()
 			if err = cluster.SetKeys(keys); err == nil && !slices.Equal(before, cluster.Keys()) {
@@ -142,12 +140,12 @@ func followGossipKeys(ctx context.Context, c client.Reader, namespace string, cl
 		if err != nil {
 			ctrl.Log.Error(err, "gossip keys refused; keeping the ones in use", "secret", name)
 		}
-		setGossipKeyMetric(cluster.Keys())
+		setKeyMetric(cluster.Keys())
 	}, period)
 }
 
-// bindAddress is the flag's address or else the Node's first InternalIP.
-func bindAddress(ctx context.Context, c client.Reader, node, flag string) (netip.Addr, error) {
+// BindAddress is the flag's address or else the Node's first InternalIP.
+func BindAddress(ctx context.Context, c client.Reader, node, flag string) (netip.Addr, error) {
 	if flag != "" {
 		return netip.ParseAddr(flag)
 	}
@@ -169,9 +167,9 @@ const (
 	joinMinGap = 200 * time.Millisecond
 )
 
-// joinRounds runs round now, then every joinEvery or on a kick (with
+// JoinRounds runs round now, then every joinEvery or on a kick (with
 // joinMinGap between rounds), until ctx ends.
-func joinRounds(ctx context.Context, kick <-chan struct{}, round func()) {
+func JoinRounds(ctx context.Context, kick <-chan struct{}, round func()) {
 	tick := time.NewTicker(joinEvery)
 	defer tick.Stop()
 	for {
@@ -190,6 +188,20 @@ func joinRounds(ctx context.Context, kick <-chan struct{}, round func()) {
 	}
 }
 
+// Settled reports whether this agent's view of the others is worth acting
+// on (announce.Announcer.Settled): once another agent is seen and every node
+// this agent knows is counted in the gossip (agents started together would
+// otherwise elect from different members), or SettleAlone after started (the
+// first agent of a cluster, a one-node cluster, a node whose agent is down);
+// and settled for good: an agent dying later must not stop the others from
+// taking its VIPs.
+func Settled(cluster *membership.Cluster, index *nodes.Index, started time.Time) func() bool {
+	return latched(func() bool {
+		members := cluster.Members()
+		return len(members) > 1 && index.AllIn(members) || time.Since(started) > SettleAlone
+	})
+}
+
 // latched is cond until it first holds, then true for good.
 func latched(cond func() bool) func() bool {
 	var held atomic.Bool
@@ -205,10 +217,10 @@ func latched(cond func() bool) func() bool {
 	}
 }
 
-// joinOthers joins the agents of the Nodes not in the membership yet,
+// JoinOthers joins the agents of the Nodes not in the membership yet,
 // after refreshing index (the addresses members are admitted from); list
 // reads the Nodes (nodes.List).
-func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodes.Index) {
+func JoinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, error), cluster *membership.Cluster, self string, index *nodes.Index) {
 	nodes, err := list(ctx)
 	if err != nil {
 		ctrl.Log.Error(err, "list Nodes to join their agents")
@@ -234,11 +246,26 @@ func joinOthers(ctx context.Context, list func(context.Context) ([]corev1.Node, 
 	}
 }
 
-// gossipPortInUse says what most likely holds the gossip port on this node
+// portInUse says what most likely holds the gossip port on this node
 // and how to move the agents off it: MetalLB's speakers run a memberlist on
 // the node's address too, on the same default port, and the migration from
 // MetalLB runs both side by side.
-func gossipPortInUse(port int) string {
+func portInUse(port int) string {
 	return fmt.Sprintf("another process on this node holds port %d: most likely another memberlist gossip, such as MetalLB's speaker (port 7946 unless its METALLB_ML_BIND_PORT, Helm speaker.memberlist.mlBindPort, is set). "+
 		"Give the agents a port free on every node with the operator's --agent-args=--memberlist-port=%d, or move the other gossip", port, port+1)
+}
+
+// Start starts this agent's gossip and shows its keys (the gossip keys
+// metric). A port another process holds is named with what most likely
+// holds it, and how to move off it.
+func Start(cfg membership.Config) (*membership.Cluster, error) {
+	cluster, err := membership.Start(cfg)
+	if errors.Is(err, membership.ErrPortInUse) {
+		return nil, fmt.Errorf("start liveness gossip on %s: %w; %s", cfg.BindAddr, err, portInUse(cmp.Or(cfg.Port, membership.DefaultPort)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start liveness gossip on %s: %w", cfg.BindAddr, err)
+	}
+	setKeyMetric(cluster.Keys())
+	return cluster, nil
 }
