@@ -85,7 +85,7 @@ type Server struct {
 	stopWatch context.CancelFunc
 	shutdown  *shutdown
 	// unviewed reads the Nodes of the agents that publish no NodeView
-	// (node_views.go), for the data plane, the announcer and the gossip.
+	// (nodes.Unviewed), for the data path, the announcer and the gossip.
 	unviewed *nodes.Unviewed
 
 	cancel  context.CancelFunc
@@ -355,7 +355,7 @@ func (s *Server) addAnnounceRunnables(a *announce.Announcer, g *joined) error {
 // publishSelf publishes this node's interfaces and its view straight to the
 // API server (the manager and its cache do not run yet). A failure is only
 // logged: both publishers run again in the manager, and until the view
-// exists the other agents read this node's Node (node_views.go).
+// exists the other agents read this node's Node (nodes.List).
 func (s *Server) publishSelf(ctx context.Context) {
 	node := s.cfg.NodeName
 	if err := (&nodes.InterfacePublisher{Client: s.direct, NodeName: node}).Publish(ctx); err != nil {

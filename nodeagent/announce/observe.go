@@ -50,7 +50,7 @@ type store struct {
 const fullPassEvery = time.Minute
 
 // fullPassPeriod is fullPassEvery, or less while Nodes are read without a
-// view (node_views.go): no event tells of their changes, so each full pass
+// view (package nodes): no event tells of their changes, so each full pass
 // reads them again.
 func (a *Announcer) fullPassPeriod() time.Duration {
 	if r := a.Unviewed.RefreshEvery(); r > 0 && r < fullPassEvery {

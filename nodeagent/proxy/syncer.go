@@ -83,37 +83,37 @@ type Syncer struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
 
-func (a *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	full := time.Since(a.lastFull) >= a.Options.ResyncPeriod
-	stale := a.changes.Take()
-	derivedNow, derivedAll, err := a.derive(ctx, stale, full)
+func (s *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	full := time.Since(s.lastFull) >= s.Options.ResyncPeriod
+	stale := s.changes.Take()
+	derivedNow, derivedAll, err := s.derive(ctx, stale, full)
 	if err != nil {
-		a.changes.PutBack(stale)
+		s.changes.PutBack(stale)
 		return reconcile.Result{}, err
 	}
-	desired, reports := a.state.served, a.state.reports(derivedNow)
-	requeue := a.Options.CheckPeriod
-	if a.Reporter != nil {
+	desired, reports := s.state.served, s.state.reports(derivedNow)
+	requeue := s.Options.CheckPeriod
+	if s.Reporter != nil {
 		// Before the sync, which may fail: a refusal is reported whatever
 		// happens to the rules of the other Services.
-		if again := a.Reporter.Report(ctx, reports, time.Now()); again > 0 && again < requeue {
+		if again := s.Reporter.Report(ctx, reports, time.Now()); again > 0 && again < requeue {
 			requeue = again
 		}
 	}
-	if a.active == nil {
-		a.active = map[dataplane.Family]bool{}
+	if s.active == nil {
+		s.active = map[dataplane.Family]bool{}
 	}
 	var planes []dataplane.Plane
-	for _, p := range a.Planes {
-		if a.active[p.Family()] || a.state.families[p.Family()] > 0 {
-			a.active[p.Family()] = true
+	for _, p := range s.Planes {
+		if s.active[p.Family()] || s.state.families[p.Family()] > 0 {
+			s.active[p.Family()] = true
 			planes = append(planes, p)
 		}
 	}
 	// Checking costs a listing (about 1 s with legacy iptables at 10,000
 	// Services), so it runs on its own period, not on every event.
-	if !full && time.Since(a.lastCheck) >= a.Options.CheckPeriod {
-		a.lastCheck = time.Now()
+	if !full && time.Since(s.lastCheck) >= s.Options.CheckPeriod {
+		s.lastCheck = time.Now()
 		for _, p := range planes {
 			if !p.Healthy() {
 				ctrl.LoggerFrom(ctx).Info("rules changed behind our back: rewriting all", "family", p.Family())
@@ -139,7 +139,7 @@ func (a *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		}
 		if err != nil {
 			syncFailures.WithLabelValues(string(p.Family())).Inc()
-			a.lastFull = time.Time{} // the next sync rewrites everything
+			s.lastFull = time.Time{} // the next sync rewrites everything
 			return reconcile.Result{}, fmt.Errorf("sync %s rules: %w", p.Family(), err)
 		}
 		mode := "partial"
@@ -151,9 +151,9 @@ func (a *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		elementsWritten.WithLabelValues(string(p.Family())).Set(float64(stats.Elements))
 	}
 	if full {
-		a.lastFull = time.Now()
+		s.lastFull = time.Now()
 	}
-	a.forgetStaleFlows(ctx, derivedNow, derivedAll)
+	s.forgetStaleFlows(ctx, derivedNow, derivedAll)
 	// Come back to check the canary, for the periodic full sync, and to read
 	// this node's addresses again (no event tells when they change).
 	return reconcile.Result{RequeueAfter: requeue}, nil
@@ -164,25 +164,25 @@ func (a *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 // comparing what the planes now hold with what they held for the Services
 // derived in this sync (all of them: every Service ever programmed too). A
 // failure is logged: the rules are right, and the next change tries again.
-func (a *Syncer) forgetStaleFlows(ctx context.Context, derived []types.NamespacedName, all bool) {
-	if a.programmed == nil {
-		a.programmed = map[types.NamespacedName]dataplane.Service{}
+func (s *Syncer) forgetStaleFlows(ctx context.Context, derived []types.NamespacedName, all bool) {
+	if s.programmed == nil {
+		s.programmed = map[types.NamespacedName]dataplane.Service{}
 	}
 	keys := derived
 	if all {
-		keys = slices.AppendSeq(slices.Collect(maps.Keys(a.programmed)), maps.Keys(a.state.at))
+		keys = slices.AppendSeq(slices.Collect(maps.Keys(s.programmed)), maps.Keys(s.state.at))
 	}
 	var stale []dataplane.StaleFlow
 	for _, key := range keys {
 		var before, after *dataplane.Service
-		if s, ok := a.programmed[key]; ok {
-			before = &s
+		if prev, ok := s.programmed[key]; ok {
+			before = &prev
 		}
-		if i, ok := a.state.at[key]; ok {
-			after = &a.state.served[i]
-			a.programmed[key] = *after
+		if i, ok := s.state.at[key]; ok {
+			after = &s.state.served[i]
+			s.programmed[key] = *after
 		} else {
-			delete(a.programmed, key)
+			delete(s.programmed, key)
 		}
 		stale = append(stale, dataplane.StaleFlows(before, after)...)
 	}
@@ -196,9 +196,9 @@ func (a *Syncer) forgetStaleFlows(ctx context.Context, derived []types.Namespace
 
 // Handoff gives every data plane its family's connection handoffs (see
 // dataplane.Handoffs).
-func (a *Syncer) Handoff(h dataplane.Handoffs) error {
+func (s *Syncer) Handoff(h dataplane.Handoffs) error {
 	var errs []error
-	for _, p := range a.Planes {
+	for _, p := range s.Planes {
 		errs = append(errs, p.SetHandoffs(h))
 	}
 	return errors.Join(errs...)
@@ -209,24 +209,24 @@ func (a *Syncer) Handoff(h dataplane.Handoffs) error {
 // node's changed (trust is read from them for every Service); otherwise only
 // the stale ones, so one changed endpoint costs one Service's derivation. It
 // returns the Services it derived, and whether that was all of them.
-func (a *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys []types.NamespacedName, all bool, err error) {
-	local, err := nodes.OwnAddresses(a.Options.LocalAddresses)
+func (s *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys []types.NamespacedName, all bool, err error) {
+	local, err := nodes.OwnAddresses(s.Options.LocalAddresses)
 	if err != nil {
 		return nil, false, fmt.Errorf("read this node's addresses: %w", err)
 	}
 	var services []corev1.Service
 	var gone []types.NamespacedName
-	all = a.state == nil || stale.All || full || !maps.Equal(local, a.local)
+	all = s.state == nil || stale.All || full || !maps.Equal(local, s.local)
 	if all {
 		var list corev1.ServiceList
-		if err := a.Client.List(ctx, &list); err != nil {
+		if err := s.Client.List(ctx, &list); err != nil {
 			return nil, false, fmt.Errorf("list Services: %w", err)
 		}
 		services = list.Items
 	} else {
-		for _, key := range a.state.staleKeys(stale) {
+		for _, key := range s.state.staleKeys(stale) {
 			var svc corev1.Service
-			if err := a.Client.Get(ctx, key, &svc); apierrors.IsNotFound(err) {
+			if err := s.Client.Get(ctx, key, &svc); apierrors.IsNotFound(err) {
 				gone = append(gone, key)
 				continue
 			} else if err != nil {
@@ -235,29 +235,29 @@ func (a *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys
 			services = append(services, svc)
 		}
 	}
-	view, err := trust.Read(ctx, a.Client, a.Unviewed, services, a.Options.OwnClassOnly, local)
+	view, err := trust.Read(ctx, s.Client, s.Unviewed, services, s.Options.OwnClassOnly, local)
 	if err != nil {
 		return nil, false, err
 	}
 	results := make([]*derived, len(services))
 	for i := range services {
-		if results[i], err = a.deriveOne(ctx, &services[i], view); err != nil {
+		if results[i], err = s.deriveOne(ctx, &services[i], view); err != nil {
 			return nil, false, err
 		}
 	}
 	// Nothing failed: the state changes only now.
 	if all {
-		a.state = newDesiredState()
+		s.state = newDesiredState()
 	}
-	a.local = local
+	s.local = local
 	keys = make([]types.NamespacedName, 0, len(services)+len(gone))
 	for i := range services {
 		key := types.NamespacedName{Namespace: services[i].Namespace, Name: services[i].Name}
-		a.state.set(key, results[i])
+		s.state.set(key, results[i])
 		keys = append(keys, key)
 	}
 	for _, key := range gone {
-		a.state.set(key, nil)
+		s.state.set(key, nil)
 		keys = append(keys, key)
 	}
 	return keys, all, nil
@@ -266,29 +266,29 @@ func (a *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys
 // deriveOne is what the data plane gets of svc (its served VIPs, ports and
 // ready endpoints, from the cache), with only the addresses this node may
 // carry (package trust), and what it refused (report.go).
-func (a *Syncer) deriveOne(ctx context.Context, svc *corev1.Service, view trust.View) (*derived, error) {
+func (s *Syncer) deriveOne(ctx context.Context, svc *corev1.Service, view trust.View) (*derived, error) {
 	d := &derived{report: serviceReport{svc: svc}}
 	d.addrs = ingress.Addrs(svc)
 	for _, addr := range d.addrs {
 		_, isLocal := view.Local[addr]
 		d.onLocal = d.onLocal || isLocal
 	}
-	if !Served(svc, a.Options.OwnClassOnly) {
+	if !Served(svc, s.Options.OwnClassOnly) {
 		return d, nil
 	}
 	var slices discoveryv1.EndpointSliceList
-	if err := a.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{changes.ServiceNameIndex: svc.Name}); err != nil {
+	if err := s.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{changes.ServiceNameIndex: svc.Name}); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	d.ds, d.report = programmable(dataplaneService(svc, slices.Items, a.Options.NodeName), svc, view)
+	d.ds, d.report = programmable(dataplaneService(svc, slices.Items, s.Options.NodeName), svc, view)
 	d.served = len(d.ds.VIPs) > 0
 	return d, nil
 }
 
 // SetupWithManager funnels every event into the single sync request; the
 // cache must index EndpointSlices by Service (changes.IndexEndpointSlices).
-func (a *Syncer) SetupWithManager(mgr ctrl.Manager) error {
-	service := marking(a.changes.Observe)
+func (s *Syncer) SetupWithManager(mgr ctrl.Manager) error {
+	service := marking(s.changes.Observe)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("dataplane").
 		Watches(&corev1.Service{}, service).
@@ -298,14 +298,14 @@ func (a *Syncer) SetupWithManager(mgr ctrl.Manager) error {
 		// announcers'), and a Node's addresses, which every Service's trust reads.
 		Watches(&paasv1.IP{}, marking(func(o client.Object) {
 			// The Services naming its address, and its owner.
-			a.changes.Observe(o)
+			s.changes.Observe(o)
 			if ip, ok := o.(*paasv1.IP); ok && ip.Spec.Owner != nil {
-				a.changes.MarkService(types.NamespacedName{Namespace: ip.Spec.Owner.Namespace, Name: ip.Spec.Owner.Name})
+				s.changes.MarkService(types.NamespacedName{Namespace: ip.Spec.Owner.Namespace, Name: ip.Spec.Owner.Name})
 			}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, marking(func(client.Object) { a.changes.MarkAll() }), builder.WithPredicates(nodeAddressesChanged)).
-		Watches(&paasv1.NodeView{}, marking(func(client.Object) { a.changes.MarkAll() }), builder.WithPredicates(viewAddressesChanged)).
-		Complete(a)
+		Watches(&corev1.Node{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(nodeAddressesChanged)).
+		Watches(&paasv1.NodeView{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(viewAddressesChanged)).
+		Complete(s)
 }
 
 // marking is the event handler that calls mark with each object an event
