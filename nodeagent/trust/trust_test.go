@@ -44,3 +44,42 @@ func TestNodeAddresses(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+// TestRefusalOf: the rule alone, in its order: a Node's address first (it cuts
+// a node off), then this node's own (unless keepalived holds it for a
+// migration), then a reservation, then the ledger.
+func TestRefusalOf(t *testing.T) {
+	const web = types.UID("uid-web")
+	a := netip.MustParseAddr
+	v := View{
+		Holders:    map[netip.Addr][]types.UID{a("192.0.2.10"): {web}, a("192.0.2.251"): {web}, a("192.0.2.50"): {web}, a("192.0.2.60"): {web}, a("192.0.2.70"): {web}},
+		Reserved:   map[netip.Addr]string{a("192.0.2.70"): "Node node2", a("192.0.2.50"): "Node node3"},
+		NodeAddrs:  map[netip.Addr]string{a("192.0.2.251"): "node1"},
+		Local:      map[netip.Addr]string{a("192.0.2.50"): "eth1", a("192.0.2.60"): "eth1", a("192.0.2.251"): "eth0"},
+		Keepalived: map[netip.Addr]bool{a("192.0.2.60"): true},
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: web}}
+	for _, tc := range []struct {
+		desc string
+		svc  *corev1.Service
+		vip  string
+		want string // a Reason*, "" when carried
+	}{
+		{"given by the ledger", svc, "192.0.2.10", ""},
+		{"IPv4-mapped reads as IPv4", svc, "::ffff:192.0.2.10", ""},
+		{"a Node's address before this node's own", svc, "192.0.2.251", paasv1.ReasonNodeAddress},
+		{"this node's own before a reservation", svc, "192.0.2.50", paasv1.ReasonLocalAddress},
+		{"this node's own, held by keepalived for a migration", svc, "192.0.2.60", ""},
+		{"reserved in the cluster", svc, "192.0.2.70", paasv1.ReasonReserved},
+		{"no ledger object", svc, "192.0.2.99", paasv1.ReasonNotInLedger},
+		{"a Service with no uid is given nothing", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}, "192.0.2.10", paasv1.ReasonNotInLedger},
+	} {
+		r, refused := v.RefusalOf(tc.svc, a(tc.vip))
+		if refused != (tc.want != "") || r.Reason != tc.want {
+			t.Errorf("%s: refused %v, reason %q; want %q", tc.desc, refused, r.Reason, tc.want)
+		}
+		if refused && (r.VIP != a(tc.vip).Unmap() || r.Local() != (tc.want == paasv1.ReasonLocalAddress)) {
+			t.Errorf("%s: refusal %+v names the wrong address or scope", tc.desc, r)
+		}
+	}
+}
