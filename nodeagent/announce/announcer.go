@@ -87,7 +87,7 @@ type Announcer struct {
 	Nodes client.Reader
 
 	// last is what the previous pass left; only Reconcile (one worker) uses it.
-	last memory
+	last carryover
 	// kubeletAddrs are the InternalIPs of the nodes open connections are
 	// handed back to, as last read (see internalIPs).
 	kubeletAddrs map[string]internalIPsRead

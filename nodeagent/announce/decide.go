@@ -40,8 +40,8 @@ type vipCandidacy struct {
 	group *paasv1.IPGroup
 }
 
-// memory is what the announcer carries from one pass to the next.
-type memory struct {
+// carryover is what the announcer carries from one pass to the next.
+type carryover struct {
 	// owned are the L2 VIPs this node owned after the last pass, by interface.
 	owned map[netip.Addr]string
 	// releasing are the VIPs lost while alive, still answered for a while.
@@ -93,7 +93,7 @@ type announcerPolicy struct {
 // decide is the pure core of a pass: from what was store and what the
 // last pass left, what this node owns, releases, advertises, claims and hands
 // off, and what the next pass remembers.
-func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
+func decide(p announcerPolicy, o observation, m carryover) (decision, carryover) {
 	var d decision
 	if p.speaksBGP {
 		bgpVIPs := map[netip.Addr]vipCandidacy{}
@@ -118,7 +118,7 @@ func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	d.gained, d.lost = gainedLost(o.changed, m.owned, d.own)
 	slices.SortFunc(d.claim, netip.Addr.Compare)
 
-	var next memory
+	var next carryover
 	next.owned, next.elected = d.own, elected
 	d.release, next.releasing, d.requeue = handovers(d.own, m, p.handoverDelay, o.now)
 	d.handOff = handoffs(p.self, d.own, d.release, m, o)

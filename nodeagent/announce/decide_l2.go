@@ -85,7 +85,7 @@ func gainedLost(changed map[netip.Addr]bool, prev, own map[netip.Addr]string) (g
 
 // handovers are the VIPs this node lost less than delay ago and still answers
 // for, with when to look again to drop them.
-func handovers(owned map[netip.Addr]string, m memory, delay time.Duration, now time.Time) (release map[netip.Addr]string, releasing map[netip.Addr]handover, requeue time.Duration) {
+func handovers(owned map[netip.Addr]string, m carryover, delay time.Duration, now time.Time) (release map[netip.Addr]string, releasing map[netip.Addr]handover, requeue time.Duration) {
 	releasing = map[netip.Addr]handover{}
 	for vip, h := range m.releasing {
 		releasing[vip] = h
@@ -129,7 +129,7 @@ func handovers(owned map[netip.Addr]string, m memory, delay time.Duration, now t
 // announcer only when it is the owner the election picks with this node left
 // out: the node that owned the VIP before this one came back, had nothing else
 // changed.
-func handoffs(self string, own, release map[netip.Addr]string, m memory, o observation) map[netip.Addr]string {
+func handoffs(self string, own, release map[netip.Addr]string, m carryover, o observation) map[netip.Addr]string {
 	from := map[netip.Addr]string{}
 	for vip := range release {
 		if n, ok := m.handoffFrom[vip]; ok {

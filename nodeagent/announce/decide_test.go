@@ -160,7 +160,7 @@ func TestDecide(t *testing.T) {
 			record: map[netip.Addr][]string{}, gained: []netip.Addr{vipA}, requeue: time.Second,
 		},
 	}
-	var m memory
+	var m carryover
 	for _, s := range steps {
 		var d decision
 		d, m = decide(policy, s.obs, m)

@@ -52,13 +52,13 @@ func TestHandoffTrust(t *testing.T) {
 			ledger: map[netip.Addr]*paasv1.IP{vip: {ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(vip)},
 				Status: paasv1.IPStatus{AnnouncedBy: announcedBy}}}}
 	}
-	bOwned := memory{owned: map[netip.Addr]string{}, elected: map[netip.Addr]string{vip: "b"}}
-	restarted := memory{}
+	bOwned := carryover{owned: map[netip.Addr]string{}, elected: map[netip.Addr]string{vip: "b"}}
+	restarted := carryover{}
 	to := func(addr string) dataplane.Handoffs { return dataplane.Handoffs{vip: netip.MustParseAddr(addr)} }
 
 	for _, tc := range []struct {
 		desc string
-		mem  memory
+		mem  carryover
 		obs  observation
 		want dataplane.Handoffs
 	}{
@@ -69,10 +69,10 @@ func TestHandoffTrust(t *testing.T) {
 		{"the rogue replaced b in announcedBy: still b",
 			bOwned, pass([]string{"rogue"}, a, bCordoned, rogue), to("192.0.2.12")},
 		{"the rogue in announcedBy of a VIP a owned already: no hand-off at all",
-			memory{owned: map[netip.Addr]string{vip: "eth0"}, elected: map[netip.Addr]string{vip: "a"}},
+			carryover{owned: map[netip.Addr]string{vip: "eth0"}, elected: map[netip.Addr]string{vip: "a"}},
 			pass([]string{"rogue", "a"}, a, b, rogue), dataplane.Handoffs{}},
 		{"a took the VIP from nobody (no node eligible last pass): none, whoever announcedBy names",
-			memory{owned: map[netip.Addr]string{}, elected: map[netip.Addr]string{vip: ""}},
+			carryover{owned: map[netip.Addr]string{}, elected: map[netip.Addr]string{vip: ""}},
 			pass([]string{"rogue"}, a, b, rogue), dataplane.Handoffs{}},
 		{"b is dead: none (its connections died with it)",
 			bOwned, pass([]string{"b"}, a, rogue), dataplane.Handoffs{}},

@@ -73,7 +73,7 @@ func TestDecideIncremental(t *testing.T) {
 		{desc: "a VIP that changed but still is a's stays, with no gain", vips: cands(x, z), changed: set(x), alive: []election.Node{a, b},
 			own: []netip.Addr{x, z}},
 	}
-	var m memory
+	var m carryover
 	for _, s := range steps {
 		d, next := decide(announcerPolicy{self: "a"}, observation{now: time.Unix(0, 0), vips: s.vips, changed: s.changed, alive: s.alive, known: 2}, m)
 		m = next
@@ -97,7 +97,7 @@ func TestDecideIncrementalAgreesWithFull(t *testing.T) {
 	}
 	l2 := vipCandidacy{group: &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "l2"}}}
 	vips := map[netip.Addr]vipCandidacy{}
-	var m memory
+	var m carryover
 	p := announcerPolicy{self: "a", handoverDelay: time.Second}
 	now := time.Unix(0, 0)
 	for step := range 200 {
