@@ -18,9 +18,8 @@ import (
 // Shown are the addresses svc's status shows, as the operator judges them:
 // every entry whose ip parses (hostnames skipped), IPv4-mapped IPv6 unmapped,
 // in status order. Unlike Addrs, an entry with a zone and a repeated entry
-// stay: the operator rebuilds and adopts from everything a status shows, and
-// a zoned entry, which no IPGroup holds, is then dropped like any address not
-// allocated.
+// stay: the operator rebuilds, adopts and judges from everything a status
+// shows, while the agent carries only what can be a VIP.
 func Shown(svc *corev1.Service) []netip.Addr {
 	return read(svc, false, false)
 }
