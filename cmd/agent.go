@@ -19,6 +19,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/gossip"
 )
 
 func runAgent(args []string) error {
@@ -40,7 +41,7 @@ func runAgent(args []string) error {
 	fs.DurationVar(&c.HandoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")
 	fs.StringVar(&c.OnStop, "on-stop", nodeagent.OnStopAuto, "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
 	onCordon := fs.String("on-cordon", string(election.OnCordonHandover), "what cordoning a node does to its VIPs: handover (they move to other nodes, a planned move) or keep (they stay; only the label "+corev1.LabelNodeExcludeBalancers+", a drain that stops the agent, or the node's death moves them). The operator sets it to its own --on-cordon")
-	fs.StringVar(&c.LivenessTimers, "liveness-timers", nodeagent.TimersTuned, "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
+	fs.StringVar(&c.LivenessTimers, "liveness-timers", gossip.TimersTuned, "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
 	fs.DurationVar(&c.ARPProbePeriod, "arp-probe-period", 10*time.Second, "how often each owned VIP is probed for another host claiming it; 0 disables")
 	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")

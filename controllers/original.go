@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 )
 
 // Owning what the original paas.org operator allocated, so that installing
@@ -114,7 +114,7 @@ func (r *ServiceReconciler) finishDeletion(ctx context.Context, svc *corev1.Serv
 		return err
 	}
 	if addrs := k8salloc.IngressAddrs(svc); len(addrs) > 0 && held {
-		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", allocator.JoinAddrs(addrs))
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is being deleted", ingress.Join(addrs))
 	}
 	return r.dropFinalizers(ctx, svc, held)
 }

@@ -31,6 +31,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -503,7 +504,7 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 		return held, fmt.Errorf("clear status of Service %s: %w", key, err)
 	}
 	if held {
-		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", allocator.JoinAddrs(freed))
+		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", ingress.Join(freed))
 	}
 	return held, nil
 }

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -400,7 +400,7 @@ func planLedger(in Installation, p *UpgradePlan) {
 		case !lbclass.Handles(svc, in.OwnClassOnly):
 			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s is not a LoadBalancer this operator serves", owner)})
 		case len(k8salloc.IngressAddrs(svc)) > 0 && !slices.Contains(k8salloc.IngressAddrs(svc), addr):
-			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s shows %s instead", owner, allocator.JoinAddrs(k8salloc.IngressAddrs(svc)))})
+			p.Orphans = append(p.Orphans, Orphan{ip.Name, fmt.Sprintf("Service %s shows %s instead", owner, ingress.Join(k8salloc.IngressAddrs(svc)))})
 		default:
 			p.Adopt = append(p.Adopt, Adoption{IP: ip.Name, Address: addr.String(), Service: owner})
 		}

@@ -1,86 +1,9 @@
 package nodeagent
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
-
-var (
-	syncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "vip_allocator_agent_sync_duration_seconds",
-		Help:    "Time to write the node's rules, by family and mode (full or partial).",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-	}, []string{"family", "mode"})
-	rulesWritten = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_rules",
-		Help: "Rules written by the last sync, by family (the nftables plane writes rules only on a full sync or for a new endpoint count).",
-	}, []string{"family"})
-	elementsWritten = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_elements",
-		Help: "nftables set and map elements added or deleted by the last sync, by family (0 on the iptables plane).",
-	}, []string{"family"})
-	// Named after iptables-restore, and kept so dashboards hold: it counts the
-	// nftables plane's failed transactions too.
-	syncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vip_allocator_agent_restore_failures_total",
-		Help: "Syncs whose write failed (iptables-restore or nftables transaction), by family.",
-	}, []string{"family"})
-	vipsAnnounced = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_vips_announced",
-		Help: "VIPs this node answers ARP or NDP for (as owner, or still handing over).",
-	})
-	agentsAlive = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_agents_alive",
-		Help: "Agents this one sees alive (itself included); below half of the nodes running agents, it answers for nothing.",
-	})
-	ownershipChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vip_allocator_agent_ownership_changes_total",
-		Help: "VIPs this node took over or handed over.",
-	}, []string{"change"})
-	handoffsActive = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_connection_handoffs",
-		Help: "VIPs this node took over in a planned move whose mid-stream TCP segments it sends on to the previous owner, which holds those connections.",
-	})
-	arpConflicts = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "vip_allocator_agent_arp_conflicts_total",
-		Help: "ARP packets or IPv6 Neighbor Advertisements from a foreign MAC claiming a VIP this node announces (each MAC at most once a minute per VIP, and within the claim rate limits).",
-	})
-	bgpRoutes = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_bgp_routes",
-		Help: "VIP host routes this node advertises by BGP.",
-	})
-	bgpSessionUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_bgp_session_up",
-		Help: "1 when this node's BGP session with the peer is Established, else 0.",
-	}, []string{"peer"})
-	refusedAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_refused_addresses",
-		Help: "Addresses in Service statuses this node refuses to program and announce, by reason (NodeAddress, LocalAddress, NotInLedger), and Services it closes (InvalidSourceRanges).",
-	}, []string{"reason"})
-	bgpPrefixesSent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_bgp_prefixes_sent",
-		Help: "VIP routes advertised to the peer on this node's session.",
-	}, []string{"peer"})
-	bfdSessionUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vip_allocator_agent_bfd_session_up",
-		Help: "1 when this node's BFD session with the peer is Up, else 0; absent for peers without bfd.",
-	}, []string{"peer"})
-	announceDecideDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "vip_allocator_agent_announce_decide_seconds",
-		Help:    "Time an announce pass takes to read (from the cache) and decide, before it writes anything, by kind: full (every VIP read and elected again: a Node, an IPGroup's spec, a BGPPeer or the liveness changed, and once a minute) or incremental (only the Services and VIPs that changed).",
-		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
-	}, []string{"kind"})
-	bfdStateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vip_allocator_agent_bfd_state_changes_total",
-		Help: "Times this node's BFD session with the peer entered a state (Up, Init, Down, AdminDown); each Down from Up reset the BGP session.",
-	}, []string{"peer", "state"})
-)
-
-func init() {
-	metrics.Registry.MustRegister(syncDuration, rulesWritten, elementsWritten, syncFailures, vipsAnnounced, agentsAlive, ownershipChanges, arpConflicts, handoffsActive, bgpRoutes, bgpSessionUp, bgpPrefixesSent, refusedAddresses, bfdSessionUp, bfdStateChanges, announceDecideDuration)
-}
 
 // registerCounterFunc exports a count kept elsewhere (a package below this
 // one, made at start) as a counter; a second agent in one process (tests)
@@ -88,21 +11,4 @@ func init() {
 func registerCounterFunc(name, help string, count func() uint64) {
 	_ = metrics.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 		func() float64 { return float64(count()) }))
-}
-
-// gossipKeys tells, on every agent, which gossip keys it has installed (a
-// rotation step is done when every agent shows it).
-var gossipKeysInstalled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "vip_allocator_agent_gossip_keys",
-	Help: "Gossip keys installed, by fingerprint (first 8 hex digits of the key's SHA-256) and whether it is the primary (the one messages are encrypted with).",
-}, []string{"fingerprint", "primary"})
-
-func init() { metrics.Registry.MustRegister(gossipKeysInstalled) }
-
-// setGossipKeyMetric shows keys (fingerprints, primary first).
-func setGossipKeyMetric(keys []string) {
-	gossipKeysInstalled.Reset()
-	for i, k := range keys {
-		gossipKeysInstalled.WithLabelValues(k, fmt.Sprint(i == 0)).Set(1)
-	}
 }

@@ -21,16 +21,20 @@ import (
 
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/gossip"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/proxy"
 )
 
 // Config is the running agent's configuration: its flags.
 type Config struct {
-	Options
+	proxy.Options
 	Scheme *runtime.Scheme
 	// Plane and MasqueradeBit configure the data planes (dataplane.Config).
 	Plane         string
@@ -43,13 +47,13 @@ type Config struct {
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
-	// steps (0: gossipKeyPoll).
+	// steps (0: gossip.KeyPoll).
 	GossipKeyPoll time.Duration
 	OnStop        string // OnStopAuto, OnStopHandover or OnStopRestart
 	// OnCordon is what cordoning a node does to its VIPs (the operator's
 	// --on-cordon, which it passes to the agents it deploys).
 	OnCordon       election.OnCordon
-	LivenessTimers string // TimersTuned or TimersLAN
+	LivenessTimers string // gossip.TimersTuned or gossip.TimersLAN
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
 	// planned move on to their previous owner.
 	ConnectionHandoff bool
@@ -64,7 +68,7 @@ type Config struct {
 }
 
 // reportSettle is how long a refusal lasts before the agent reports it (see
-// Reporter.Settle).
+// proxy.Reporter.Settle).
 const reportSettle = 2 * time.Second
 
 // Server is a running node agent: the data planes, the announcer and the
@@ -72,7 +76,7 @@ const reportSettle = 2 * time.Second
 type Server struct {
 	cfg       Config
 	mgr       manager.Manager
-	agent     *Agent
+	syncer    *proxy.Syncer
 	direct    client.WithWatch // the API server itself: Secrets, and the Node once the cache stops
 	daemonSet *types.NamespacedName
 	// dsDeleted is whether this agent saw its DaemonSet deleted (an uninstall);
@@ -81,7 +85,7 @@ type Server struct {
 	stopWatch context.CancelFunc
 	shutdown  *shutdown
 	// unviewed reads the Nodes of the agents that publish no NodeView
-	// (node_views.go), for the data plane, the announcer and the gossip.
+	// (nodes.Unviewed), for the data path, the announcer and the gossip.
 	unviewed *nodes.Unviewed
 
 	cancel  context.CancelFunc
@@ -92,7 +96,7 @@ type Server struct {
 
 // NewServer opens the data planes and builds the manager; nothing runs yet.
 func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
-	s := &Server{cfg: cfg, agent: &Agent{Options: cfg.Options}}
+	s := &Server{cfg: cfg, syncer: &proxy.Syncer{Options: cfg.Options}}
 	if cfg.DaemonSet != "" {
 		key, err := ParseDaemonSet(cfg.DaemonSet)
 		if err != nil {
@@ -113,7 +117,7 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 			ctrl.Log.Info("nftables refused our ruleset: using iptables", "family", fam, "reason", fallback.Error())
 		}
 		ctrl.Log.Info("data plane", "family", fam, "backend", p.Backend())
-		s.agent.Planes = append(s.agent.Planes, p)
+		s.syncer.Planes = append(s.syncer.Planes, p)
 	}
 	var err error
 	if s.direct, err = client.NewWithWatch(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
@@ -129,12 +133,16 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	s.agent.Client = s.mgr.GetClient()
+	s.syncer.Client = s.mgr.GetClient()
 	s.unviewed = &nodes.Unviewed{Direct: s.direct}
-	s.agent.unviewed = s.unviewed
-	s.agent.Reporter = &Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+	s.syncer.Unviewed = s.unviewed
+	s.syncer.Reporter = &proxy.Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
 		NodeName: cfg.NodeName, Settle: reportSettle}
-	if err := s.agent.SetupWithManager(s.mgr); err != nil {
+	// The data path and the announcer both list a Service's EndpointSlices.
+	if err := changes.IndexEndpointSlices(context.Background(), s.mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if err := s.syncer.SetupWithManager(s.mgr); err != nil {
 		return nil, err
 	}
 	if err := (&nodes.ViewPublisher{Client: s.mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(s.mgr); err != nil {
@@ -207,19 +215,44 @@ func (s *Server) Stop() error {
 // startAnnouncing joins the liveness gossip and registers the announcer (L2
 // and BGP) and its helpers with the manager.
 func (s *Server) startAnnouncing(ctx context.Context) error {
-	log := ctrl.Log.WithName("announce")
+	g, err := s.joinGossip(ctx)
+	if err != nil {
+		return err
+	}
+	a := s.announcer(g)
+	s.shutdown = &shutdown{gossip: g.cluster, l2: a.Speaker, bgp: a.BGP.Speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
+		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, s.cfg.NodeName))}
+	if err := a.SetupWithManager(s.mgr); err != nil {
+		return err
+	}
+	return s.addAnnounceRunnables(a, g)
+}
+
+// joined is this agent's place in the gossip: the cluster, the node index it
+// admits members from, the kick that asks for a round of joins, and when it
+// started.
+type joined struct {
+	cluster *membership.Cluster
+	index   *nodes.Index
+	kick    chan struct{}
+	started time.Time
+}
+
+// joinGossip publishes this node, starts its gossip and joins the agents of
+// the Nodes it can read before the cache runs.
+func (s *Server) joinGossip(ctx context.Context) (*joined, error) {
 	node := s.cfg.NodeName
-	keys, err := gossipKeys(ctx, s.direct, s.cfg.Namespace)
+	keys, err := gossip.Keys(ctx, s.direct, s.cfg.Namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	bind, err := bindAddress(ctx, s.direct, node, s.cfg.BindAddress)
+	bind, err := gossip.BindAddress(ctx, s.direct, node, s.cfg.BindAddress)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	timers, err := livenessTimers(s.cfg.LivenessTimers)
+	timers, err := gossip.Timers(s.cfg.LivenessTimers)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// This node's interfaces and view are published before its gossip
 	// starts, so an agent that hears it can place it at once (an agent
@@ -228,60 +261,50 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// A member named by the gossip that this agent cannot place yet is
 	// looked up and joined in the next round (at once, not in 5 s): until
 	// then the two agents count different members and elect differently.
-	kick := make(chan struct{}, 1)
-	index := &nodes.Index{Unknown: func(name string) {
+	g := &joined{kick: make(chan struct{}, 1)}
+	g.index = &nodes.Index{Unknown: func(name string) {
 		s.unviewed.Ask(name)
 		select {
-		case kick <- struct{}{}:
+		case g.kick <- struct{}{}:
 		default:
 		}
 	}}
-	cluster, err := membership.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
-		Admit: index.AdmitMember, Log: log.WithName("memberlist")})
-	if errors.Is(err, membership.ErrPortInUse) {
-		return fmt.Errorf("start liveness gossip on %s: %w; %s", bind, err, gossipPortInUse(cmp.Or(s.cfg.MemberlistPort, membership.DefaultPort)))
-	}
+	g.cluster, err = gossip.Start(membership.Config{NodeName: node, BindAddr: bind, Port: s.cfg.MemberlistPort, Keys: keys, Timers: timers,
+		Admit: g.index.AdmitMember, Log: ctrl.Log.WithName("announce").WithName("memberlist")})
 	if err != nil {
-		return fmt.Errorf("start liveness gossip on %s: %w", bind, err)
+		return nil, err
 	}
-	started := time.Now()
-	setGossipKeyMetric(cluster.Keys())
+	g.started = time.Now()
 	registerCounterFunc("vip_allocator_agent_gossip_members_rejected_total",
 		"Gossip alive claims not believed: the member names a Node whose InternalIPs do not hold the address it advertises (or no Node yet), or the claim came from another address and the member did not answer at its own.",
-		cluster.Rejected)
+		g.cluster.Rejected)
 	// Before the cache runs: this node's Node and the views, from the API server.
-	joinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
+	gossip.JoinOthers(ctx, func(ctx context.Context) ([]corev1.Node, error) {
 		return nodes.ListOnly(ctx, s.direct, nil, client.MatchingFields{"metadata.name": node})
-	}, cluster, node, index)
-	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(cluster.Members())) }
-	listed := func(ctx context.Context) ([]corev1.Node, error) {
-		return nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
-	}
+	}, g.cluster, node, g.index)
+	s.unviewed.Members = func() []string { return slices.Collect(maps.Keys(g.cluster.Members())) }
+	return g, nil
+}
 
-	a := &Announcer{
+// announcer is the announcer of this node, L2 and BGP, deciding from what g
+// says of the other agents.
+func (s *Server) announcer(g *joined) *announce.Announcer {
+	log := ctrl.Log.WithName("announce")
+	a := &announce.Announcer{
 		Client:         s.mgr.GetClient(),
 		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
-		NodeName:       node,
-		nodes:          index,
-		unviewed:       s.unviewed,
+		NodeName:       s.cfg.NodeName,
+		Index:          g.index,
+		Unviewed:       s.unviewed,
 		OwnClassOnly:   s.cfg.OwnClassOnly,
-		Liveness:       liveness{cluster},
+		Liveness:       gossip.Liveness{Cluster: g.cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
-		// Settled once another agent is seen and every node this agent
-		// knows is counted in the gossip (agents started together would
-		// otherwise elect from different members), or after a few seconds
-		// (the first agent of a cluster, a one-node cluster, a node whose
-		// agent is down); and settled for good: an agent dying later must
-		// not stop the others from taking its VIPs.
-		Settled: latched(func() bool {
-			members := cluster.Members()
-			return len(members) > 1 && index.AllIn(members) || time.Since(started) > settleAlone
-		}),
+		Settled:        gossip.Settled(g.cluster, g.index, g.started),
 	}
 	if s.cfg.ConnectionHandoff {
-		a.Handoff, a.Nodes = s.agent.Handoff, s.direct
+		a.Handoff, a.Nodes = s.syncer.Handoff, s.direct
 	}
 	a.Speaker = l2.NewSpeaker(log.WithName("l2"), a.OurMACs(), s.cfg.ARPProbePeriod)
 	registerCounterFunc("vip_allocator_agent_arp_claims_ignored_total",
@@ -290,12 +313,18 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
-	speaker.OnBFDChange(countBFDChange)
-	a.BGP = &BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: node, Speaker: speaker, Passwords: bgpPasswords(s.direct, s.cfg.Namespace)}
-	s.shutdown = &shutdown{gossip: cluster, l2: a.Speaker, bgp: speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
-		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, node))}
-	if err := a.SetupWithManager(s.mgr); err != nil {
-		return err
+	speaker.OnBFDChange(announce.CountBFDChange)
+	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: s.cfg.NodeName, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace)}
+	return a
+}
+
+// addAnnounceRunnables adds to the manager what runs beside the announcer:
+// the interface publisher, the conflict and BGP reporters, the rounds of
+// joins and the key rotation.
+func (s *Server) addAnnounceRunnables(a *announce.Announcer, g *joined) error {
+	node := s.cfg.NodeName
+	listed := func(ctx context.Context) ([]corev1.Node, error) {
+		return nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
 	}
 	runnables := []manager.RunnableFunc{
 		(&nodes.InterfacePublisher{Client: s.mgr.GetClient(), NodeName: node, Period: 30 * time.Second}).Start,
@@ -305,13 +334,13 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		// Heal partitions and pick up nodes that joined: join every Node
 		// not in the membership now and then.
 		func(ctx context.Context) error {
-			joinRounds(ctx, kick, func() { joinOthers(ctx, listed, cluster, node, index) })
+			gossip.JoinRounds(ctx, g.kick, func() { gossip.JoinOthers(ctx, listed, g.cluster, node, g.index) })
 			return nil
 		},
 		// Key rotation: the Secret is read directly (the agent may get
 		// only this one Secret, so there is no watch to follow).
 		func(ctx context.Context) error {
-			followGossipKeys(ctx, s.direct, s.cfg.Namespace, cluster, cmp.Or(s.cfg.GossipKeyPoll, gossipKeyPoll))
+			gossip.FollowKeys(ctx, s.direct, s.cfg.Namespace, g.cluster, cmp.Or(s.cfg.GossipKeyPoll, gossip.KeyPoll))
 			return nil
 		},
 	}
@@ -326,7 +355,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 // publishSelf publishes this node's interfaces and its view straight to the
 // API server (the manager and its cache do not run yet). A failure is only
 // logged: both publishers run again in the manager, and until the view
-// exists the other agents read this node's Node (node_views.go).
+// exists the other agents read this node's Node (nodes.List).
 func (s *Server) publishSelf(ctx context.Context) {
 	node := s.cfg.NodeName
 	if err := (&nodes.InterfacePublisher{Client: s.direct, NodeName: node}).Publish(ctx); err != nil {

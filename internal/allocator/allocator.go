@@ -619,15 +619,6 @@ func requested(req Request, fam Family) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// JoinAddrs lists addrs for a message: "192.0.2.1, 2001:db8::1".
-func JoinAddrs(addrs []netip.Addr) string {
-	s := make([]string, 0, len(addrs))
-	for _, a := range addrs {
-		s = append(s, a.String())
-	}
-	return strings.Join(s, ", ")
-}
-
 func names(groups []*Group) string {
 	var out []string
 	for _, g := range groups {

@@ -48,7 +48,7 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 
 // LocalAddresses maps every address of this node's network namespace, on any
 // interface (up or down, loopback included), to its interface: addresses the
-// agent must never program or announce as a VIP (trust.go).
+// agent must never program or announce as a VIP (package trust).
 func LocalAddresses() (map[netip.Addr]string, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
@@ -67,6 +67,16 @@ func LocalAddresses() (map[netip.Addr]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// OwnAddresses reads this node's own addresses with read, or from its
+// interfaces (LocalAddresses) when read is nil: tests and benchmarks running
+// many agents in one network namespace give each agent its own.
+func OwnAddresses(read func() (map[netip.Addr]string, error)) (map[netip.Addr]string, error) {
+	if read != nil {
+		return read()
+	}
+	return LocalAddresses()
 }
 
 // InterfacePublisher keeps this node's NodeInterfacesAnnotation current, so the

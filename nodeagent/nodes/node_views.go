@@ -163,10 +163,26 @@ func (u *Unviewed) nodes(ctx context.Context, have map[string]bool) []corev1.Nod
 		members = u.Members()
 	}
 	u.mu.Lock()
+	wanted, stale, ttl := u.wantedLocked(members, have, now)
+	u.mu.Unlock()
+	if u.Direct == nil {
+		return nil
+	}
+	fetched := u.fetch(ctx, stale, now)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.keepLocked(stale, fetched, wanted, ttl)
+}
+
+// wantedLocked picks the nodes to list (wanted: the asked ones within the
+// first-read budget, the members, those read before; none that have holds),
+// forgets the reads no longer wanted once older than the TTL, and names the
+// wanted ones to read again (stale). u.mu is held.
+func (u *Unviewed) wantedLocked(members []string, have map[string]bool, now func() time.Time) (wanted map[string]bool, stale []string, ttl time.Duration) {
 	if u.read == nil {
 		u.read = map[string]nodeRead{}
 	}
-	wanted := map[string]bool{}
+	wanted = map[string]bool{}
 	// A name the gossip asked about is read the first time within a budget:
 	// a fleet's worth at once (an agent starting amid a rolling upgrade),
 	// then unviewedGetsPerSecond; the rest waits, asked, for a later
@@ -195,23 +211,23 @@ func (u *Unviewed) nodes(ctx context.Context, have map[string]bool) []corev1.Nod
 			delete(u.read, name) // its agent publishes a view now
 		}
 	}
-	ttl := unviewedTTL(len(wanted))
+	ttl = unviewedTTL(len(wanted))
 	for name, r := range u.read {
 		if !wanted[name] && now().Sub(r.at) >= ttl {
 			delete(u.read, name) // a Node that was not there, asked about no more
 		}
 	}
-	var stale []string
 	for name := range wanted {
 		if r, ok := u.read[name]; !ok || now().Sub(r.at) >= ttl {
 			stale = append(stale, name)
 		}
 	}
-	u.mu.Unlock()
-	if u.Direct == nil {
-		return nil
-	}
+	return wanted, stale, ttl
+}
 
+// fetch reads the Nodes named in stale from the API server's watch cache, a
+// few at once: each result nil when the read failed (the last copy stays).
+func (u *Unviewed) fetch(ctx context.Context, stale []string, now func() time.Time) []*nodeRead {
 	fetched := make([]*nodeRead, len(stale))
 	_ = fanout.Run(8, len(stale), func(i int) error {
 		var n corev1.Node
@@ -227,9 +243,12 @@ func (u *Unviewed) nodes(ctx context.Context, have map[string]bool) []corev1.Nod
 		}
 		return nil
 	})
+	return fetched
+}
 
-	u.mu.Lock()
-	defer u.mu.Unlock()
+// keepLocked records what fetch read and returns the wanted Nodes known to
+// exist, setting the TTL RefreshEvery reports. u.mu is held.
+func (u *Unviewed) keepLocked(stale []string, fetched []*nodeRead, wanted map[string]bool, ttl time.Duration) []corev1.Node {
 	for i, r := range fetched {
 		if r != nil {
 			u.read[stale[i]] = *r

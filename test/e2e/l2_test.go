@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 )
 
 func TestL2Announcement(t *testing.T) {
@@ -210,7 +210,7 @@ func TestL2Announcement(t *testing.T) {
 			}
 			return nil
 		})
-		eventuallyEvent(t, k8s, web, nodeagent.EventARPConflict)
+		eventuallyEvent(t, k8s, web, announce.EventARPConflict)
 	})
 
 	// The smoke size of make bench-arpflood: forged claims from random MACs

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 )
 
 // The dual-stack l2Lab adds IPv6 to every link: the LAN 2001:db8::/64 (where
@@ -296,6 +296,6 @@ func TestL2DualStack(t *testing.T) {
 			}
 			return nil
 		})
-		eventuallyEvent(t, k8s, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}, nodeagent.EventARPConflict)
+		eventuallyEvent(t, k8s, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}, announce.EventARPConflict)
 	})
 }

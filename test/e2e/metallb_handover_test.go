@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/test/metallb"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -100,7 +100,7 @@ metadata: {name: lan}
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
-		if e.Reason == nodeagent.EventARPConflict {
+		if e.Reason == announce.EventARPConflict {
 			t.Fatalf("the hand-over was reported as a conflict: %s", e.Message)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -223,7 +223,7 @@ func testAgentBGPPeerStatus(t *testing.T, admin client.Client, agent map[string]
 		s := established.DeepCopy()
 		s.Node = node
 		// The agent's own code: server-side apply with a field manager per node.
-		must(t, (&nodeagent.BGPAnnouncer{Client: cl, NodeName: node}).ApplySession(ctx, "tor", s))
+		must(t, (&announce.BGPAnnouncer{Client: cl, NodeName: node}).ApplySession(ctx, "tor", s))
 	}
 	forged := &paasv1.BGPSession{Node: "node-b", State: "Idle", Message: "forged"}
 	for _, tc := range []struct {
@@ -258,7 +258,7 @@ func testAgentBGPPeerStatus(t *testing.T, admin client.Client, agent map[string]
 		})
 	}
 	t.Run("forge another node's entry with its field manager", func(t *testing.T) {
-		err := (&nodeagent.BGPAnnouncer{Client: agentA, NodeName: "node-b"}).ApplySession(ctx, "tor", forged)
+		err := (&announce.BGPAnnouncer{Client: agentA, NodeName: "node-b"}).ApplySession(ctx, "tor", forged)
 		if err == nil || !strings.Contains(err.Error(), "may write only its own session entry") {
 			t.Fatalf("got %v, want a refusal", err)
 		}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -59,10 +59,10 @@ func peerCondition(name, typ string, status metav1.ConditionStatus, reason strin
 
 // agentSessions writes session entries as the agent of a node does, with the
 // agents' ServiceAccount (so their RBAC is what is tested).
-func agentSessions(node string) *nodeagent.BGPAnnouncer {
+func agentSessions(node string) *announce.BGPAnnouncer {
 	c, err := client.New(env.AgentConfig(node), client.Options{Scheme: paasv1.NewScheme()})
 	Expect(err).NotTo(HaveOccurred())
-	return &nodeagent.BGPAnnouncer{Client: c, NodeName: node}
+	return &announce.BGPAnnouncer{Client: c, NodeName: node}
 }
 
 var _ = Describe("BGPPeer", func() {

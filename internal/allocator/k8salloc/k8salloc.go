@@ -16,6 +16,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 )
 
 // Group turns an IPGroup into the allocator's plain type. The API server
@@ -231,16 +232,11 @@ func SplitList(s string) []string {
 	return out
 }
 
-// IngressAddrs reads the addresses in a Service's status, ignoring hostnames and garbage:
-// what the Service holds, as the allocator sees it.
+// IngressAddrs are the addresses in a Service's status as the allocator sees them
+// (ingress.Shown: zoned and repeated entries included, which the agent's
+// ingress.Addrs leaves out).
 func IngressAddrs(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if addr, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, addr.Unmap())
-		}
-	}
-	return out
+	return ingress.Shown(svc)
 }
 
 // NamedGroups are the IPGroups svc names in its vip.paas.org/ipgroup annotation, or in

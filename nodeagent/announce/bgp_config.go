@@ -1,0 +1,187 @@
+package announce
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+)
+
+// bgpPeersOf turns the BGPPeers that select node into the speaker's config.
+// passwords maps peer names to their TCP MD5 passwords (the operator copies
+// them into one Secret the agents may read); a peer whose password is not
+// there yet is left out rather than dialled without it. skipped names the
+// peers left out, with why.
+func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]string) (cfg bgp.Config, skipped map[string]string) {
+	skipped = map[string]string{}
+	self := election.NodeOf(node)
+	if i := slices.IndexFunc(election.InternalIPs(node), netip.Addr.Is4); i >= 0 {
+		cfg.RouterID = election.InternalIPs(node)[i] // the first IPv4 InternalIP
+	}
+	var routerIDFrom string
+	// One session per address: of BGPPeers naming the same one, the oldest
+	// (then the first by name) wins on every node alike; the others are left
+	// out and say so.
+	byAge := make([]*paasv1.BGPPeer, 0, len(peers))
+	for i := range peers {
+		byAge = append(byAge, &peers[i])
+	}
+	slices.SortStableFunc(byAge, func(a, b *paasv1.BGPPeer) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	owner := map[netip.Addr]string{}
+	for _, p := range byAge {
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if !election.PeerSelects(p, self) {
+			continue
+		}
+		addr, err := netip.ParseAddr(p.Spec.PeerAddress)
+		if err != nil {
+			skipped[p.Name] = fmt.Sprintf("peerAddress %q: %v", p.Spec.PeerAddress, err)
+			continue
+		}
+		addr = addr.Unmap()
+		if first, taken := owner[addr]; taken {
+			skipped[p.Name] = fmt.Sprintf("peerAddress %s is also that of BGPPeer %s, which is older (or as old and first by name): one session per address, this BGPPeer is left out", addr, first)
+			continue
+		}
+		owner[addr] = p.Name
+		peer := bgp.Peer{
+			Name: p.Name, Address: addr, Port: 179,
+			PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
+			Hold: 3e9, Keepalive: 1e9,
+			MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
+			GracefulRestart: p.Spec.GracefulRestart != nil && *p.Spec.GracefulRestart,
+		}
+		if p.Spec.PeerPort != 0 {
+			peer.Port = uint16(p.Spec.PeerPort)
+		}
+		if p.Spec.HoldTime != nil {
+			peer.Hold = p.Spec.HoldTime.Duration
+		}
+		if p.Spec.KeepaliveTime != nil {
+			peer.Keepalive = p.Spec.KeepaliveTime.Duration
+		}
+		if b := p.Spec.BFD; b != nil {
+			peer.BFD = bfdOf(b)
+		}
+		if p.Spec.PasswordSecret != nil {
+			pw, ok := passwords[p.Name]
+			if !ok {
+				skipped[p.Name] = passwordNotYet
+				continue
+			}
+			peer.Password = pw
+		}
+		// An explicit router ID wins; several peers naming different ones
+		// cannot all be honoured, so the first by name is.
+		if p.Spec.RouterID != "" && (routerIDFrom == "" || p.Name < routerIDFrom) {
+			if id, err := netip.ParseAddr(p.Spec.RouterID); err == nil {
+				cfg.RouterID, routerIDFrom = id, p.Name
+			}
+		}
+		cfg.Peers = append(cfg.Peers, peer)
+	}
+	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
+	return cfg, skipped
+}
+
+// passwordNotYet is why a peer with a password the agent has not read yet
+// is left out; such a peer is asked for again (see BGPAnnouncer.retryAfter).
+const passwordNotYet = "its password is not available yet (see the BGPPeer's Accepted condition)"
+
+// bfdOf is the speaker's form of a BGPPeer's bfd: the API server fills the
+// defaults and keeps the bounds; these defaults stand in for an object
+// written before they existed.
+func bfdOf(b *paasv1.BFDSettings) bgp.BFD {
+	ms := func(v *int32, def int32) time.Duration {
+		if v == nil {
+			return time.Duration(def) * time.Millisecond
+		}
+		return time.Duration(*v) * time.Millisecond
+	}
+	out := bgp.BFD{Receive: ms(b.ReceiveInterval, 300), Transmit: ms(b.TransmitInterval, 300), Multiplier: 3}
+	if m := b.DetectMultiplier; m != nil && *m >= 2 && *m <= 255 {
+		out.Multiplier = uint8(*m)
+	}
+	return out
+}
+
+// routeOf is the host route of vip with its group's BGP attributes.
+func routeOf(vip netip.Addr, g *paasv1.IPGroup) bgp.Route {
+	r := bgp.Route{Prefix: netip.PrefixFrom(vip, vip.BitLen())}
+	an := g.Spec.Announce
+	if an == nil || an.BGP == nil {
+		return r
+	}
+	for _, c := range an.BGP.Communities {
+		std, large, isLarge, err := ParseCommunity(c)
+		switch {
+		case err != nil: // the API server's validation keeps these out
+		case isLarge:
+			r.LargeCommunities = append(r.LargeCommunities, large)
+		default:
+			r.Communities = append(r.Communities, std)
+		}
+	}
+	if an.BGP.LocalPref != nil {
+		r.LocalPref = *an.BGP.LocalPref
+	}
+	if len(an.BGP.Peers) > 0 {
+		r.Peers = slices.Sorted(slices.Values(an.BGP.Peers))
+	}
+	return r
+}
+
+// ParseCommunity reads a standard (65000:100, two 16-bit halves) or large
+// (65000:1:2, three 32-bit parts, RFC 8092) community.
+func ParseCommunity(s string) (std uint32, large [3]uint32, isLarge bool, err error) {
+	parts := strings.Split(s, ":")
+	bits := 16
+	if len(parts) == 3 {
+		bits, isLarge = 32, true
+	} else if len(parts) != 2 {
+		return 0, large, false, fmt.Errorf("community %q: want ASN:value or ASN:data1:data2", s)
+	}
+	for i, p := range parts {
+		v, err := strconv.ParseUint(p, 10, bits)
+		if err != nil {
+			return 0, large, false, fmt.Errorf("community %q: part %q is not a %d-bit number", s, p, bits)
+		}
+		large[i] = uint32(v)
+	}
+	if isLarge {
+		return 0, large, true, nil
+	}
+	return large[0]<<16 | large[1], [3]uint32{}, false, nil
+}
+
+// establishedNodes are the nodes with an established session to any of the
+// peers a group advertises to (names; empty: every peer).
+func establishedNodes(peers []paasv1.BGPPeer, names []string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range peers {
+		if len(names) > 0 && !slices.Contains(names, p.Name) {
+			continue
+		}
+		for _, s := range p.Status.Sessions {
+			if s.State == paasv1.SessionEstablished {
+				out[s.Node] = true
+			}
+		}
+	}
+	return out
+}

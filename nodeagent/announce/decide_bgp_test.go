@@ -1,0 +1,86 @@
+package announce
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
+)
+
+import ()
+
+func TestDecideBGPRoutesFollowTheGroup(t *testing.T) {
+	vip := netip.MustParseAddr("2001:db8::7")
+	pref := uint32(200)
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp"}, Spec: paasv1.IPGroupSpec{Announce: &paasv1.Announce{
+		Mode: paasv1.AnnounceBGP, NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"edge": "true"}},
+		BGP: &paasv1.BGPAnnounce{Peers: []string{"r2"}, LocalPref: &pref, Communities: []string{"65000:100"}}}}}
+	c, ok := election.CandidacyOf(g)
+	if !ok {
+		t.Fatal("CandidacyOf: not announced")
+	}
+	edge := election.Node{Name: "a", Labels: labels.Set{"edge": "true"}}
+	other := election.Node{Name: "b", Labels: labels.Set{}}
+	vips := map[netip.Addr]vipCandidacy{vip: {Candidacy: c, group: g}}
+	peers := []paasv1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "r1"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{{Node: "a", State: paasv1.SessionEstablished}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r2"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{{Node: "a", State: "Active"}}}},
+	}
+	routes, _, _ := decideBGP("a", vips, []election.Node{edge, other}, peers)
+	if len(routes) != 1 || routes[0].Prefix != netip.PrefixFrom(vip, 128) || routes[0].LocalPref != pref ||
+		!slices.Equal(routes[0].Peers, []string{"r2"}) || !slices.Equal(routes[0].Communities, []uint32{65000<<16 | 100}) {
+		t.Errorf("routes of a selected node = %+v, want one /128 to r2 with local-pref 200 and 65000:100", routes)
+	}
+	if routes, _, _ := decideBGP("b", vips, []election.Node{edge, other}, peers); len(routes) != 0 {
+		t.Errorf("routes of a node the group does not select = %+v, want none", routes)
+	}
+	// Whichever alive agent records the VIP, a's session to r2 (the group's
+	// only peer) is not established, so nobody is recorded as advertising.
+	for _, self := range []string{"a", "b"} {
+		_, records, listed := decideBGP(self, vips, []election.Node{edge, other}, peers)
+		if len(records) > 0 && len(records[vip]) != 0 {
+			t.Errorf("%s records %v, want no advertiser (a's session to r2 is down)", self, records[vip])
+		}
+		if listed[vip] {
+			t.Errorf("%s lists itself as advertising %s, with no session up to r2", self, vip)
+		}
+	}
+}
+
+// TestNextAnnouncedBy: every node writes only its own name into an IP's
+// announcedBy; the one that prunes the VIP also drops the nodes no longer
+// advertising it. No writer ever adds another node (an admission policy
+// refuses that, config/admission/agent_status_entries.yaml).
+func TestNextAnnouncedBy(t *testing.T) {
+	for _, tc := range []struct {
+		desc          string
+		cur           []string
+		listed, prune bool
+		keep          []string
+		want          []string
+	}{
+		{"first advertiser lists itself", nil, true, false, nil, []string{"a"}},
+		{"a second one joins, sorted", []string{"b"}, true, false, nil, []string{"a", "b"}},
+		{"already listed: unchanged", []string{"a", "b"}, true, false, nil, []string{"a", "b"}},
+		{"stops advertising: leaves, others stay", []string{"a", "b"}, false, false, nil, []string{"b"}},
+		{"the pruner drops a dead node", []string{"a", "b", "dead"}, true, true, []string{"a", "b"}, []string{"a", "b"}},
+		{"the pruner never adds the nodes it keeps", []string{"a"}, true, true, []string{"a", "b", "c"}, []string{"a"}},
+		{"the pruner that does not advertise drops itself too", []string{"a", "b"}, false, true, []string{"b"}, []string{"b"}},
+		{"duplicates collapse", []string{"b", "b"}, false, false, nil, []string{"b"}},
+	} {
+		got := nextAnnouncedBy(tc.cur, "a", tc.listed, tc.prune, tc.keep)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.desc, got, tc.want)
+		}
+		for _, n := range got {
+			if n != "a" && !slices.Contains(tc.cur, n) {
+				t.Errorf("%s: added another node %s", tc.desc, n)
+			}
+		}
+	}
+}

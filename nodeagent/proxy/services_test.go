@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+)
+
+const ourClass = "paas.org/vip-allocator"
+
+func lb(mode corev1.LoadBalancerIPMode, class *string, ips ...string) *corev1.Service {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class}}
+	for _, ip := range ips {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip, IPMode: ptr.To(mode)})
+	}
+	return svc
+}
+
+func TestServed(t *testing.T) {
+	other := "example.com/lb"
+	for _, tc := range []struct {
+		desc         string
+		svc          *corev1.Service
+		ownClassOnly bool
+		want         bool
+	}{
+		{"Proxy VIP, no class", lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1"), false, true},
+		{"Proxy VIP, our class, own class only", lb(corev1.LoadBalancerIPModeProxy, ptr.To(ourClass), "192.0.2.1"), true, true},
+		{"no class while own class only", lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1"), true, false},
+		{"another class", lb(corev1.LoadBalancerIPModeProxy, &other, "192.0.2.1"), false, false},
+		{"ipMode VIP: kube-proxy's job (--ip-mode=VIP)", lb(corev1.LoadBalancerIPModeVIP, nil, "192.0.2.1"), false, false},
+		{"no IP yet", lb(corev1.LoadBalancerIPModeProxy, nil), false, false},
+	} {
+		if got := Served(tc.svc, tc.ownClassOnly); got != tc.want {
+			t.Errorf("%s: Served = %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}
+
+func TestDataplaneService(t *testing.T) {
+	svc := lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1", "2001:db8::1")
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	svc.Spec.LoadBalancerSourceRanges = []string{"203.0.113.7/24", "garbage"}
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}, {Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}
+	slice := discoveryv1.EndpointSlice{
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}, {Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To[int32](5353)}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"198.51.100.11"}, NodeName: ptr.To("node1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"198.51.100.12"}, NodeName: ptr.To("node2")}, // ready unset counts as ready
+			{Addresses: []string{"198.51.100.13"}, NodeName: ptr.To("node1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
+		},
+	}
+	got := dataplaneService(svc, []discoveryv1.EndpointSlice{slice}, "node1")
+	ports := []dataplane.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}, {Name: "dns", Protocol: "UDP", Port: 5353}}
+	want := dataplane.Service{
+		Namespace: "ns", Name: "web",
+		VIPs:         []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")},
+		Ports:        []dataplane.Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "dns", Protocol: "UDP", Port: 53}},
+		Local:        true,
+		SourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")},
+		Closed:       true,          // "garbage" closes it: dropped, the list would admit more than asked
+		Affinity:     3 * time.Hour, // ClientIP without a config: kube-proxy's default
+		Endpoints: []dataplane.Endpoint{
+			{Addr: netip.MustParseAddr("198.51.100.11"), Local: true, Ports: ports},
+			{Addr: netip.MustParseAddr("198.51.100.12"), Local: false, Ports: ports},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}

@@ -1,0 +1,85 @@
+package trust
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+)
+
+// TestLedgerHolders: spec.owner and, for a shared address, spec.sharedWith,
+// each with a uid, give an address to Services; nothing else does.
+func TestLedgerHolders(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		ip   *paasv1.IP
+		want []types.UID
+	}{
+		{desc: "none", ip: nil},
+		{desc: "no owner (legacy or the original operator's, not adopted yet)", ip: &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{paasv1.OwnerAnnotation: "ns/web"}}}},
+		{desc: "owner without uid", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "web"}}}},
+		{desc: "owner", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "web", UID: "u"}}}, want: []types.UID{"u"}},
+		{desc: "shared", ip: &paasv1.IP{Spec: paasv1.IPSpec{Owner: &paasv1.IPOwner{Namespace: "ns", Name: "tcp", UID: "u1"}, SharingKey: "dns",
+			SharedWith: []paasv1.IPOwner{{Namespace: "ns", Name: "udp", UID: "u2"}, {Namespace: "ns", Name: "nouid"}}}}, want: []types.UID{"u1", "u2"}},
+		{desc: "sharedWith without an owner names nobody", ip: &paasv1.IP{Spec: paasv1.IPSpec{SharedWith: []paasv1.IPOwner{{Namespace: "ns", Name: "udp", UID: "u2"}}}}},
+	} {
+		if got := ledgerHolders(tc.ip); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q", tc.desc, got)
+		}
+	}
+}
+
+// TestNodeAddresses: every address a Node reports, whatever its type; names skipped.
+func TestNodeAddresses(t *testing.T) {
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "192.0.2.251"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.5"},
+		{Type: corev1.NodeInternalIP, Address: "2001:db8::251"}, {Type: corev1.NodeHostName, Address: "n1"}}}}}
+	got := NodeAddresses(nodes, nil)
+	if len(got) != 3 || got[netip.MustParseAddr("203.0.113.5")] != "n1" || got[netip.MustParseAddr("2001:db8::251")] != "n1" {
+		t.Fatalf("%v", got)
+	}
+}
+
+// TestRefusalOf: the rule alone, in its order: a Node's address first (it cuts
+// a node off), then this node's own (unless keepalived holds it for a
+// migration), then a reservation, then the ledger.
+func TestRefusalOf(t *testing.T) {
+	const web = types.UID("uid-web")
+	a := netip.MustParseAddr
+	v := View{
+		Holders:    map[netip.Addr][]types.UID{a("192.0.2.10"): {web}, a("192.0.2.251"): {web}, a("192.0.2.50"): {web}, a("192.0.2.60"): {web}, a("192.0.2.70"): {web}},
+		Reserved:   map[netip.Addr]string{a("192.0.2.70"): "Node node2", a("192.0.2.50"): "Node node3"},
+		NodeAddrs:  map[netip.Addr]string{a("192.0.2.251"): "node1"},
+		Local:      map[netip.Addr]string{a("192.0.2.50"): "eth1", a("192.0.2.60"): "eth1", a("192.0.2.251"): "eth0"},
+		Keepalived: map[netip.Addr]bool{a("192.0.2.60"): true},
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: web}}
+	for _, tc := range []struct {
+		desc string
+		svc  *corev1.Service
+		vip  string
+		want string // a Reason*, "" when carried
+	}{
+		{"given by the ledger", svc, "192.0.2.10", ""},
+		{"IPv4-mapped reads as IPv4", svc, "::ffff:192.0.2.10", ""},
+		{"a Node's address before this node's own", svc, "192.0.2.251", paasv1.ReasonNodeAddress},
+		{"this node's own before a reservation", svc, "192.0.2.50", paasv1.ReasonLocalAddress},
+		{"this node's own, held by keepalived for a migration", svc, "192.0.2.60", ""},
+		{"reserved in the cluster", svc, "192.0.2.70", paasv1.ReasonReserved},
+		{"no ledger object", svc, "192.0.2.99", paasv1.ReasonNotInLedger},
+		{"a Service with no uid is given nothing", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}, "192.0.2.10", paasv1.ReasonNotInLedger},
+	} {
+		r, refused := v.RefusalOf(tc.svc, a(tc.vip))
+		if refused != (tc.want != "") || r.Reason != tc.want {
+			t.Errorf("%s: refused %v, reason %q; want %q", tc.desc, refused, r.Reason, tc.want)
+		}
+		if refused && (r.VIP != a(tc.vip).Unmap() || r.Local() != (tc.want == paasv1.ReasonLocalAddress)) {
+			t.Errorf("%s: refusal %+v names the wrong address or scope", tc.desc, r)
+		}
+	}
+}
