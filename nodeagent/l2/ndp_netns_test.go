@@ -222,7 +222,14 @@ func TestNDPv6SpeakerReportsForeignClaims(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+			// The link-local address may still be settling on a loaded machine
+			// (bind: cannot assign requested address): try for a while.
+			var c *ndp.Conn
+			for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if c, _, err = ndp.Listen(ifi, ndp.LinkLocal); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
 			if err != nil {
 				return err
 			}
