@@ -267,7 +267,11 @@ func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
 			}
 			detect.Reset(d)
 			if r.rebound {
-				log.V(1).Info("the router's BFD session is a new one: this one follows it", "discriminator", h.MyDiscriminator)
+				log.Info("the router's BFD session is a new one: this one follows it", "routerDiscriminator", h.MyDiscriminator)
+			}
+			if r.changed {
+				log.Info("BFD session state", "state", out.State.String(), "routerState", h.State.String(), "routerDiagnostic", h.Diagnostic.String(),
+					"routerDiscriminator", h.MyDiscriminator, "discriminator", out.MyDiscriminator)
 			}
 			if r.down != "" {
 				down(r.down)
@@ -301,6 +305,7 @@ func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
 			s.mu.Unlock()
 			if out != nil {
 				send(out)
+				log.Info("BFD session state", "state", out.State.String(), "expired", true)
 			}
 			if why != "" {
 				down(why)

@@ -30,27 +30,27 @@ func frrConfigBFDDynamic(routerID string) string {
 	return conf
 }
 
-// bgpUp maps each Established peer of family (ipv4, ipv6) to when its
-// session came up (FRR's epoch seconds): a reset, even of a dynamic
-// neighbour FRR deletes and creates again, changes it.
-func (r *frr) bgpUp(family string) (map[string]int64, error) {
+// bgpUp maps each Established peer of family (ipv4, ipv6) to how long its
+// session has been up: a reset, even of a dynamic neighbour FRR deletes and
+// creates again, starts it over.
+func (r *frr) bgpUp(family string) (map[string]time.Duration, error) {
 	out, err := r.vtysh("show bgp " + family + " unicast summary json")
 	if err != nil {
 		return nil, err
 	}
 	var doc struct {
 		Peers map[string]struct {
-			State string `json:"state"`
-			Epoch int64  `json:"peerUptimeEstablishedEpoch"`
+			State  string `json:"state"`
+			Uptime int64  `json:"peerUptimeMsec"`
 		} `json:"peers"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		return nil, fmt.Errorf("parse %q: %w", out, err)
 	}
-	got := map[string]int64{}
+	got := map[string]time.Duration{}
 	for addr, p := range doc.Peers {
 		if p.State == "Established" {
-			got[addr] = p.Epoch
+			got[addr] = time.Duration(p.Uptime) * time.Millisecond
 		}
 	}
 	return got, nil
@@ -85,7 +85,7 @@ func (r *frr) bfdIDs() (map[string]string, error) {
 func (r *frr) watchResets(t testing.TB, family string, addrs []string, d time.Duration) (resets, bfdChanges map[string]int) {
 	t.Helper()
 	resets, bfdChanges = map[string]int{}, map[string]int{}
-	var lastUp map[string]int64
+	var lastUp map[string]time.Duration
 	var lastBFD map[string]string
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		up, err := r.bgpUp(family)
@@ -97,7 +97,7 @@ func (r *frr) watchResets(t testing.TB, family string, addrs []string, d time.Du
 			t.Fatal(err)
 		}
 		for _, a := range addrs {
-			if lastUp != nil && up[a] != lastUp[a] {
+			if lastUp != nil && (up[a] == 0 || up[a] < lastUp[a]) && lastUp[a] != 0 {
 				resets[a]++
 			}
 			if lastBFD != nil && ids[a] != lastBFD[a] {
@@ -116,7 +116,7 @@ func (r *frr) watchResets(t testing.TB, family string, addrs []string, d time.Du
 // agent has its routes gone from the router within BFD's detection time.
 func TestBFDDynamic(t *testing.T) {
 	d := setupBGPRouter(t, func(l *lab) *frr {
-		return startFRRWithBFD(t, l, "router", frrConfigBFDDynamic("198.51.100.1"), bfddConfig)
+		return startFRRWithBFD(t, l, "router", frrConfigBFDDynamic("198.51.100.1")+"debug bgp bfd\n", "debug bfd peer\ndebug bfd zebra\n"+bfddConfig)
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
