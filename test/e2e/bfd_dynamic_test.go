@@ -116,7 +116,7 @@ func (r *frr) watchResets(t testing.TB, family string, addrs []string, d time.Du
 // agent has its routes gone from the router within BFD's detection time.
 func TestBFDDynamic(t *testing.T) {
 	d := setupBGPRouter(t, func(l *lab) *frr {
-		return startFRRWithBFD(t, l, "router", frrConfigBFDDynamic("198.51.100.1")+"debug bgp bfd\n", "debug bfd peer\ndebug bfd zebra\n"+bfddConfig)
+		return startFRRWithBFD(t, l, "router", frrConfigBFDDynamic("198.51.100.1"), bfddConfig)
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
