@@ -111,9 +111,11 @@ func (r *frr) watchResets(t testing.TB, family string, addrs []string, d time.Du
 
 // TestBFDDynamic: BFD with a router that peers with the nodes as dynamic
 // neighbours (FRR's 'bgp listen range' and 'neighbor <group> bfd'), which
-// creates a neighbour, and its BFD session, anew each time a node connects.
-// The sessions stay up without a reset, BFD up on both sides, and a hung
-// agent has its routes gone from the router within BFD's detection time.
+// creates a neighbour, and its BFD session, anew each time a node connects,
+// and replaces that BFD session when the BGP session comes up. The sessions
+// stay up without a reset, BFD up on both sides, and a hung agent has its
+// routes gone from the router within BFD's detection time: a median under
+// 1 s over 5 freezes.
 func TestBFDDynamic(t *testing.T) {
 	d := setupBGPRouter(t, func(l *lab) *frr {
 		return startFRRWithBFD(t, l, "router", frrConfigBFDDynamic("198.51.100.1"), bfddConfig)
@@ -172,7 +174,7 @@ func TestBFDDynamic(t *testing.T) {
 
 	t.Run("a hung agent: the router drops its routes within BFD's detection time", func(t *testing.T) {
 		var took []time.Duration
-		for range 3 {
+		for range 5 {
 			d.router.waitBFDUp(t, map[string]string{"node2": bgpNodeIP["node2"]}, time.Minute)
 			time.Sleep(time.Second) // a steady state
 			agent := d.agents["node2"].Process
@@ -196,5 +198,11 @@ func TestBFDDynamic(t *testing.T) {
 			t.Errorf("routes gone after %v, want a median under 1 s (BFD's detection time is 900 ms) and none over 1.5 s", took)
 		}
 		d.peerCondition(t, paasv1.BGPPeerBFDUp, metav1.ConditionTrue, "3 of 3")
+		followed := 0
+		for _, n := range nodes {
+			b, _ := os.ReadFile(d.agentLogs[n])
+			followed += strings.Count(string(b), "this one follows it")
+		}
+		t.Logf("the nodes' BFD sessions followed a new session of the router %d times", followed)
 	})
 }
