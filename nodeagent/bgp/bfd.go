@@ -171,7 +171,10 @@ func (s *Speaker) syncBFDLocked() {
 	s.bfdRun.sync(want)
 }
 
-// bfdDown resets the BGP session with addr: BFD declared the path down.
+// bfdDown resets the BGP session with addr, if it is established: BFD
+// declared the path down. A session that is not established is left alone:
+// GoBGP queues a reset's notification until the session is next
+// established, and would reset that one, on a path that is fine again.
 func (s *Speaker) bfdDown(addr netip.Addr, why string) {
 	s.bfdErrors.set(addr.String(), why)
 	s.mu.Lock()
@@ -180,8 +183,15 @@ func (s *Speaker) bfdDown(addr netip.Addr, why string) {
 	if !ok {
 		return
 	}
+	ctx := context.Background()
+	established := false
+	if err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+		established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+	}); err != nil || !established {
+		return
+	}
 	s.log.Info("BFD is down: resetting the BGP session", "address", addr, "reason", why)
-	if err := srv.ResetPeer(context.Background(), &api.ResetPeerRequest{Address: addr.String(), Communication: "BFD is down"}); err != nil {
+	if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: "BFD is down"}); err != nil {
 		s.log.Error(err, "reset the BGP session after BFD went down", "address", addr)
 	}
 }

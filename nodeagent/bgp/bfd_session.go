@@ -237,6 +237,12 @@ func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
 	}()
 	tx := time.NewTimer(0)
 	defer tx.Stop()
+	nextTx := time.Now()
+	schedule := func(every time.Duration) {
+		d := jitter(every, s.cfg.Multiplier)
+		tx.Reset(d)
+		nextTx = time.Now().Add(d)
+	}
 	detect := time.NewTimer(time.Hour)
 	detect.Stop()
 	defer detect.Stop()
@@ -253,7 +259,7 @@ func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
 		case h := <-s.rx:
 			s.mu.Lock()
 			r := s.fsm.receive(h, time.Now())
-			d := s.fsm.detectTime()
+			d, every := s.fsm.detectTime(), s.fsm.txInterval()
 			var out *bfd.BFDHeader
 			if r.accepted && (r.changed || r.final) {
 				out = s.fsm.packet(r.final)
@@ -266,12 +272,18 @@ func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
 				send(out)
 			}
 			detect.Reset(d)
+			if every > 0 && time.Until(nextTx) > every {
+				// The router wants packets faster than the next one is
+				// due (it came up, or changed its rate): from now on.
+				schedule(every)
+			}
 			if r.rebound {
 				log.Info("the router's BFD session is a new one: this one follows it", "routerDiscriminator", h.MyDiscriminator)
 			}
 			if r.changed {
 				log.Info("BFD session state", "state", out.State.String(), "routerState", h.State.String(), "routerDiagnostic", h.Diagnostic.String(),
-					"routerDiscriminator", h.MyDiscriminator, "discriminator", out.MyDiscriminator)
+					"routerDiscriminator", h.MyDiscriminator, "discriminator", out.MyDiscriminator,
+					"routerTransmitMicroseconds", h.DesiredMinTxInterval, "routerReceiveMicroseconds", h.RequiredMinRxInterval)
 			}
 			if r.down != "" {
 				down(r.down)
@@ -289,7 +301,7 @@ func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
 			} else {
 				every = time.Second // the router wants no packets: look again later
 			}
-			tx.Reset(jitter(every, s.cfg.Multiplier))
+			schedule(every)
 		case <-detect.C:
 			now := time.Now()
 			s.mu.Lock()
