@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -11,16 +12,17 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// BFD are the timers of a peer's BFD session (RFC 5880, single hop,
-// asynchronous mode: GoBGP has no echo mode). The zero value is no BFD.
+// BFD are the timers of a peer's BFD session (RFC 5880, single hop, RFC
+// 5881; asynchronous mode, no echo). The zero value is no BFD.
 //
-// GoBGP runs BFD itself: a UDP listener on port 3784 once a peer has BFD, a
-// session per such peer, and a hard reset of the BGP session the moment BFD
-// declares the path down (no packet within the detection time, or the
-// router signalling Down). The BGP session then reconnects on its own
-// timers (every second), so it is back as soon as the path is; a router
-// that never answers BFD leaves the plain session alone (BFD only goes down
-// from Init or Up).
+// The speaker runs BFD itself, beside GoBGP (bfdSessions, bfdFSM): a UDP
+// listener on port 3784 while a peer has BFD, a session per such peer, and
+// a hard reset of the BGP session the moment BFD declares an Up path down
+// (no packet within the detection time, or the router signalling Down). The
+// BGP session then reconnects on its own timers (every second), so it is
+// back as soon as the path is. A router that never answers BFD leaves the
+// plain session alone, as does one that takes BFD administratively down, or
+// replaces its BFD session (see bfdFSM).
 type BFD struct {
 	Receive    time.Duration // the slowest rate this node wants packets at
 	Transmit   time.Duration // the rate this node wants to send at
@@ -30,28 +32,7 @@ type BFD struct {
 // Enabled reports whether the peer runs BFD.
 func (b BFD) Enabled() bool { return b.Multiplier > 0 }
 
-// apiBFD is GoBGP's form of b (intervals in microseconds).
-func apiBFD(b BFD) *api.BfdPeerConfig {
-	if !b.Enabled() {
-		return nil
-	}
-	return &api.BfdPeerConfig{
-		Enabled:                  true,
-		DesiredMinimumTxInterval: uint32(b.Transmit.Microseconds()),
-		RequiredMinimumReceive:   uint32(b.Receive.Microseconds()),
-		DetectionMultiplier:      uint32(b.Multiplier),
-	}
-}
-
-var bfdStateNames = map[api.BfdSessionState]string{
-	api.BfdSessionState_BFD_SESSION_STATE_UNSPECIFIED: paasv1.BFDDown,
-	api.BfdSessionState_BFD_SESSION_STATE_DOWN:        paasv1.BFDDown,
-	api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN:  paasv1.BFDAdminDown,
-	api.BfdSessionState_BFD_SESSION_STATE_INIT:        paasv1.BFDInit,
-	api.BfdSessionState_BFD_SESSION_STATE_UP:          paasv1.BFDUp,
-}
-
-// bfdSession is what GoBGP tells of one BFD session.
+// bfdSession is what the status is told of one BFD session.
 type bfdSession struct {
 	state    string
 	received uint64    // valid packets from the router since the session was created
@@ -69,7 +50,7 @@ type BFDChange struct {
 }
 
 // bfdTracker remembers the BFD states last seen, by neighbour address, to
-// turn GoBGP's state list (it has no BFD events) into changes.
+// turn the sessions' states, read every bfdPoll, into changes.
 type bfdTracker struct {
 	mu   sync.Mutex
 	last map[string]bfdSession
@@ -108,7 +89,7 @@ func (t *bfdTracker) session(addr string) (bfdSession, bool) {
 // router that sends no packet (never, or for bfdSilent) while the BGP
 // session is established does not run BFD for this node (the session runs
 // without it, on the hold timer); otherwise the path failed or the router
-// said so (lastDown: GoBGP's last word on it).
+// said so (lastDown: the session's last word on it).
 func bfdMessage(s bfdSession, known, established bool, lastDown string, addr string, now time.Time) string {
 	silent := !known || s.received == 0 || now.Sub(s.lastRx) > bfdSilent
 	switch {
@@ -125,20 +106,8 @@ func bfdMessage(s bfdSession, known, established bool, lastDown string, addr str
 	}
 }
 
-// bfdReason turns one of GoBGP's BFD log messages into a sentence for the
-// status, or "" for messages that say nothing about a failure.
-func bfdReason(msg string) string {
-	switch msg {
-	case "Expired":
-		return "BFD declared the path down (no packet from the router within the detection time): the session was reset"
-	case "Remote peer signaled BFD down":
-		return "the router signalled BFD down: the session was reset"
-	}
-	return ""
-}
-
-// bfdPoll is how often GoBGP's BFD states are read: a state change reaches
-// the status and the metrics within it.
+// bfdPoll is how often the BFD states are read: a state change reaches the
+// status and the metrics within it.
 const bfdPoll = 100 * time.Millisecond
 
 // OnBFDChange has fn called (from the speaker's own goroutine) whenever a
@@ -149,8 +118,8 @@ func (s *Speaker) OnBFDChange(fn func(BFDChange)) {
 	s.mu.Unlock()
 }
 
-// watchBFD reads GoBGP's BFD states until the speaker stops, and reports
-// every change (OnBFDChange, Changed).
+// watchBFD reads the BFD states until the speaker stops, and reports every
+// change (OnBFDChange, Changed).
 func (s *Speaker) watchBFD() {
 	tick := time.NewTicker(bfdPoll)
 	defer tick.Stop()
@@ -167,15 +136,13 @@ func (s *Speaker) watchBFD() {
 				names[p.Address.String()] = name
 			}
 		}
-		onBFD, srv := s.onBFD, s.server
+		onBFD := s.onBFD
 		s.mu.Unlock()
 		now := map[string]bfdSession{}
-		if len(names) > 0 {
-			srv.ListBfdPeer(context.Background(), func(addr string, st *api.BfdPeerState) {
-				if _, ok := names[addr]; ok {
-					now[addr] = bfdSession{state: bfdStateNames[st.GetSessionState()], received: st.GetBfdAsync().GetReceivedPackets()}
-				}
-			})
+		for addr, st := range s.bfdRun.states() {
+			if _, ok := names[addr]; ok {
+				now[addr] = st
+			}
 		}
 		changed := s.bfd.observe(now, time.Now())
 		for addr, state := range changed {
@@ -189,5 +156,42 @@ func (s *Speaker) watchBFD() {
 		if len(changed) > 0 {
 			s.notify()
 		}
+	}
+}
+
+// syncBFDLocked runs a BFD session for each configured peer with BFD, and
+// none for the others.
+func (s *Speaker) syncBFDLocked() {
+	want := map[netip.Addr]BFD{}
+	for _, p := range s.peers {
+		if p.BFD.Enabled() {
+			want[p.Address] = p.BFD
+		}
+	}
+	s.bfdRun.sync(want)
+}
+
+// bfdDown resets the BGP session with addr, if it is established: BFD
+// declared the path down. A session that is not established is left alone:
+// GoBGP queues a reset's notification until the session is next
+// established, and would reset that one, on a path that is fine again.
+func (s *Speaker) bfdDown(addr netip.Addr, why string) {
+	s.bfdErrors.set(addr.String(), why)
+	s.mu.Lock()
+	srv, ok := s.server, s.started && s.peersWithLocked(addr)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx := context.Background()
+	established := false
+	if err := srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+		established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+	}); err != nil || !established {
+		return
+	}
+	s.log.Info("BFD is down: resetting the BGP session", "address", addr, "reason", why)
+	if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: "BFD is down"}); err != nil {
+		s.log.Error(err, "reset the BGP session after BFD went down", "address", addr)
 	}
 }

@@ -9,18 +9,8 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-func TestAPIBFD(t *testing.T) {
-	if apiBFD(BFD{}) != nil {
-		t.Error("the zero BFD configures BFD")
-	}
-	c := apiBFD(BFD{Receive: 300 * time.Millisecond, Transmit: 250 * time.Millisecond, Multiplier: 3})
-	if !c.Enabled || c.RequiredMinimumReceive != 300000 || c.DesiredMinimumTxInterval != 250000 || c.DetectionMultiplier != 3 {
-		t.Errorf("GoBGP config %v: want enabled, rx 300000 µs, tx 250000 µs, x3", c)
-	}
-}
-
 // TestBFDTracker walks one tracker through a session's life: each step's
-// states are what GoBGP lists, want the changes reported.
+// states are what the sessions report, want the changes reported.
 func TestBFDTracker(t *testing.T) {
 	const a, b = "198.51.100.1", "2001:db8::1"
 	var tr bfdTracker
@@ -69,12 +59,12 @@ func TestBFDMessage(t *testing.T) {
 	}{
 		{"up: nothing to say", bfdSession{state: paasv1.BFDUp, received: 5, lastRx: now}, true, true, "", ""},
 		{"a router that stopped sending (its BFD removed) no longer runs BFD", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now.Add(-time.Minute)}, true, true,
-			bfdReason("Remote peer signaled BFD down"), "does not run BFD for this node"},
+			bfdSignalled, "does not run BFD for this node"},
 		{"a router that never answers does not run BFD", bfdSession{state: paasv1.BFDDown}, true, true, "", "does not run BFD for this node"},
-		{"not known to GoBGP yet, session up: same", bfdSession{}, false, true, "", "does not run BFD for this node"},
+		{"no session yet, BGP session up: same", bfdSession{}, false, true, "", "does not run BFD for this node"},
 		{"session not up yet: nothing heard yet", bfdSession{state: paasv1.BFDDown}, true, false, "", "no BFD packets from the router yet"},
-		{"went down: GoBGP's reason", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now}, true, false, bfdReason("Expired"), "no packet from the router within the detection time"},
-		{"went down, session back up, packets again: GoBGP's reason", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now}, true, true, bfdReason("Expired"), "detection time"},
+		{"went down: the reason", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now}, true, false, bfdExpired, "no packet from the router within the detection time"},
+		{"went down, session back up, packets again: the reason", bfdSession{state: paasv1.BFDDown, received: 40, lastRx: now}, true, true, bfdExpired, "detection time"},
 		{"coming up", bfdSession{state: paasv1.BFDInit, received: 1, lastRx: now}, true, true, "", "BFD is Init"},
 	}
 	for _, tt := range tests {

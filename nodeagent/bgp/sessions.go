@@ -170,10 +170,9 @@ func communicated(f fields) string {
 // keeps the reasons of session failures, which GoBGP logs but does not
 // report through its API.
 type logHandler struct {
-	log       logr.Logger
-	errors    *peerErrors
-	bfdErrors *peerErrors
-	attrs     []slog.Attr // from WithAttrs: GoBGP's per-peer loggers carry Topic and Key
+	log    logr.Logger
+	errors *peerErrors
+	attrs  []slog.Attr // from WithAttrs: GoBGP's per-peer loggers carry Topic and Key
 }
 
 // Enabled is true at debug too, so that connection failures, which GoBGP
@@ -189,17 +188,10 @@ func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
 		f[a.Key] = a.Value.Resolve().Any()
 		return true
 	})
-	switch f["Topic"] {
-	case "Peer":
+	if f["Topic"] == "Peer" {
 		if addr, _ := f["Key"].(string); addr != "" {
 			if why := reason(r.Message, f); why != "" {
 				h.errors.set(addr, why)
-			}
-		}
-	case "bfd":
-		if addr, _ := f["Peer"].(string); addr != "" {
-			if why := bfdReason(r.Message); why != "" {
-				h.bfdErrors.set(addr, why)
 			}
 		}
 	}
@@ -219,7 +211,7 @@ func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &logHandler{log: h.log, errors: h.errors, bfdErrors: h.bfdErrors, attrs: append(slices.Clip(h.attrs), attrs...)}
+	return &logHandler{log: h.log, errors: h.errors, attrs: append(slices.Clip(h.attrs), attrs...)}
 }
 
 // WithGroup flattens: GoBGP's keys are distinct without groups.

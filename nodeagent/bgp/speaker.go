@@ -55,6 +55,7 @@ type Speaker struct {
 	errors    *peerErrors
 	bfdErrors *peerErrors // the last reason BFD went down, by neighbour address
 	bfd       bfdTracker
+	bfdRun    *bfdSessions
 	done      chan struct{} // closed by Stop
 
 	mu       sync.Mutex
@@ -96,13 +97,14 @@ func New(log logr.Logger) *Speaker {
 		restarting: map[netip.Addr]bool{},
 	}
 	s.server = s.newServer()
+	s.bfdRun = newBFDSessions(log.WithName("bfd"), s.bfdDown, func(addr netip.Addr, why string) { s.bfdErrors.set(addr.String(), why) })
 	go s.watchBFD()
 	return s
 }
 
 // newServer starts a GoBGP server, idle until StartBgp.
 func (s *Speaker) newServer() *server.BgpServer {
-	srv := server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: s.log, errors: s.errors, bfdErrors: s.bfdErrors}), nil))
+	srv := server.NewBgpServer(server.LoggerOption(slog.New(&logHandler{log: s.log, errors: s.errors}), nil))
 	go srv.Serve()
 	return srv
 }
@@ -204,6 +206,7 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			s.failed[name] = err.Error()
 		}
 	}
+	s.syncBFDLocked()
 	return s.applyPolicyLocked(ctx)
 }
 
@@ -324,7 +327,7 @@ func apiPeer(p Peer) *api.Peer {
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
 			PrefixLimits: &api.PrefixLimit{Family: fam, MaxPrefixes: maxPrefixes, ShutdownThresholdPct: 80}}},
-		Bfd: apiBFD(p.BFD),
+		// No Bfd: the speaker runs BFD itself (bfdSessions).
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
@@ -414,6 +417,7 @@ func (s *Speaker) stopLocked(context.Context) error {
 	s.server = s.newServer()
 	s.started = false
 	s.peers = map[string]Peer{}
+	s.syncBFDLocked()
 	s.failed = nil
 	s.policy = nil
 	for p, a := range s.paths {

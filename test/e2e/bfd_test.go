@@ -19,12 +19,9 @@ import (
 )
 
 // frrConfigBFD is frrConfig with BFD (bfdd's profile vipa) on the nodes'
-// sessions, IPv4 and IPv6. The three nodes are static neighbours with a
-// fixed source address (other addresses of the LAN still peer through the
-// listen range, without BFD): FRR replaces the BFD session of a dynamic
-// neighbour each time its BGP session comes up, and GoBGP v4.8.0, bound to
-// the replaced session's discriminator while in Init, never comes up with
-// the new one (see docs/announcement.md).
+// sessions, IPv4 and IPv6, the three nodes named as static neighbours with
+// a fixed source address (other addresses of the LAN still peer through the
+// listen range); frrConfigBFDDynamic names none.
 func frrConfigBFD(routerID string) string {
 	conf := frrConfig(routerID)
 	for group, listen := range map[string]string{"nodes": "198.51.100.0/24", "nodes6": "2001:db8:1::/64"} {

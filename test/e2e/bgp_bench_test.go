@@ -38,7 +38,9 @@ import (
 //   - the agents' resident memory with 1,000 routes and 2 peers;
 //   - a hung node (its agent frozen with SIGSTOP): the time until its routes
 //     leave both routers, 5 times on the hold timer (3 s), then 5 times with
-//     BFD (300 ms x 3) on both BGPPeers, the routers running bfdd.
+//     BFD (300 ms x 3) on both BGPPeers, the routers running bfdd with the
+//     nodes as static neighbours (bfd-static), and last 5 times with the
+//     nodes as dynamic neighbours of the routers' listen range (bfd-dynamic).
 //
 // The baseline, in the same run against the same routers: a bare GoBGP
 // speaker (nodeagent/bgp alone, no Kubernetes) in a fourth node namespace
@@ -106,6 +108,7 @@ func benchBGP(b testing.TB, n, hungRuns int) {
 	fmt.Printf("    BFD (300 ms x 3):   median %8s, worst %8s   (target: median < 1s, worst < 1.5s)\n",
 		median(withBFD).Round(time.Millisecond), slices.Max(withBFD).Round(time.Millisecond))
 	fmt.Printf("    ratio, BFD / hold timer: median %.2fx\n", float64(median(withBFD))/float64(median(hold)))
+	fmt.Printf("bfd-static: hung node → its routes gone from both routers, static neighbours, BFD 300 ms x 3, %d runs: %s\n", hungRuns, medianWorst(withBFD))
 	one := d.benchServices(b, routers, 1)
 	fmt.Printf("  1 Service:      its IP → its route in both routers from all 3 nodes   %8s\n", one.toRoutes.Round(time.Millisecond))
 	many := d.benchServices(b, routers, n)
@@ -150,6 +153,30 @@ func benchBGP(b testing.TB, n, hungRuns int) {
 	fmt.Printf("  process RSS with %d routes and 2 peers: %s MiB\n", n, bareRSS)
 	fmt.Printf("\nratios, agent / bare speaker: advertise %.1fx, withdraw on drain %.1fx\n",
 		float64(many.toRoutes)/float64(bareAdd), float64(drain)/float64(bareWithdraw))
+
+	// Last, the routers name no node: every node is a dynamic neighbour of
+	// the listen range, BFD from its peer group, as in a fabric.
+	d.cordon(b, "node2", false)
+	for _, r := range routers {
+		cmds := []string{"configure terminal", "router bgp 64512"}
+		for _, n := range nodes {
+			cmds = append(cmds, "no neighbor "+bgpNodeIP[n], "no neighbor "+bgpNodeIP6[n])
+		}
+		if _, err := r.vtysh(cmds...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, r := range routers {
+		r.waitReceived(b, bgpNodeIP6, 0, time.Minute)
+		r.waitBFDUp(b, bgpNodeIP6, time.Minute)
+	}
+	dynamic := d.benchHung(b, routers, "node2", hungRuns)
+	fmt.Printf("\nbfd-dynamic: hung node → its routes gone from both routers, dynamic neighbours (listen range), BFD 300 ms x 3, %d runs: %s\n", hungRuns, medianWorst(dynamic))
+}
+
+// medianWorst is "median X s, worst Y s", as scripts read the bfd- lines.
+func medianWorst(ds []time.Duration) string {
+	return fmt.Sprintf("median %.3f s, worst %.3f s", median(ds).Seconds(), slices.Max(ds).Seconds())
 }
 
 // benchHung freezes node's agent runs times (SIGSTOP, as a hung node) with
