@@ -180,7 +180,8 @@ bench-failover: build controlplane packages
 
 ## bench-bgp: BGP in the lab (root): a Service's IP to its route in FRR for 1 and 1,000 Services,
 ## withdrawal on drain, agent memory with 1,000 routes and 2 peers, against a bare GoBGP speaker;
-## a hung node (SIGSTOP) until its routes leave both routers, BFD (300 ms x 3) against the hold timer (3 s)
+## a hung node (SIGSTOP) until its routes leave both routers, BFD (300 ms x 3) against the hold timer (3 s),
+## with static neighbours and with the routers' listen ranges (lines "bfd-static:" and "bfd-dynamic:")
 bench-bgp: build controlplane packages
 	go test ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
 
