@@ -42,6 +42,8 @@ type Config struct {
 	BindAddress    string
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
+	// Probe is how an address is probed before its first announcement.
+	Probe ProbeConfig
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossipKeyPoll).
 	GossipKeyPoll time.Duration
@@ -267,6 +269,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       liveness{cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
+		Probe:          s.cfg.Probe,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
 		// Settled once another agent is seen and every node this agent
