@@ -94,6 +94,8 @@ type Allocator struct {
 	reserved reservations
 	// leases are released addresses kept for the key that asked for them (lease.go).
 	leases map[netip.Addr]Lease
+	// onLAN are addresses a host on the LAN uses, with who (onlan.go).
+	onLAN map[netip.Addr]string
 }
 
 // hintKey names a group's part of one family: a dual-stack group has two hints.
@@ -303,7 +305,7 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 			return nil
 		}
 	}
-	held := a.heldOfFamily(key, fam, want)
+	held := a.leaveInUseOnLAN(key, a.heldOfFamily(key, fam, want))
 	if i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) && a.keepable(key, req.Sharing, addr) }); i >= 0 {
 		a.keepOnly(key, fam, held[i])
 		if reqErr == nil {
@@ -407,6 +409,9 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 	case len(usable) == 0:
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
+	}
+	if who, inUse := a.onLAN[addr]; inUse {
+		return fail(ErrInUseOnLAN, "requested %s is in use on the LAN: %s answered the probe sent before its first announcement, so no node announces it; free the address on that host, or request another address", addr, who)
 	}
 	mine := a.holds(key, addr)
 	if !mine {
@@ -563,7 +568,8 @@ func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bo
 			continue
 		}
 		_, leased := a.leases[addr]
-		if _, taken := a.owner[addr]; !taken && !leased {
+		_, inUse := a.onLAN[addr]
+		if _, taken := a.owner[addr]; !taken && !leased && !inUse {
 			if moveHint {
 				a.hints[k] = hint{from: addr}
 			}
