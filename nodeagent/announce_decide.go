@@ -124,8 +124,9 @@ func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	// which sessions are up.
 	var elected, owned map[netip.Addr]string
 	var withheld map[netip.Addr]bool
+	var recheck time.Duration
 	owned, elected = ownersL2(p.self, o, m.owned, m.elected, inMajority(o.alive, o.known))
-	d.own, withheld, d.probe = probeGate(p.probe, p.self, o, owned, inMajority(o.alive, o.known))
+	d.own, withheld, d.probe, recheck = probeGate(p.probe, p.self, o, owned, inMajority(o.alive, o.known))
 	for vip := range d.own {
 		if ip := o.ledger[vip]; ip != nil && !slices.Equal(ip.Status.AnnouncedBy, []string{p.self}) {
 			d.claim = append(d.claim, vip)
@@ -141,6 +142,9 @@ func decide(p announcerPolicy, o observation, m memory) (decision, memory) {
 	answered.owned = maps.Clone(m.owned)
 	maps.DeleteFunc(answered.owned, func(vip netip.Addr, _ string) bool { return m.withheld[vip] })
 	d.release, next.releasing, d.requeue = handovers(d.own, answered, p.handoverDelay, o.now)
+	if recheck > 0 && (d.requeue == 0 || recheck < d.requeue) {
+		d.requeue = recheck
+	}
 	d.handOff = handoffs(p.self, d.own, d.release, m, o)
 	next.handoffFrom = d.handOff
 	return d, next

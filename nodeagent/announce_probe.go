@@ -66,9 +66,17 @@ type lanRecord struct {
 // use on the LAN; it returns the VIPs answered for, and the VIPs to probe now
 // (by interface): those withheld with no fresh result, and those in use on the
 // LAN whose recheck is due, own or, for records no Service shows (o.lanInUse),
-// elected to this node. Probing off (p.Tries 0), nothing is withheld.
-func probeGate(p ProbeConfig, self string, o observation, own map[netip.Addr]string, majority bool) (answer map[netip.Addr]string, withheld map[netip.Addr]bool, probe map[netip.Addr]string) {
+// elected to this node; and how long until the next recheck is due (0:
+// none). Probing off (p.Tries 0), nothing is withheld.
+func probeGate(p ProbeConfig, self string, o observation, own map[netip.Addr]string, majority bool) (answer map[netip.Addr]string, withheld map[netip.Addr]bool, probe map[netip.Addr]string, next time.Duration) {
 	answer, withheld, probe = map[netip.Addr]string{}, map[netip.Addr]bool{}, map[netip.Addr]string{}
+	due := func(vip netip.Addr, iface string, c *metav1.Condition, r probeResult, probed bool) {
+		if in := recheckIn(p, c, r, probed, o.now); in == 0 {
+			probe[vip] = iface
+		} else if next == 0 || in < next {
+			next = in
+		}
+	}
 	for vip, iface := range own {
 		ip := o.ledger[vip]
 		if p.Tries == 0 || ip == nil || ip.EverAnnounced() {
@@ -78,9 +86,7 @@ func probeGate(p ProbeConfig, self string, o observation, own map[netip.Addr]str
 		r, probed := o.probed[vip]
 		if c, inUse := ip.InUseOnLAN(); inUse {
 			withheld[vip] = true
-			if recheckDue(p, c, r, probed, o.now) {
-				probe[vip] = iface
-			}
+			due(vip, iface, c, r, probed)
 			continue
 		}
 		if probed && r.mac == nil && o.now.Sub(r.at) < p.Recheck {
@@ -90,12 +96,10 @@ func probeGate(p ProbeConfig, self string, o observation, own map[netip.Addr]str
 		// Not probed, or found in use (a verdict the ledger does not show
 		// yet; probed again once it is stale), or silent too long ago.
 		withheld[vip] = true
-		if !probed || o.now.Sub(r.at) >= p.Recheck {
-			probe[vip] = iface
-		}
+		due(vip, iface, nil, r, probed)
 	}
 	if p.Tries == 0 || !majority {
-		return answer, withheld, probe
+		return answer, withheld, probe, next
 	}
 	for vip, rec := range o.lanInUse {
 		c, inUse := rec.ip.InUseOnLAN()
@@ -106,21 +110,24 @@ func probeGate(p ProbeConfig, self string, o observation, own map[netip.Addr]str
 		if !ok || node != self {
 			continue
 		}
-		if r, probed := o.probed[vip]; recheckDue(p, c, r, probed, o.now) {
-			probe[vip] = iface
-		}
+		r, probed := o.probed[vip]
+		due(vip, iface, c, r, probed)
 	}
-	return answer, withheld, probe
+	return answer, withheld, probe, next
 }
 
-// recheckDue reports whether an address found in use (c) is due for another
-// probe: the recheck period has passed since the verdict and since this
-// node's last probe of it.
-func recheckDue(p ProbeConfig, c *metav1.Condition, last probeResult, probed bool, now time.Time) bool {
-	if now.Sub(c.LastTransitionTime.Time) < p.Recheck {
-		return false
+// recheckIn is how long until an address is due for another probe (0: now):
+// the recheck period after this node's last probe of it and, when it was
+// found in use (c), after the verdict.
+func recheckIn(p ProbeConfig, c *metav1.Condition, last probeResult, probed bool, now time.Time) time.Duration {
+	var in time.Duration
+	if c != nil {
+		in = c.LastTransitionTime.Add(p.Recheck).Sub(now)
 	}
-	return !probed || now.Sub(last.at) >= p.Recheck
+	if probed {
+		in = max(in, last.at.Add(p.Recheck).Sub(now))
+	}
+	return max(in, 0)
 }
 
 // probeVerdict is the InUseOnLAN condition self writes on ip after probing

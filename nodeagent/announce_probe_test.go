@@ -56,6 +56,8 @@ func TestDecideProbes(t *testing.T) {
 		claim  []netip.Addr
 		probe  []netip.Addr
 		noneOf []netip.Addr // not released either
+		// requeue, when set, is when the pass asks to look again
+		requeue time.Duration
 	}{
 		{
 			desc: "an address never announced is withheld and probed; one announced before (a failover) or adopted from another load balancer is announced at once",
@@ -91,13 +93,14 @@ func TestDecideProbes(t *testing.T) {
 			probe: []netip.Addr{used},
 		},
 		{
-			desc: "records no Service shows: the one elected to this node is rechecked, the other node's is not",
-			obs: observation{now: t0.Add(6 * time.Minute), alive: []election.Node{a, b}, known: 2, lanInUse: records},
+			desc:  "records no Service shows: the one elected to this node is rechecked, the other node's is not",
+			obs:   observation{now: t0.Add(6 * time.Minute), alive: []election.Node{a, b}, known: 2, lanInUse: records},
 			probe: []netip.Addr{toA},
 		},
 		{
-			desc: "too early for a recheck of the record",
-			obs: observation{now: t0.Add(time.Minute), alive: []election.Node{a, b}, known: 2, lanInUse: records},
+			desc:    "too early for a recheck of the record: the pass looks again when it is due",
+			obs:     observation{now: t0.Add(time.Minute), alive: []election.Node{a, b}, known: 2, lanInUse: records},
+			requeue: 4 * time.Minute,
 		},
 		{
 			desc: "the verdict cleared by a silent recheck: announced without another probe",
@@ -123,6 +126,9 @@ func TestDecideProbes(t *testing.T) {
 			if iface != "eth0" {
 				t.Errorf("%s: probes %s on %q, want eth0", s.desc, vip, iface)
 			}
+		}
+		if s.requeue != 0 && d.requeue != s.requeue {
+			t.Errorf("%s: looks again in %s, want %s", s.desc, d.requeue, s.requeue)
 		}
 		for _, vip := range s.noneOf {
 			if _, ok := d.release[vip]; ok {
@@ -210,4 +216,3 @@ func TestClaimCondition(t *testing.T) {
 		}
 	}
 }
-
