@@ -125,6 +125,25 @@ func (r *ServiceReconciler) keepAsRecord(ctx context.Context, ip *paasv1.IP) err
 	return r.GetClient().Update(ctx, ip, paasv1.FieldOwner)
 }
 
+// meetRecord deals with the record of an address in use on the LAN found
+// where a new ledger object for addr was to be created: while it stands, the
+// allocator learns the mark (the cache may not have shown it yet); cleared,
+// it is deleted now rather than by LANRecordReconciler, and the caller's next
+// attempt creates the object.
+func (r *ServiceReconciler) meetRecord(ctx context.Context, addr netip.Addr, record *paasv1.IP) error {
+	if who := inUseOnLANWho(record); who != "" {
+		r.state.mu.Lock()
+		r.state.alloc.SetInUseOnLAN(addr, who)
+		r.state.mu.Unlock()
+		return nil
+	}
+	uid, rv := record.UID, record.ResourceVersion
+	if err := r.GetClient().Delete(ctx, record, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the cleared record %s of an address in use on the LAN: %w", record.Name, err)
+	}
+	return nil
+}
+
 // LANRecordReconciler deletes the records of addresses in use on the LAN
 // (lanRecord) whose verdict was cleared: the host is gone, and the address
 // is free for the allocator again.

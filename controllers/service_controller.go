@@ -339,6 +339,9 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	if existing.HeldBy(svc.UID) {
 		return true, nil // ours; the cache had not seen it yet
 	}
+	if lanRecord(existing) {
+		return false, r.meetRecord(ctx, addr, existing)
+	}
 	if sharingKey != "" && r.mayJoin(client.ObjectKeyFromObject(svc).String(), addr, existing) {
 		return true, r.joinLedger(ctx, svc, existing, sharingKey)
 	}

@@ -230,7 +230,7 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: paasv1.IPConditionInUseOnLAN, Status: status, Reason: reason, Message: "02:00:00:00:00:cc answered"})
 		}
 	}
-	for _, name := range []string{"192.0.2.20", "192.0.2.21"} {
+	for _, name := range []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"} {
 		must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: paasv1.IPSpec{Address: name, Owner: &paasv1.IPOwner{Namespace: "default", Name: "web-" + name, UID: types.UID("u-" + name)}}}))
 	}
@@ -253,6 +253,7 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC, Message: "forged"})
 		}, "reports conditions only on addresses its node announces"},
 		{"a recheck by another node clears it", agentB, "192.0.2.20", verdict(metav1.ConditionFalse), ""},
+		{"in use again once found silent", agentA, "192.0.2.20", verdict(metav1.ConditionTrue), "only as the verdict"},
 		{"silent, as its node announces it for the first time", agentA, "192.0.2.21", func(s *paasv1.IPStatus) {
 			verdict(metav1.ConditionFalse)(s)
 			s.AnnouncedBy = []string{"node-a"}
@@ -263,14 +264,14 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 	}
 
 	t.Run("a person deletes the record of an address in use, and no other ledger object", func(t *testing.T) {
-		patchIPStatus(t, agentA, "192.0.2.20", verdict(metav1.ConditionTrue), "")
-		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.20"}}), "only the operator writes them")
+		patchIPStatus(t, agentA, "192.0.2.22", verdict(metav1.ConditionTrue), "")
+		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.22"}}), "only the operator writes them")
 		ip := &paasv1.IP{}
-		must(t, operator.Get(ctx, types.NamespacedName{Name: "192.0.2.20"}, ip))
+		must(t, operator.Get(ctx, types.NamespacedName{Name: "192.0.2.22"}, ip))
 		ip.Spec.Owner = nil // its Service left: the operator keeps it as a record
 		must(t, operator.Update(ctx, ip))
 		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"}}), "only the operator writes them")
-		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.20"}}), "")
+		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.22"}}), "")
 	})
 }
 
