@@ -510,6 +510,9 @@ func (a *Allocator) fullError(fam Family, groups []*Group) error {
 		if n := a.leasedIn(g, fam); n > 0 {
 			part += fmt.Sprintf(", %d kept for Services that released them", n)
 		}
+		if n := a.inUseOnLANIn(g, fam); n > 0 {
+			part += fmt.Sprintf(", %d in use on the LAN", n)
+		}
 		parts = append(parts, part+")")
 	}
 	return fail(ErrGroupFull, "no free %s address in IPGroup %s; add addresses to a group, create another group, or free an address",

@@ -52,3 +52,15 @@ func (a *Allocator) leaveInUseOnLAN(key string, held []netip.Addr) []netip.Addr 
 		return false
 	})
 }
+
+// inUseOnLANIn counts the addresses of fam in use on the LAN that g could
+// hand out and no key holds.
+func (a *Allocator) inUseOnLANIn(g *Group, fam Family) int {
+	n := 0
+	for addr := range a.onLAN {
+		if _, held := a.owner[addr]; !held && FamilyOf(addr) == fam && g.Usable(addr) {
+			n++
+		}
+	}
+	return n
+}

@@ -110,7 +110,8 @@ func (p *prober) run(ctx context.Context, tries int, interval time.Duration) map
 	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for try := 0; try < tries; try++ {
+probing:
+	for range tries {
 		for vip := range p.vips {
 			if p.answered(vip) {
 				continue
@@ -121,7 +122,7 @@ func (p *prober) run(ctx context.Context, tries int, interval time.Duration) map
 		}
 		select {
 		case <-ctx.Done():
-			try = tries
+			break probing
 		case <-tick.C:
 		}
 		if p.allAnswered() {
