@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -251,43 +252,49 @@ func (a *Announcer) probeDue(ctx context.Context, due map[netip.Addr]string) {
 	if len(batch) == 0 {
 		return
 	}
-	log := ctrl.LoggerFrom(ctx)
-	go func() {
-		heard, err := a.Speaker.Probe(ctx, batch, p.cfg.Tries, p.cfg.Interval)
-		now := time.Now()
-		if err != nil {
-			log.Error(err, "probing addresses before their first announcement failed on some interfaces; retried at the next pass")
+	go a.runProbes(ctx, batch)
+}
+
+// runProbes probes batch (by interface), records each result, writes each
+// verdict on the ledger and wakes the announcer for the VIPs it has a result
+// for. A VIP not probed at all (its interface failed, or the agent is
+// stopping) gets no result: the next pass asks again, and no pass is woken
+// for it, so a failing interface costs a try per pass, not a loop.
+func (a *Announcer) runProbes(ctx context.Context, batch map[netip.Addr]string) {
+	p, log := a.probes, ctrl.LoggerFrom(ctx)
+	heard, err := a.Speaker.Probe(ctx, batch, p.cfg.Tries, p.cfg.Interval)
+	now := time.Now()
+	if err != nil {
+		log.Error(err, "probing addresses before their first announcement failed on some interfaces; retried at the next pass")
+	}
+	results := map[netip.Addr]probeResult{}
+	p.mu.Lock()
+	for vip := range batch {
+		delete(p.inFlight, vip)
+		mac, claimed := heard[vip]
+		if !claimed && err != nil {
+			continue
 		}
-		p.mu.Lock()
-		for vip := range batch {
-			delete(p.inFlight, vip)
-			mac, claimed := heard[vip]
-			if !claimed && err != nil {
-				continue // not probed at all: no result
-			}
-			p.results[vip] = probeResult{at: now, mac: mac}
+		results[vip] = probeResult{at: now, mac: mac}
+		p.results[vip] = results[vip]
+	}
+	p.mu.Unlock()
+	var woken *paasv1.IP
+	for vip, r := range results {
+		probesTotal.WithLabelValues(probeOutcome(r.mac != nil)).Inc()
+		if werr := a.recordProbe(ctx, vip, batch[vip], r); werr != nil {
+			log.Error(werr, "recording a probe's verdict on the ledger failed; the next probe retries", "vip", vip)
 		}
-		p.mu.Unlock()
-		for vip, iface := range batch {
-			mac, claimed := heard[vip]
-			if !claimed && err != nil {
-				continue
-			}
-			probesTotal.WithLabelValues(probeOutcome(claimed)).Inc()
-			if werr := a.recordProbe(ctx, vip, iface, probeResult{at: now, mac: mac}); werr != nil {
-				log.Error(werr, "recording a probe's verdict on the ledger failed; the next probe retries", "vip", vip)
-			}
-		}
-		var any *paasv1.IP
-		for vip := range batch {
-			any = &paasv1.IP{Spec: paasv1.IPSpec{Address: vip.String()}}
-			a.changes.observe(any)
-		}
-		select {
-		case p.wake <- event.GenericEvent{Object: any}:
-		default: // a pass is asked for already
-		}
-	}()
+		woken = &paasv1.IP{Spec: paasv1.IPSpec{Address: vip.String()}}
+		a.changes.observe(woken)
+	}
+	if woken == nil {
+		return
+	}
+	select {
+	case p.wake <- event.GenericEvent{Object: woken}:
+	default: // a pass is asked for already
+	}
 }
 
 var probesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -305,25 +312,28 @@ func probeOutcome(claimed bool) string {
 }
 
 // recordProbe writes the verdict of a probe of vip on its ledger entry, when
-// it is one (probeVerdict).
+// it is one (probeVerdict). The patch carries the resourceVersion read (the
+// conditions list is replaced whole), and a conflict reads again.
 func (a *Announcer) recordProbe(ctx context.Context, vip netip.Addr, iface string, r probeResult) error {
-	var ip paasv1.IP
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	c := probeVerdict(&ip, vip, a.NodeName, iface, r)
-	if c == nil {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		var ip paasv1.IP
+		if err := a.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		c := probeVerdict(&ip, vip, a.NodeName, iface, r)
+		if c == nil {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(ip.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		meta.SetStatusCondition(&ip.Status.Conditions, *c)
+		if err := a.Client.Status().Patch(ctx, &ip, patch); err != nil {
+			return fmt.Errorf("record %s %s on %s: %w", paasv1.IPConditionInUseOnLAN, c.Status, ip.Name, err)
+		}
+		if c.Status == metav1.ConditionTrue {
+			ctrl.LoggerFrom(ctx).Info("address in use on the LAN: not announced", "vip", vip, "mac", r.mac.String(), "interface", iface)
+		}
 		return nil
-	}
-	patch := client.MergeFromWithOptions(ip.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	meta.SetStatusCondition(&ip.Status.Conditions, *c)
-	if err := a.Client.Status().Patch(ctx, &ip, patch); err != nil {
-		return fmt.Errorf("record %s %s on %s: %w", paasv1.IPConditionInUseOnLAN, c.Status, ip.Name, err)
-	}
-	if c.Status == metav1.ConditionTrue {
-		ctrl.LoggerFrom(ctx).Info("address in use on the LAN: not announced", "vip", vip, "mac", r.mac.String(), "interface", iface)
-	}
-	return nil
+	})
 }
 
 // markProbed adds to ip, about to be claimed by this node, the silent
