@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -124,6 +128,73 @@ func TestProbeBeforeFirstAnnouncement(t *testing.T) {
 			t.Fatalf("the first Service moved again: %v", first.Status.LoadBalancer.Ingress)
 		}
 	})
+}
+
+// TestProbeBeforeFirstAnnouncementIPv6: the same for IPv6, by duplicate
+// address detection: the router has 2001:db8::1, the first Service is never
+// announced there and gets the next free address, and the client's entry for
+// the router never changes.
+func TestProbeBeforeFirstAnnouncementIPv6(t *testing.T) {
+	d := setupL2DualStack(t)
+	d.addNS("router")
+	d.plug("router", "eth0", "lan", "2001:db8::1/64")
+	routerMAC := strings.TrimSpace(d.in("router", "cat", "/sys/class/net/eth0/address"))
+	for _, n := range []string{"node1", "node2", "node3"} {
+		d.startAgent(t, n)
+	}
+	ctx := context.Background()
+	k8s := d.env.Admin
+	eventually(t, "the client resolves its router", func() error {
+		_, _ = exec.Command("ip", "netns", "exec", d.ns("client"), "bash", "-c", "echo x > /dev/udp/2001:db8::1/9").CombinedOutput()
+		if n := d.neigh("2001:db8::1"); !strings.Contains(n, routerMAC) {
+			return fmt.Errorf("client's entry for the router: %q, want its MAC %s", n, routerMAC)
+		}
+		return nil
+	})
+	watch := d.watchNeigh("2001:db8::1", routerMAC)
+
+	// ::2 is the client's, ::8/125 the nodes'.
+	if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan6"},
+		Spec: paasv1.IPGroupSpec{Segment: "2001:db8::/124", ExcludedIPs: []string{"2001:db8::", "2001:db8::2", "2001:db8::8/125"}}}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "first6"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
+			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+			AllocateLoadBalancerNodePorts: ptr.To(false)},
+	}
+	if err := k8s.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	es := endpointSlice("default", "first6", map[string]string{"2001:db8:100::11": "node1"})
+	es.AddressType = discoveryv1.AddressTypeIPv6
+	if err := k8s.Create(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first Service moves off the router's address", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err
+		}
+		if in := svc.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != "2001:db8::3" {
+			return fmt.Errorf("ingress %v", in)
+		}
+		return nil
+	})
+	var ip paasv1.IP
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "2001-db8--1"}, &ip); err != nil {
+		t.Fatal(err)
+	}
+	if c, inUse := ip.InUseOnLAN(); !inUse || !strings.Contains(c.Message, routerMAC) || !strings.Contains(c.Message, "NDP") {
+		t.Fatalf("the router's address: conditions %+v, announced by %v", ip.Status.Conditions, ip.Status.AnnouncedBy)
+	}
+	d.owner(t, "2001:db8::3", "")
+	if body, err := d.curl(vipURL("2001:db8::3")); err != nil || !strings.HasPrefix(body, "backend1 ") {
+		t.Fatalf("curl through the new address: %q, %v", body, err)
+	}
+	if changed := watch.stop(); len(changed) > 0 {
+		t.Fatalf("the client's entry for the router changed: %v", changed)
+	}
 }
 
 // neigh is the client's neighbour entry for addr on its LAN interface.
