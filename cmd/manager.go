@@ -68,6 +68,9 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o), Events: bgpPeers.GetRecorder()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up BGPPeer controller: %w", err)
 	}
+	if err := (&controllers.LANRecordReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up the controller of addresses in use on the LAN: %w", err)
+	}
 	if err := (&controllers.NodeViewReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up NodeView controller: %w", err)
 	}

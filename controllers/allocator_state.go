@@ -212,6 +212,7 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	}
 	imported := a.importStatuses(log, services.Items, liveLedgerHolders(services.Items, ledger.Items), ownClassOnly)
 	a.importLedger(ledger.Items)
+	a.importInUseOnLAN(ledger.Items)
 	var vips paasv1.VirtualIPList
 	if err := c.List(ctx, &vips); err != nil {
 		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
@@ -267,6 +268,9 @@ func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Servi
 // The caller holds a.mu.
 func (a *allocatorState) importLedger(ledger []paasv1.IP) {
 	for i := range ledger {
+		if lanRecord(&ledger[i]) {
+			continue // held by no one: importInUseOnLAN marks it
+		}
 		if addr, ok := ledger[i].Addr(); ok {
 			// ErrInUse here means a status said otherwise for a ledger object
 			// whose holder is gone, and the status wins.

@@ -32,6 +32,7 @@ func reasonOf(err error) string {
 		{allocator.ErrGroupNotAllowed, paasv1.ReasonGroupNotAllowed},
 		{allocator.ErrReserved, paasv1.ReasonRequestedIPReserved},
 		{allocator.ErrLeased, paasv1.ReasonRequestedIPLeased},
+		{allocator.ErrInUseOnLAN, paasv1.ReasonRequestedIPInUseOnLAN},
 		{allocator.ErrSharedPortCollision, paasv1.ReasonSharedPortCollision},
 		{allocator.ErrSharedEndpointsDiffer, paasv1.ReasonSharedEndpointsDiffer},
 		{allocator.ErrSharedIPFull, paasv1.ReasonSharedIPFull},
@@ -87,7 +88,7 @@ func requiresDualStack(svc *corev1.Service) bool {
 // hear about it even while it holds addresses.
 func hasRequestError(err error) bool {
 	for _, s := range []error{allocator.ErrInUse, allocator.ErrExcluded, allocator.ErrOutsideGroups, allocator.ErrGroupNotAllowed, allocator.ErrFamilyNotAllowed,
-		allocator.ErrReserved, allocator.ErrLeased, allocator.ErrCannotRelocate, allocator.ErrSharedPortCollision, allocator.ErrSharedEndpointsDiffer, allocator.ErrSharedIPFull,
+		allocator.ErrReserved, allocator.ErrLeased, allocator.ErrInUseOnLAN, allocator.ErrCannotRelocate, allocator.ErrSharedPortCollision, allocator.ErrSharedEndpointsDiffer, allocator.ErrSharedIPFull,
 		allocator.ErrSharedTooManyPorts} {
 		if errors.Is(err, s) {
 			return true

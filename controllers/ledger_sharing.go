@@ -103,7 +103,9 @@ func (r *ServiceReconciler) leaveOne(ctx context.Context, ip *paasv1.IP, drop fu
 	for attempt := 0; ; attempt++ {
 		remaining := slices.DeleteFunc(ip.Holders(), drop)
 		var err error
-		if len(remaining) == 0 {
+		if len(remaining) == 0 && inUseOnLANWho(ip) != "" {
+			err = r.keepAsRecord(ctx, ip)
+		} else if len(remaining) == 0 {
 			// The resourceVersion: someone may have joined since it was read.
 			uid, rv := ip.UID, ip.ResourceVersion
 			err = r.GetClient().Delete(ctx, ip, client.Preconditions{UID: &uid, ResourceVersion: &rv})

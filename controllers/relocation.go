@@ -121,7 +121,12 @@ func (r *ServiceReconciler) relabelLedger(ctx context.Context, ip *paasv1.IP, gr
 func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr, result allocOutcome) {
 	moves, allocated, released := addressChanges(had, result.held)
 	for _, m := range moves {
-		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPChanged, "Changed %s → %s (IPGroup %s)", m.from, m.to, result.groupOf[m.to])
+		if who, inUse := result.leftInUseOnLAN[m.from]; inUse {
+			r.GetRecorder().Eventf(svc, corev1.EventTypeWarning, EventAddressInUseOnLAN, "Changed %s → %s (IPGroup %s): %s is in use on the LAN by %s, which answered the probe sent before its first announcement; it was never announced",
+				m.from, m.to, result.groupOf[m.to], m.from, who)
+		} else {
+			r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPChanged, "Changed %s → %s (IPGroup %s)", m.from, m.to, result.groupOf[m.to])
+		}
 		relocationsTotal.WithLabelValues(result.groupOf[m.to]).Inc()
 	}
 	for _, addr := range allocated {

@@ -216,6 +216,9 @@ type allocOutcome struct {
 	notAdopted map[netip.Addr]string
 	// adopted are the held addresses among them: their ledger objects say so.
 	adopted []netip.Addr
+	// leftInUseOnLAN are the addresses given up because a host on the LAN
+	// uses them, each with who (lan_in_use.go).
+	leftInUseOnLAN map[netip.Addr]string
 }
 
 // shown are the status's addresses without a ledger object: adopted when allowed.
@@ -240,6 +243,7 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		before = s.alloc.Held(key.String())
 		leased := leasedTo(s.alloc, key.String(), req.IPs)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
+		out.leftInUseOnLAN = s.leftInUseOnLAN(before, out.held)
 		out.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
@@ -334,6 +338,9 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	}
 	if existing.HeldBy(svc.UID) {
 		return true, nil // ours; the cache had not seen it yet
+	}
+	if lanRecord(existing) {
+		return false, r.meetRecord(ctx, addr, existing)
 	}
 	if sharingKey != "" && r.mayJoin(client.ObjectKeyFromObject(svc).String(), addr, existing) {
 		return true, r.joinLedger(ctx, svc, existing, sharingKey)
@@ -574,7 +581,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("service").
 		For(&corev1.Service{}).
-		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(ledgerOwner)).
+		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.markInUseOnLAN(mgr.GetClient(), ledgerOwner))).
 		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesIn(mgr.GetClient())), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {

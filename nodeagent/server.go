@@ -46,6 +46,8 @@ type Config struct {
 	BindAddress    string
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
+	// Probe is how an address is probed before its first announcement.
+	Probe announce.ProbeConfig
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossip.KeyPoll).
 	GossipKeyPoll time.Duration
@@ -299,6 +301,7 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       gossip.Liveness{Cluster: g.cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
+		Probe:          s.cfg.Probe,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
 		Settled:        gossip.Settled(g.cluster, g.index, g.started),

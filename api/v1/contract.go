@@ -89,6 +89,11 @@ const (
 	// case it is created again, until the time the message gives; the message
 	// does not name that Service.
 	ReasonRequestedIPLeased = "RequestedIPLeased"
+	// ReasonRequestedIPInUseOnLAN: a host on the LAN answered for the
+	// requested address when the node that was to announce it probed it
+	// first; the message names its MAC and since when. The Service waits
+	// until the address is free (see the IP object's InUseOnLAN condition).
+	ReasonRequestedIPInUseOnLAN = "RequestedIPInUseOnLAN"
 	// ReasonSharedPortCollision: the Service carries a sharing key, but a
 	// Service already holding the key's address uses one of its ports (same
 	// protocol and port); the message names that Service and the port.

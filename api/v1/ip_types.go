@@ -83,7 +83,9 @@ type IPStatus struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=5000
 	AnnouncedBy []string `json:"announcedBy,omitempty"`
-	// Conditions: Conflict (another MAC answers for the address).
+	// Conditions: Conflict (another MAC answers for the address the cluster
+	// announces), InUseOnLAN (a host answered the probe the L2 owner sends
+	// before announcing the address for the first time).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -100,6 +102,20 @@ const (
 	ReasonForeignMAC = "ForeignMAC"
 	// ReasonNoForeignClaim: no foreign claim heard lately.
 	ReasonNoForeignClaim = "NoForeignClaim"
+
+	// IPConditionInUseOnLAN is the verdict of the probe the L2 owner sends
+	// before it announces an address for the first time (docs/announcement.md,
+	// "Probing before the first announcement"). True: a host that is none of
+	// the cluster's nodes answered, so the address is in use on the LAN; it is
+	// never announced, and the operator gives no Service the address while
+	// the condition stands (the message names the MAC and when). False: the
+	// probe met silence, and the address may be announced; once False, the
+	// address counts as announced, and later owners announce it at once.
+	IPConditionInUseOnLAN = "InUseOnLAN"
+	// ReasonProbeAnswered: a host answered the probe (InUseOnLAN True).
+	ReasonProbeAnswered = "ProbeAnswered"
+	// ReasonProbeSilent: nothing answered the probe (InUseOnLAN False).
+	ReasonProbeSilent = "ProbeSilent"
 )
 
 // IP is one entry of the allocation ledger: one object per allocated address,

@@ -94,6 +94,8 @@ type Allocator struct {
 	reserved reservations
 	// leases are released addresses kept for the key that asked for them (lease.go).
 	leases map[netip.Addr]Lease
+	// onLAN are addresses a host on the LAN uses, with who (onlan.go).
+	onLAN map[netip.Addr]string
 }
 
 // hintKey names a group's part of one family: a dual-stack group has two hints.
@@ -292,7 +294,7 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 			return nil
 		}
 	}
-	held := a.heldOfFamily(key, fam, want)
+	held := a.leaveInUseOnLAN(key, a.heldOfFamily(key, fam, want))
 	if i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) && a.keepable(key, req.Sharing, addr) }); i >= 0 {
 		a.keepOnly(key, fam, held[i])
 		if reqErr == nil {
@@ -397,6 +399,9 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
 	}
+	if who, inUse := a.onLAN[addr]; inUse {
+		return fail(ErrInUseOnLAN, "requested %s is in use on the LAN: %s answered the probe sent before its first announcement, so no node announces it; free the address on that host, or request another address", addr, who)
+	}
 	mine := a.holds(key, addr)
 	if !mine {
 		if err := a.checkReserved(addr, &usable); err != nil {
@@ -494,6 +499,9 @@ func (a *Allocator) fullError(fam Family, groups []*Group) error {
 		if n := a.leasedIn(g, fam); n > 0 {
 			part += fmt.Sprintf(", %d kept for Services that released them", n)
 		}
+		if n := a.inUseOnLANIn(g, fam); n > 0 {
+			part += fmt.Sprintf(", %d in use on the LAN", n)
+		}
 		parts = append(parts, part+")")
 	}
 	return fail(ErrGroupFull, "no free %s address in IPGroup %s; add addresses to a group, create another group, or free an address",
@@ -552,7 +560,8 @@ func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bo
 			continue
 		}
 		_, leased := a.leases[addr]
-		if _, taken := a.owner[addr]; !taken && !leased {
+		_, inUse := a.onLAN[addr]
+		if _, taken := a.owner[addr]; !taken && !leased && !inUse {
 			if moveHint {
 				a.hints[k] = hint{from: addr}
 			}

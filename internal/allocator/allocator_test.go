@@ -46,8 +46,9 @@ var v4, v6, dual = []Family{IPv4}, []Family{IPv6}, []Family{IPv4, IPv6}
 // step is one action on a shared allocator; steps build on each other.
 type step struct {
 	desc    string
-	groups  []Group       // when set, SetGroups before the action
-	reserve []Reservation // when set (even empty), SetReserved before the action
+	groups  []Group           // when set, SetGroups before the action
+	reserve []Reservation     // when set (even empty), SetReserved before the action
+	onLAN   map[string]string // SetInUseOnLAN each before the action ("" clears)
 	key     string
 	assign  []string // Assign these instead of Allocate
 	release bool     // Release key instead of Allocate
@@ -69,6 +70,9 @@ func runSteps(t *testing.T, steps []step) {
 		}
 		if s.reserve != nil {
 			a.SetReserved(s.reserve)
+		}
+		for addr, who := range s.onLAN {
+			a.SetInUseOnLAN(netip.MustParseAddr(addr), who)
 		}
 		var err error
 		var got []netip.Addr

@@ -199,7 +199,8 @@ func (a *Allocator) sharedAddress(key string, fam Family, req Request) (addr net
 	var candidates []netip.Addr
 	for addr := range a.byShareKey[s.Key] {
 		holders := a.Holders(addr)
-		if len(holders) == 0 || FamilyOf(addr) != fam || slices.Contains(holders, key) || !a.allowed(addr, req) {
+		_, inUse := a.onLAN[addr]
+		if len(holders) == 0 || inUse || FamilyOf(addr) != fam || slices.Contains(holders, key) || !a.allowed(addr, req) {
 			continue
 		}
 		if a.joinError(key, s, addr, false) != nil {

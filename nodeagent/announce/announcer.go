@@ -62,6 +62,9 @@ type Announcer struct {
 	// OnCordon is what cordoning a node does to its VIPs; the election skips
 	// excluded nodes whatever it says.
 	OnCordon election.OnCordon
+	// Probe is how an address is probed before its first announcement
+	// (probe.go).
+	Probe ProbeConfig
 
 	// BGP advertises the VIPs of BGP-mode groups (nil: this agent does not
 	// speak BGP).
@@ -99,6 +102,8 @@ type Announcer struct {
 	changes  changes.Tracker
 	seen     *store
 	lastFull time.Time
+	// probes runs the probes before first announcements (nil: none).
+	probes *probes
 }
 
 // announceRequest is the Announcer's only work item, like the data plane's.
@@ -122,8 +127,9 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		a.changes.PutBack(ch)
 		return reconcile.Result{}, err
 	}
-	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil}, o, a.last)
+	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil, probe: a.Probe}, o, a.last)
 	a.last = next
+	a.probeDue(ctx, d.probe)
 	kind := "incremental"
 	if o.changed == nil {
 		kind = "full"
@@ -244,6 +250,9 @@ const claimsInFlight = 16
 func (a *Announcer) claim(ctx context.Context, ip *paasv1.IP) error {
 	patch := client.MergeFrom(ip.DeepCopy())
 	ip.Status.AnnouncedBy = []string{a.NodeName}
+	if vip, ok := ip.Addr(); ok {
+		a.markProbed(ip, vip)
+	}
 	if err := a.Client.Status().Patch(ctx, ip, patch); err != nil {
 		return fmt.Errorf("record %s as announced by %s: %w", ip.Name, a.NodeName, err)
 	}
@@ -273,6 +282,9 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		a.changes.Observe(o)
 		return []reconcile.Request{announceRequest}
 	})
+	if a.Probe = a.Probe.withDefaults(); a.Probe.Tries > 0 {
+		a.probes = newProbes(a.Probe)
+	}
 	changed := make(chan event.GenericEvent, 1)
 	go func() {
 		for range a.Liveness.Changed() {
@@ -297,6 +309,7 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&paasv1.IP{}, toAnnounce).
 		Watches(&paasv1.BGPPeer{}, toAnnounce).
 		WatchesRawSource(source.Channel(changed, toAnnounce)).
+		WatchesRawSource(source.Channel(a.probes.woken(), toAnnounce)).
 		Complete(a)
 }
 

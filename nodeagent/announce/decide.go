@@ -1,6 +1,7 @@
 package announce
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -32,6 +33,11 @@ type observation struct {
 	// changed are the VIPs whose candidacy may have changed since the last
 	// pass: only those are elected again (nil: every VIP is).
 	changed map[netip.Addr]bool
+	// probed and lanInUse are what probing before the first announcement
+	// decides from (probe.go): this node's latest probe of each
+	// VIP, and the ledger entries of addresses in use on the LAN.
+	probed   map[netip.Addr]probeResult
+	lanInUse map[netip.Addr]lanRecord
 }
 
 // vipCandidacy is what a VIP asks of the nodes that carry it, and its group.
@@ -52,6 +58,9 @@ type carryover struct {
 	elected map[netip.Addr]string
 	// handoffFrom names the node each VIP answered for was taken over from.
 	handoffFrom map[netip.Addr]string
+	// withheld are the VIPs of owned that were not answered for: never
+	// announced and not probed yet, or in use on the LAN (probe.go).
+	withheld map[netip.Addr]bool
 }
 
 type handover struct {
@@ -81,6 +90,9 @@ type decision struct {
 	gained, lost []netip.Addr
 	// requeue is when to look again to end a hand-over (0: not needed).
 	requeue time.Duration
+	// probe are the VIPs to probe before their first announcement, or to
+	// check again for the host using them, by interface (probe.go).
+	probe map[netip.Addr]string
 }
 
 // announcerPolicy is the announcer's fixed configuration decide needs.
@@ -88,9 +100,10 @@ type announcerPolicy struct {
 	self          string
 	handoverDelay time.Duration
 	speaksBGP     bool
+	probe         ProbeConfig
 }
 
-// decide is the pure core of a pass: from what was store and what the
+// decide is the pure core of a pass: from what was observed and what the
 // last pass left, what this node owns, releases, advertises, claims and hands
 // off, and what the next pass remembers.
 func decide(p announcerPolicy, o observation, m carryover) (decision, carryover) {
@@ -108,19 +121,29 @@ func decide(p announcerPolicy, o observation, m carryover) (decision, carryover)
 	// others elect owners without us, so we must go quiet rather than
 	// answer for every VIP at once. BGP is unaffected: the router sees
 	// which sessions are up.
-	var elected map[netip.Addr]string
-	d.own, elected = ownersL2(p.self, o, m.owned, m.elected, inMajority(o.alive, o.known))
+	var elected, owned map[netip.Addr]string
+	var withheld map[netip.Addr]bool
+	var recheck time.Duration
+	owned, elected = ownersL2(p.self, o, m.owned, m.elected, inMajority(o.alive, o.known))
+	d.own, withheld, d.probe, recheck = probeGate(p.probe, p.self, o, owned, inMajority(o.alive, o.known))
 	for vip := range d.own {
 		if ip := o.ledger[vip]; ip != nil && !slices.Equal(ip.Status.AnnouncedBy, []string{p.self}) {
 			d.claim = append(d.claim, vip)
 		}
 	}
-	d.gained, d.lost = gainedLost(o.changed, m.owned, d.own)
+	d.gained, d.lost = gainedLost(o.changed, m.owned, owned)
 	slices.SortFunc(d.claim, netip.Addr.Compare)
 
 	var next carryover
-	next.owned, next.elected = d.own, elected
-	d.release, next.releasing, d.requeue = handovers(d.own, m, p.handoverDelay, o.now)
+	next.owned, next.elected, next.withheld = owned, elected, withheld
+	// A VIP withheld was never answered for: losing it hands nothing over.
+	answered := m
+	answered.owned = maps.Clone(m.owned)
+	maps.DeleteFunc(answered.owned, func(vip netip.Addr, _ string) bool { return m.withheld[vip] })
+	d.release, next.releasing, d.requeue = handovers(d.own, answered, p.handoverDelay, o.now)
+	if recheck > 0 && (d.requeue == 0 || recheck < d.requeue) {
+		d.requeue = recheck
+	}
 	d.handOff = handoffs(p.self, d.own, d.release, m, o)
 	next.handoffFrom = d.handOff
 	return d, next

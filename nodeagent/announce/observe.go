@@ -42,6 +42,9 @@ type store struct {
 	// vips and ledger are observation's: every VIP announced, and its entry.
 	vips   map[netip.Addr]vipCandidacy
 	ledger map[netip.Addr]*paasv1.IP
+	// lanInUse are the ledger entries of addresses in use on the LAN
+	// (probe.go).
+	lanInUse map[netip.Addr]lanRecord
 }
 
 // fullPassEvery bounds how long what no event announces goes unseen (this
@@ -79,6 +82,7 @@ func (a *Announcer) observe(ctx context.Context, ch changes.Set) (o observation,
 	}
 	s := a.seen
 	o.vips, o.ledger, o.alive, o.known, o.peers = s.vips, s.ledger, s.alive, s.known, s.peers
+	o.lanInUse, o.probed = s.lanInUse, a.probes.snapshot(o.now)
 	return o, s.self, nil
 }
 
@@ -99,6 +103,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*store, error) {
 	s, err := a.readServices(ctx, byName, trust.NodeAddresses(nodes, viewed))
 	if err != nil {
 		return nil, err
+	}
+	for i := range ledger.Items {
+		if vip, ok := ledger.Items[i].Addr(); ok {
+			s.noteInUse(vip, &ledger.Items[i])
+		}
 	}
 	s.alive, s.known = aliveNodes(nodes, a.Liveness.AliveDraining(), a.OnCordon)
 	if a.Index != nil {
@@ -245,6 +254,7 @@ func (a *Announcer) observeChanged(ctx context.Context, ch changes.Set) (map[net
 		if err := a.elect(ctx, s, vip, s.holding(vip, read), view, entry); err != nil {
 			return nil, err
 		}
+		s.noteInUse(vip, entry)
 	}
 	return dirty, nil
 }

@@ -114,6 +114,10 @@ func (w *arpWire) probe(vip netip.Addr) error {
 	return w.client.WriteTo(p, ethernet.Broadcast)
 }
 
+// detect is probe: an RFC 5227 probe claims nothing, so it serves before the
+// first announcement too.
+func (w *arpWire) detect(vip netip.Addr) error { return w.probe(vip) }
+
 // ARP requests are broadcast: nothing to join.
 func (w *arpWire) start(netip.Addr) error { return nil }
 func (w *arpWire) stop(netip.Addr) error  { return nil }

@@ -2,6 +2,7 @@ package l2
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -328,4 +329,49 @@ func (g groups) remove(vip netip.Addr) (group netip.Addr, leave bool) {
 	}
 	delete(g, group)
 	return group, true
+}
+
+// detect is duplicate address detection for vip (RFC 4862 5.4): a Neighbor
+// Solicitation from the unspecified address, without a source link-layer
+// option, to vip's solicited-node group. A host that has vip answers with an
+// advertisement to all nodes, which next hears as its claim; the solicitation
+// itself claims nothing, so no host's entry for vip changes. The ICMPv6
+// socket sends only from an address of the interface, so the packet, IPv6
+// header and all, goes out through the packet socket.
+func (w *ndpWire) detect(vip netip.Addr) error {
+	b, dst, err := dadPacket(vip)
+	if err != nil {
+		return err
+	}
+	_, err = w.unicast.WriteTo(b, &packet.Addr{HardwareAddr: multicastMAC(dst)})
+	return err
+}
+
+// dadPacket is the IPv6 packet of a duplicate address detection solicitation
+// for vip, and its destination.
+func dadPacket(vip netip.Addr) ([]byte, netip.Addr, error) {
+	dst, err := ndp.SolicitedNodeMulticast(vip)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	src := netip.IPv6Unspecified()
+	icmp, err := ndp.MarshalMessageChecksum(&ndp.NeighborSolicitation{TargetAddress: vip}, src, dst)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	b := make([]byte, 40, 40+len(icmp))
+	b[0] = 6 << 4
+	binary.BigEndian.PutUint16(b[4:6], uint16(len(icmp)))
+	b[6] = 58 // ICMPv6
+	b[7] = ndp.HopLimit
+	s16, d16 := src.As16(), dst.As16()
+	copy(b[8:24], s16[:])
+	copy(b[24:40], d16[:])
+	return append(b, icmp...), dst, nil
+}
+
+// multicastMAC is the Ethernet address of IPv6 multicast group (RFC 2464 7).
+func multicastMAC(group netip.Addr) net.HardwareAddr {
+	g := group.As16()
+	return net.HardwareAddr{0x33, 0x33, g[12], g[13], g[14], g[15]}
 }

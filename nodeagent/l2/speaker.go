@@ -163,6 +163,9 @@ type wire interface {
 	announce(vip netip.Addr) error
 	// probe asks whether anyone else has vip.
 	probe(vip netip.Addr) error
+	// detect asks whether anyone has vip before this node uses it, as a
+	// host configuring the address does (probe.go): it claims nothing.
+	detect(vip netip.Addr) error
 	// start and stop bracket the time vip is owned (NDP joins and leaves its
 	// solicited-node multicast group).
 	start(vip netip.Addr) error

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -89,6 +90,9 @@ func TestIdentities(t *testing.T) {
 	})
 	t.Run("ledger status: each agent records only its own node as announcing", func(t *testing.T) {
 		testAgentIPStatus(t, operator, agentA, agentB)
+	})
+	t.Run("IP status: the probe's verdict InUseOnLAN only on addresses never announced", func(t *testing.T) {
+		testInUseOnLAN(t, admin, operator, agentA, agentB)
 	})
 	t.Run("BGPPeer status: each agent writes only its own session entry", func(t *testing.T) { testAgentBGPPeerStatus(t, admin, agent) })
 	t.Run("the operator stays in its namespace for DaemonSets and Secrets, and creates no Secret but the agents' two", func(t *testing.T) {
@@ -210,6 +214,65 @@ func testAgentIPStatus(t *testing.T, operator, agentA, agentB client.Client) {
 		s.Conditions = []metav1.Condition{{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC,
 			Message: "heard", LastTransitionTime: metav1.Now()}}
 	}, "")
+}
+
+// testInUseOnLAN: an agent writes the IP condition InUseOnLAN only as the
+// verdict of the probe before an address's first announcement, and a person
+// may delete the record of an address in use, and no other ledger object.
+func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client) {
+	ctx := context.Background()
+	verdict := func(status metav1.ConditionStatus) func(*paasv1.IPStatus) {
+		return func(s *paasv1.IPStatus) {
+			reason := paasv1.ReasonProbeAnswered
+			if status == metav1.ConditionFalse {
+				reason = paasv1.ReasonProbeSilent
+			}
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: paasv1.IPConditionInUseOnLAN, Status: status, Reason: reason, Message: "02:00:00:00:00:cc answered"})
+		}
+	}
+	for _, name := range []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"} {
+		must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: paasv1.IPSpec{Address: name, Owner: &paasv1.IPOwner{Namespace: "default", Name: "web-" + name, UID: types.UID("u-" + name)}}}))
+	}
+	for _, tc := range []struct {
+		desc    string
+		agent   client.Client
+		ip      string
+		mutate  func(*paasv1.IPStatus)
+		refusal string
+	}{
+		{"in use on an address a node announces (192.0.2.10, node-b's), by another node", agentA, "192.0.2.10", verdict(metav1.ConditionTrue), "writes InUseOnLAN on 192.0.2.10 only as the verdict"},
+		{"in use on an address its own node announces", agentB, "192.0.2.10", verdict(metav1.ConditionTrue), "writes InUseOnLAN on 192.0.2.10 only as the verdict"},
+		{"silent on an address never announced, without announcing it", agentA, "192.0.2.20", verdict(metav1.ConditionFalse), "only as the verdict"},
+		{"in use on an address never announced, while naming itself", agentA, "192.0.2.20", func(s *paasv1.IPStatus) {
+			verdict(metav1.ConditionTrue)(s)
+			s.AnnouncedBy = []string{"node-a"}
+		}, "only as the verdict"},
+		{"in use on an address never announced: the probe's verdict", agentA, "192.0.2.20", verdict(metav1.ConditionTrue), ""},
+		{"another condition on it with the verdict", agentA, "192.0.2.20", func(s *paasv1.IPStatus) {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC, Message: "forged"})
+		}, "reports conditions only on addresses its node announces"},
+		{"a recheck by another node clears it", agentB, "192.0.2.20", verdict(metav1.ConditionFalse), ""},
+		{"in use again once found silent", agentA, "192.0.2.20", verdict(metav1.ConditionTrue), "only as the verdict"},
+		{"silent, as its node announces it for the first time", agentA, "192.0.2.21", func(s *paasv1.IPStatus) {
+			verdict(metav1.ConditionFalse)(s)
+			s.AnnouncedBy = []string{"node-a"}
+		}, ""},
+		{"in use once announced", agentB, "192.0.2.21", verdict(metav1.ConditionTrue), "only as the verdict"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) { patchIPStatus(t, tc.agent, tc.ip, tc.mutate, tc.refusal) })
+	}
+
+	t.Run("a person deletes the record of an address in use, and no other ledger object", func(t *testing.T) {
+		patchIPStatus(t, agentA, "192.0.2.22", verdict(metav1.ConditionTrue), "")
+		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.22"}}), "only the operator writes them")
+		ip := &paasv1.IP{}
+		must(t, operator.Get(ctx, types.NamespacedName{Name: "192.0.2.22"}, ip))
+		ip.Spec.Owner = nil // its Service left: the operator keeps it as a record
+		must(t, operator.Update(ctx, ip))
+		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"}}), "only the operator writes them")
+		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.22"}}), "")
+	})
 }
 
 // testAgentBGPPeerStatus: each agent writes only its own session entry of a BGPPeer.
