@@ -97,7 +97,8 @@ $(K8S)/%: hack/controlplane/go.mod
 $(K8S)/e2e.test: hack/controlplane/go.mod
 	cd hack/controlplane && go test -c -vet=off -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/test/e2e
 
-## images: the images the cluster's nodes import (our image, pause, agnhost) into bin/images
+## images: the images the cluster's nodes import (our image, pause, agnhost, coredns, MetalLB's
+## controller and speaker: hack/metallb.sh builds them once) into bin/images
 images: build
 	hack/images.sh $(BIN)/images
 
