@@ -33,6 +33,11 @@ type lab struct {
 
 const operatorNamespace = "vip-allocator-operator"
 
+// fullRun says whether the whole set runs ('make e2e-cluster' sets
+// CLUSTER_TESTS=full) or each long test's smoke part only ('make test', within
+// CI's time budget). The choice is the target's, never a test's outcome.
+func fullRun() bool { return os.Getenv("CLUSTER_TESTS") == "full" }
+
 // upCluster stands a cluster up with kube-proxy in mode and tears it down when
 // the test ends, also when it fails (the component logs' tails are printed first).
 func upCluster(t *testing.T, mode string) *lab {
@@ -147,9 +152,29 @@ func (l *lab) apply(t *testing.T, manifest string) {
 
 // install applies deploy/bundle.yaml as README says and waits until the
 // operator's Deployment is available and its agent DaemonSet runs on every node.
-func (l *lab) install(t *testing.T) {
+// operatorArgs are added to the operator's arguments in the bundle, as a user
+// edits them before applying it (e.g. --agent-args=...).
+func (l *lab) install(t *testing.T, operatorArgs ...string) {
 	t.Helper()
 	bundle := filepath.Join(testenv.RepoRoot(), "deploy", "bundle.yaml")
+	if len(operatorArgs) > 0 {
+		b, err := os.ReadFile(bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const args = "      - args:\n        - operator\n"
+		if bytes.Count(b, []byte(args)) != 1 {
+			t.Fatalf("deploy/bundle.yaml: no single operator container starting with %q", args)
+		}
+		add := args
+		for _, a := range operatorArgs {
+			add += "        - " + a + "\n"
+		}
+		bundle = filepath.Join(t.TempDir(), "bundle.yaml")
+		if err := os.WriteFile(bundle, bytes.Replace(b, []byte(args), []byte(add), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l.kubectl(t, "create", "namespace", operatorNamespace)
 	l.kubectl(t, "create", "-f", bundle)
 	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
