@@ -149,7 +149,7 @@ spec:
 	t.Logf("vip-allocator migrate metallb plan:\n%s", plan)
 	for _, want := range []string{
 		"default/web keeps " + vip,
-		"no clash with the agents' gossip on port " + agentMemberlistPortBesideMetalLB,
+		"memberlist on port 7946, the agents' on " + agentMemberlistPortBesideMetalLB,
 		"addresses: 1 LoadBalancer Services keep theirs, 0 get another",
 	} {
 		if !strings.Contains(plan, want) {
