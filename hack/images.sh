@@ -16,13 +16,15 @@
 #                applets, and Debian's static busybox wget crashes)
 # coredns        the cluster's DNS, hack/coredns (the plugins a cluster's own
 #                names need)
-# metallb        MetalLB's controller and speaker (metallb-controller.tar,
-#                metallb-speaker.tar), the static binaries hack/metallb.sh builds
+# metallb        MetalLB's controller and speaker (metallb/controller.tar,
+#                metallb/speaker.tar), the static binaries hack/metallb.sh builds
 #                from the pinned module, each on a root filesystem like the
 #                distroless/static base MetalLB's Dockerfiles use (passwd, group,
 #                /tmp; nothing to exec: the speaker in native mode runs no other
 #                program), tagged as MetalLB's metallb-native.yaml names them, so
-#                that manifest applies unchanged
+#                that manifest applies unchanged. In a directory of their own:
+#                hack/cluster.sh imports OUT/*.tar into every node, and only the
+#                tests that run MetalLB import these (about 90 MB each)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: $0 OUT [image ...]}
@@ -98,7 +100,8 @@ for image in "${images[@]}"; do
       # The reference the manifest's Deployment or DaemonSet asks for.
       ref=$(awk -v c="$c" '$1 == "image:" && $2 ~ ("/metallb/" c ":") {print $2; exit}' "$mlb/metallb-native.yaml")
       [[ -n $ref ]] || { echo "no $c image in $mlb/metallb-native.yaml" >&2; exit 1; }
-      tar=$out/metallb-$c.tar
+      mkdir -p "$out/metallb"
+      tar=$out/metallb/$c.tar
       # Rebuilt when the binary is newer (hack/metallb.sh rebuilt it).
       [[ -s $tar && $tar -nt $mlb/$c ]] && { echo "$tar"; continue; }
       r=$work/metallb-$c

@@ -312,3 +312,21 @@ func (l *lab) tagImageEverywhere(t *testing.T, image, name string) string {
 	}
 	return name
 }
+
+// importImages imports image tarballs (hack/images.sh's docker archives) into
+// every node's containerd, as hack/cluster.sh imports the ones every cluster needs.
+func (l *lab) importImages(t *testing.T, tars ...string) {
+	t.Helper()
+	start := time.Now()
+	for _, node := range l.nodeNetns {
+		holder := strconv.Itoa(l.pidOf(t, node, "mounts"))
+		for _, tar := range tars {
+			out, err := exec.Command("nsenter", "-t", holder, "-m", "ctr", "-a", "/run/"+node+"/containerd.sock",
+				"-n", "k8s.io", "images", "import", tar).CombinedOutput()
+			if err != nil {
+				t.Fatalf("import %s on %s: %v\n%s", tar, node, err, out)
+			}
+		}
+	}
+	t.Logf("%d images imported into %d nodes in %s", len(tars), len(l.nodeNetns), time.Since(start).Round(100*time.Millisecond))
+}

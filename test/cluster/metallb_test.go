@@ -52,8 +52,9 @@ func TestMetalLBSwitch(t *testing.T) {
 }
 
 func metallbSwitch(t *testing.T, mode string, bgp bool) {
-	manifest := metallbManifest(t)
+	manifest, images := metallbManifest(t)
 	l := upCluster(t, mode)
+	l.importImages(t, images...)
 	env := readEnv(t, filepath.Join(l.dir, "env"))
 	router := env["ROUTER_NETNS"]
 
@@ -237,18 +238,19 @@ spec:
 }
 
 // metallbManifest is MetalLB's native-mode manifest as its module ships it
-// (hack/metallb.sh copies it beside the binaries), after checking that the
-// nodes will have the images it names (hack/images.sh builds them).
-func metallbManifest(t *testing.T) string {
+// (hack/metallb.sh copies it beside the binaries), and the image tarballs of
+// the controller and the speaker it names (hack/images.sh).
+func metallbManifest(t *testing.T) (manifest string, images []string) {
 	t.Helper()
 	root := testenv.RepoRoot()
-	manifest := filepath.Join(root, "bin", "metallb", "metallb-native.yaml")
-	for _, f := range []string{manifest, filepath.Join(root, "bin", "images", "metallb-controller.tar"), filepath.Join(root, "bin", "images", "metallb-speaker.tar")} {
+	manifest = filepath.Join(root, "bin", "metallb", "metallb-native.yaml")
+	images = []string{filepath.Join(root, "bin", "images", "metallb", "controller.tar"), filepath.Join(root, "bin", "images", "metallb", "speaker.tar")}
+	for _, f := range append([]string{manifest}, images...) {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("%v: run 'make images' (it builds MetalLB with hack/metallb.sh)", err)
 		}
 	}
-	return manifest
+	return manifest, images
 }
 
 // cli runs bin/vip-allocator with the cluster's admin kubeconfig and fails the test on an error.
