@@ -159,7 +159,9 @@ func (l *lab) owner(t *testing.T, vip, not string) string {
 	t.Helper()
 	var ns string
 	l.eventually(t, 60*time.Second, "an owner of "+vip, func() error {
-		out, err := l.tryKubectl("get", "ip", vip, "-o", "jsonpath={.status.announcedBy[*]}")
+		// By its group: kubectl takes the short name "ip" for
+		// networking.k8s.io's IPAddress.
+		out, err := l.tryKubectl("get", "ips.paas.org", vip, "-o", "jsonpath={.status.announcedBy[*]}")
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
