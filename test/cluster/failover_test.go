@@ -207,6 +207,26 @@ type client struct {
 	maxGap     atomic.Int64 // the longest time between two answers, in nanoseconds
 	done       chan struct{}
 	wg         sync.WaitGroup
+
+	mu       sync.Mutex
+	failures []failure // when each request failed, and how
+}
+
+type failure struct {
+	at  time.Time
+	err string
+}
+
+// failuresSince lists the failed requests, each at its time after t0 with
+// curl's error.
+func (c *client) failuresSince(t0 time.Time) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, f := range c.failures {
+		fmt.Fprintf(&b, "\n  +%s: %s", f.at.Sub(t0).Round(time.Millisecond), f.err)
+	}
+	return b.String()
 }
 
 func (l *lab) startClient(vip string) *client {
@@ -221,8 +241,11 @@ func (l *lab) startClient(vip string) *client {
 				return
 			default:
 			}
-			if _, err := inNetns(l.clientNetns, "curl", "-sS", "--max-time", "1", "http://"+vip+"/hostname"); err != nil {
+			if out, err := inNetns(l.clientNetns, "curl", "-sS", "--max-time", "1", "http://"+vip+"/hostname"); err != nil {
 				c.failed.Add(1)
+				c.mu.Lock()
+				c.failures = append(c.failures, failure{time.Now(), fmt.Sprintf("%v: %s", err, out)})
+				c.mu.Unlock()
 				continue
 			}
 			c.ok.Add(1)

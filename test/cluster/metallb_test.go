@@ -196,7 +196,9 @@ spec:
 		announced.Round(time.Millisecond), removed.Round(time.Second), ok+failed, ok, failed,
 		gap.Round(time.Millisecond), time.Since(switchStart).Round(time.Second))
 	if failed > 0 || ok == 0 {
-		t.Errorf("%d of %d requests failed across the switch", failed, ok+failed)
+		t.Errorf("%d of %d requests failed across the switch (times after the bundle's install began; the bundle was installed at +%s, apply ran at +%s, MetalLB's deletion ran from +%s to +%s):%s",
+			failed, ok+failed, installed.Round(time.Millisecond), applied.Sub(switchStart).Round(time.Millisecond),
+			removing.Sub(switchStart).Round(time.Millisecond), (removing.Sub(switchStart) + removed).Round(time.Millisecond), c.failuresSince(switchStart))
 	}
 
 	// The end: the Service kept its address, the operator holds it, MetalLB is gone.
