@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,9 +142,18 @@ spec:
 		t.Logf("MetalLB installed and serving %s in %s: answered ARP from %s", vip, time.Since(start).Round(time.Second), l.arpOwner(t, router, vip))
 	}
 
+	var macs []string
+	for _, node := range l.nodeNetns {
+		m, _ := inNetns(node, "cat", "/sys/class/net/eth0/address")
+		macs = append(macs, node+"="+m)
+	}
+	t.Logf("the nodes' MACs: %s", strings.Join(macs, " "))
+
 	// The switch, the client asking all along.
 	c := l.startClient(vip)
 	switchStart := time.Now()
+	tl := l.startTimeline(switchStart, router, vip)
+	defer func() { t.Logf("timeline (after the bundle's install began):%s", tl.stop()) }()
 	l.install(t, "--agent-args=--memberlist-port="+agentMemberlistPortBesideMetalLB)
 	installed := time.Since(switchStart)
 	plan := l.cli(t, "migrate", "metallb", "plan")
@@ -314,4 +324,50 @@ func findProcess(node, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no %s process in %s", name, node)
+}
+
+// timeline samples what decides a VIP's path every 100 ms: the Service's
+// ingress (address, ipMode), the router's ARP entry (BGP: its routes), and
+// records each change with its time after t0.
+type timeline struct {
+	t0      time.Time
+	done    chan struct{}
+	wg      sync.WaitGroup
+	changes []string
+}
+
+func (l *lab) startTimeline(t0 time.Time, router, vip string) *timeline {
+	tl := &timeline{t0: t0, done: make(chan struct{})}
+	tl.wg.Add(1)
+	go func() {
+		defer tl.wg.Done()
+		last := map[string]string{}
+		for {
+			ingress, _ := l.tryKubectl("get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress}")
+			neigh, _ := inNetns(router, "ip", "neigh", "show", "to", vip)
+			route, _ := inNetns(router, "ip", "route", "show", vip+"/32")
+			for _, kv := range [][2]string{{"service ingress", ingress}, {"router ARP", neigh}, {"router route", route}} {
+				if last[kv[0]] != kv[1] {
+					last[kv[0]] = kv[1]
+					tl.changes = append(tl.changes, fmt.Sprintf("+%s %s: %s", time.Since(t0).Round(10*time.Millisecond), kv[0], strings.ReplaceAll(kv[1], "\n", " | ")))
+				}
+			}
+			select {
+			case <-tl.done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *timeline) stop() string {
+	select {
+	case <-tl.done:
+	default:
+		close(tl.done)
+	}
+	tl.wg.Wait()
+	return "\n  " + strings.Join(tl.changes, "\n  ")
 }
