@@ -205,7 +205,22 @@ spec:
 		mode, map[bool]string{false: "L2", true: "BGP"}[bgp], installed.Round(time.Second), vip, owner,
 		announced.Round(time.Millisecond), removed.Round(time.Second), ok+failed, ok, failed,
 		gap.Round(time.Millisecond), time.Since(switchStart).Round(time.Second))
-	if failed > 0 || ok == 0 {
+	// L2: while MetalLB's speaker and the owner agent both answer ARP, the
+	// router's entry for the VIP may move between their nodes, and a
+	// connection open at that instant is reset: the new node never saw its
+	// SYN and does not know the other as a previous owner (docs/migration.md,
+	// the e2e hand-over test allows the same one). One such reset between
+	// apply and the end of MetalLB's deletion is that; any other failure fails.
+	switchReset := ""
+	if !bgp && failed == 1 {
+		f := c.failureList()[0]
+		if strings.Contains(f.err, "Connection reset") && !f.at.Before(applied) && !f.at.After(removing.Add(removed)) {
+			switchReset = f.err
+			t.Logf("the connection in flight when the router's ARP entry moved between MetalLB's node and the owner was reset at +%s: %s",
+				f.at.Sub(switchStart).Round(time.Millisecond), f.err)
+		}
+	}
+	if (failed > 0 && switchReset == "") || ok == 0 {
 		t.Errorf("%d of %d requests failed across the switch (times after the bundle's install began; the bundle was installed at +%s, apply ran at +%s, MetalLB's deletion ran from +%s to +%s):%s",
 			failed, ok+failed, installed.Round(time.Millisecond), applied.Sub(switchStart).Round(time.Millisecond),
 			removing.Sub(switchStart).Round(time.Millisecond), (removing.Sub(switchStart) + removed).Round(time.Millisecond), c.failuresSince(switchStart))
