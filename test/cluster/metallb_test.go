@@ -192,8 +192,14 @@ spec:
 			}
 			return nil
 		})
+	} else {
+		// MetalLB's withdrawal, ARP first: its L2Advertisement goes and the
+		// speaker stops answering for the VIP. While both answer, the
+		// router's ARP entry flips between MetalLB's node and the owner with
+		// every claim, and each flip may reset a connection in flight.
+		l.kubectl(t, "-n", "metallb-system", "delete", "l2advertisement", "lan")
 	}
-	time.Sleep(2 * time.Second) // MetalLB and the agents both answer
+	time.Sleep(2 * time.Second) // flows already on MetalLB's path finish there
 	removing := time.Now()
 	l.kubectl(t, "delete", "-f", manifest, "--wait=true", "--timeout=180s")
 	removed := time.Since(removing)
@@ -205,12 +211,12 @@ spec:
 		mode, map[bool]string{false: "L2", true: "BGP"}[bgp], installed.Round(time.Second), vip, owner,
 		announced.Round(time.Millisecond), removed.Round(time.Second), ok+failed, ok, failed,
 		gap.Round(time.Millisecond), time.Since(switchStart).Round(time.Second))
-	// L2: while MetalLB's speaker and the owner agent both answer ARP, the
-	// router's entry for the VIP may move between their nodes, and a
-	// connection open at that instant is reset: the new node never saw its
-	// SYN and does not know the other as a previous owner (docs/migration.md,
-	// the e2e hand-over test allows the same one). One such reset between
-	// apply and the end of MetalLB's deletion is that; any other failure fails.
+	// L2: when the router's ARP entry for the VIP moves from MetalLB's node
+	// to the owner, a connection open at that instant is reset: the owner
+	// never saw its SYN and does not know MetalLB's node as a previous owner
+	// (docs/migration.md; the e2e hand-over test allows the same one). One
+	// such reset between apply and the end of MetalLB's deletion is that; any
+	// other failure fails.
 	switchReset := ""
 	if !bgp && failed == 1 {
 		f := c.failureList()[0]
