@@ -102,7 +102,8 @@ $(K8S)/%: hack/controlplane/go.mod
 $(K8S)/e2e.test: hack/controlplane/go.mod
 	cd hack/controlplane && go test -c -vet=off -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/test/e2e
 
-## images: the images the cluster's nodes import (our image, pause, agnhost) into bin/images
+## images: the images the cluster's nodes import (our image, pause, agnhost, coredns, MetalLB's
+## controller and speaker: hack/metallb.sh builds them once) into bin/images
 images: build
 	hack/images.sh $(BIN)/images
 
@@ -115,9 +116,10 @@ cluster-down:
 	hack/cluster.sh down $(CLUSTER_DIR)
 
 ## e2e-cluster: the operator installed from deploy/bundle.yaml on real clusters, one per kube-proxy
-## mode: Services reachable from the LAN's client, failover, drain, install and removal
+## mode: Services reachable from the LAN's client, failover, drain, install and removal, the switch
+## from MetalLB; the full set (CLUSTER_TESTS=full), where 'make test' runs the long ones' smoke part
 e2e-cluster: cluster-binaries images packages
-	go test ./test/cluster -count=1 -timeout 60m -v -run "$${RUN:-.}"
+	CLUSTER_TESTS=full go test ./test/cluster -count=1 -timeout 90m -v -run "$${RUN:-.}"
 
 ## e2e-upstream: the upstream Kubernetes LoadBalancer e2e specs against our L2 group, in both
 ## kube-proxy modes (MODES=nftables iptables); prints the runner's summary and 'N passed, N failed'

@@ -157,6 +157,11 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	var result allocOutcome
 	for attempt := 0; ; attempt++ {
 		result = r.allocate(ctx, key, request, requestErr, unledgeredShown)
+		if leftToItsWriter(result, unledgeredShown, current) {
+			// Waits for an IPGroup (a group event or a freed address wakes it).
+			r.setPending(key, true)
+			return nil
+		}
 		lost, err := r.writeLedger(ctx, svc, result, current)
 		if err != nil {
 			// The status shows no address without its ledger object: say why it waits.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 
@@ -68,4 +69,25 @@ func notAdopted(a *allocator.Allocator, key types.NamespacedName, shown, held []
 		}
 	}
 	return out
+}
+
+// leftToItsWriter reports whether the Service is left as another load balancer left it: it
+// holds nothing but addresses that load balancer wrote into its status (no ledger object),
+// no IPGroup that admits the Service allows them, and none can give it another. Adopting
+// them would change nothing but the status, and that change is not harmless: ipMode Proxy
+// makes kube-proxy let go of the address, and the agents carry only what a group announces
+// (and, on a cluster the bundle was just installed on, do not run yet). So the ledger and the
+// status are not written, the Service waits like one no group has room for, and the address
+// stays the Service's in memory: when an IPGroup allows it (migrate metallb apply), the
+// Service adopts it then.
+func leftToItsWriter(result allocOutcome, shown []netip.Addr, current []paasv1.IP) bool {
+	if len(current) > 0 || len(result.held) == 0 || !errors.Is(result.err, allocator.ErrCannotRelocate) {
+		return false
+	}
+	for _, addr := range result.held {
+		if !slices.Contains(shown, addr) {
+			return false
+		}
+	}
+	return true
 }

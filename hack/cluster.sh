@@ -219,7 +219,11 @@ control_plane() {
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged \
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$c/sa.pub" \
     --service-account-signing-key-file "$c/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
-    --service-node-port-range 30000-32767
+    --service-node-port-range 30000-32767 \
+    --enable-aggregator-routing
+  # (No kube-proxy runs beside the API server: it calls admission and conversion
+  # webhooks, such as MetalLB's, and aggregated APIs at their endpoints' pod
+  # addresses, which the control plane's namespace routes to the nodes.)
   wait_for "the API server" 90 kubectl get --raw /readyz
   start kube-controller-manager ip netns exec "$p-cp" "$k8s/kube-controller-manager" \
     --kubeconfig "$dir/controller-manager.kubeconfig" --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \

@@ -3,7 +3,7 @@
 # `ctr images import` reads (hack/imagetar): this machine reaches no registry,
 # so every image is made here, under the exact name a manifest asks for.
 #
-#   hack/images.sh OUT [vip-allocator|pause|agnhost|coredns ...]   (default: all)
+#   hack/images.sh OUT [vip-allocator|pause|agnhost|coredns|metallb ...]   (default: all)
 #
 # vip-allocator  the project's image: hack/image-rootfs.sh's root filesystem plus
 #                bin/vip-allocator, configured by the Dockerfile's final stage,
@@ -16,12 +16,21 @@
 #                applets, and Debian's static busybox wget crashes)
 # coredns        the cluster's DNS, hack/coredns (the plugins a cluster's own
 #                names need)
+# metallb        MetalLB's controller and speaker (metallb/controller.tar,
+#                metallb/speaker.tar), the static binaries hack/metallb.sh builds
+#                from the pinned module, each on a root filesystem like the
+#                distroless/static base MetalLB's Dockerfiles use (passwd, group,
+#                /tmp; nothing to exec: the speaker in native mode runs no other
+#                program), tagged as MetalLB's metallb-native.yaml names them, so
+#                that manifest applies unchanged. In a directory of their own:
+#                hack/cluster.sh imports OUT/*.tar into every node, and only the
+#                tests that run MetalLB import these (about 90 MB each)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: $0 OUT [image ...]}
 shift
 images=("$@")
-[[ ${#images[@]} -gt 0 ]] || images=(vip-allocator pause agnhost coredns)
+[[ ${#images[@]} -gt 0 ]] || images=(vip-allocator pause agnhost coredns metallb)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 k8s_src() { (cd "$root/hack/controlplane" && go list -m -f '{{.Dir}}' k8s.io/kubernetes); }
@@ -84,6 +93,27 @@ for image in "${images[@]}"; do
     (cd "$root/hack/coredns" && CGO_ENABLED=0 go build -ldflags '-s -w' -o "$work/coredns/coredns" .)
     printf 'root:x:0:0:root:/root:/sbin/nologin\n' >"$work/coredns/etc/passwd"
     "$imagetar" -rootfs "$work/coredns" -tag registry.k8s.io/coredns/coredns:v1.15.0 -entrypoint /coredns -o "$out/coredns.tar"
+    ;;
+  metallb)
+    mlb=$("$root/hack/metallb.sh")
+    for c in controller speaker; do
+      # The reference the manifest's Deployment or DaemonSet asks for.
+      ref=$(awk -v c="$c" '$1 == "image:" && $2 ~ ("/metallb/" c ":") {print $2; exit}' "$mlb/metallb-native.yaml")
+      [[ -n $ref ]] || { echo "no $c image in $mlb/metallb-native.yaml" >&2; exit 1; }
+      mkdir -p "$out/metallb"
+      tar=$out/metallb/$c.tar
+      # Rebuilt when the binary is newer (hack/metallb.sh rebuilt it).
+      [[ -s $tar && $tar -nt $mlb/$c ]] && { echo "$tar"; continue; }
+      r=$work/metallb-$c
+      mkdir -p "$r"/{etc,tmp}
+      chmod 1777 "$r/tmp"
+      install -m 0755 "$mlb/$c" "$r/$c"
+      printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$r/etc/passwd"
+      printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$r/etc/group"
+      "$imagetar" -rootfs "$r" -tag "$ref" -entrypoint "/$c" -o "$tar"
+      echo "$tar"
+    done
+    continue
     ;;
   *) echo "unknown image $image" >&2; exit 2 ;;
   esac

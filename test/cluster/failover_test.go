@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,7 +160,9 @@ func (l *lab) owner(t *testing.T, vip, not string) string {
 	t.Helper()
 	var ns string
 	l.eventually(t, 60*time.Second, "an owner of "+vip, func() error {
-		out, err := l.tryKubectl("get", "ip", vip, "-o", "jsonpath={.status.announcedBy[*]}")
+		// By its group: kubectl takes the short name "ip" for
+		// networking.k8s.io's IPAddress.
+		out, err := l.tryKubectl("get", "ips.paas.org", vip, "-o", "jsonpath={.status.announcedBy[*]}")
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
@@ -205,6 +208,33 @@ type client struct {
 	maxGap     atomic.Int64 // the longest time between two answers, in nanoseconds
 	done       chan struct{}
 	wg         sync.WaitGroup
+
+	mu       sync.Mutex
+	failures []failure // when each request failed, and how
+}
+
+type failure struct {
+	at  time.Time
+	err string
+}
+
+// failureList is a copy of the failures so far.
+func (c *client) failureList() []failure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.failures)
+}
+
+// failuresSince lists the failed requests, each at its time after t0 with
+// curl's error.
+func (c *client) failuresSince(t0 time.Time) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, f := range c.failures {
+		fmt.Fprintf(&b, "\n  +%s: %s", f.at.Sub(t0).Round(time.Millisecond), f.err)
+	}
+	return b.String()
 }
 
 func (l *lab) startClient(vip string) *client {
@@ -219,8 +249,11 @@ func (l *lab) startClient(vip string) *client {
 				return
 			default:
 			}
-			if _, err := inNetns(l.clientNetns, "curl", "-sS", "--max-time", "1", "http://"+vip+"/hostname"); err != nil {
+			if out, err := inNetns(l.clientNetns, "curl", "-sS", "--max-time", "1", "http://"+vip+"/hostname"); err != nil {
 				c.failed.Add(1)
+				c.mu.Lock()
+				c.failures = append(c.failures, failure{time.Now(), fmt.Sprintf("%v: %s", err, out)})
+				c.mu.Unlock()
 				continue
 			}
 			c.ok.Add(1)

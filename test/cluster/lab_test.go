@@ -33,6 +33,11 @@ type lab struct {
 
 const operatorNamespace = "vip-allocator-operator"
 
+// fullRun says whether the whole set runs ('make e2e-cluster' sets
+// CLUSTER_TESTS=full) or each long test's smoke part only ('make test', within
+// CI's time budget). The choice is the target's, never a test's outcome.
+func fullRun() bool { return os.Getenv("CLUSTER_TESTS") == "full" }
+
 // upCluster stands a cluster up with kube-proxy in mode and tears it down when
 // the test ends, also when it fails (the component logs' tails are printed first).
 func upCluster(t *testing.T, mode string) *lab {
@@ -147,9 +152,29 @@ func (l *lab) apply(t *testing.T, manifest string) {
 
 // install applies deploy/bundle.yaml as README says and waits until the
 // operator's Deployment is available and its agent DaemonSet runs on every node.
-func (l *lab) install(t *testing.T) {
+// operatorArgs are added to the operator's arguments in the bundle, as a user
+// edits them before applying it (e.g. --agent-args=...).
+func (l *lab) install(t *testing.T, operatorArgs ...string) {
 	t.Helper()
 	bundle := filepath.Join(testenv.RepoRoot(), "deploy", "bundle.yaml")
+	if len(operatorArgs) > 0 {
+		b, err := os.ReadFile(bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const args = "      - args:\n        - operator\n"
+		if bytes.Count(b, []byte(args)) != 1 {
+			t.Fatalf("deploy/bundle.yaml: no single operator container starting with %q", args)
+		}
+		add := args
+		for _, a := range operatorArgs {
+			add += "        - " + a + "\n"
+		}
+		bundle = filepath.Join(t.TempDir(), "bundle.yaml")
+		if err := os.WriteFile(bundle, bytes.Replace(b, []byte(args), []byte(add), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l.kubectl(t, "create", "namespace", operatorNamespace)
 	l.kubectl(t, "create", "-f", bundle)
 	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
@@ -286,4 +311,22 @@ func (l *lab) tagImageEverywhere(t *testing.T, image, name string) string {
 		}
 	}
 	return name
+}
+
+// importImages imports image tarballs (hack/images.sh's docker archives) into
+// every node's containerd, as hack/cluster.sh imports the ones every cluster needs.
+func (l *lab) importImages(t *testing.T, tars ...string) {
+	t.Helper()
+	start := time.Now()
+	for _, node := range l.nodeNetns {
+		holder := strconv.Itoa(l.pidOf(t, node, "mounts"))
+		for _, tar := range tars {
+			out, err := exec.Command("nsenter", "-t", holder, "-m", "ctr", "-a", "/run/"+node+"/containerd.sock",
+				"-n", "k8s.io", "images", "import", tar).CombinedOutput()
+			if err != nil {
+				t.Fatalf("import %s on %s: %v\n%s", tar, node, err, out)
+			}
+		}
+	}
+	t.Logf("%d images imported into %d nodes in %s", len(tars), len(l.nodeNetns), time.Since(start).Round(100*time.Millisecond))
 }

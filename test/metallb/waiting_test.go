@@ -1,0 +1,90 @@
+package metallb
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers"
+)
+
+// TestLeavesMetalLBServicesUntilApply: the bundle installed beside MetalLB, before
+// 'migrate metallb apply' created any IPGroup. The operator serves the Service (its
+// finalizer) but leaves MetalLB's address as MetalLB wrote it: no ledger object, no
+// condition, no ipMode (kube-proxy goes on forwarding it while the agents start). When the
+// group appears the Service adopts the address, ipMode Proxy.
+func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
+	env := startEnv(t)
+	ctx := context.Background()
+	const vip = "192.0.2.5"
+	if err := env.Admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	web := service{namespace: "app", name: "web", want: []string{vip}}
+	svc := web.object()
+	if err := env.Admin.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	restore := withoutStatusPolicy(ctx, t, env.Admin)
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return false, err.Error()
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
+		if err := env.Admin.Status().Update(ctx, svc); err != nil {
+			return false, "MetalLB's status write: " + err.Error()
+		}
+		return true, ""
+	})
+	restore()
+
+	stop := startOperator(t, env)
+	defer stop()
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(svc.Finalizers, controllers.CleanupFinalizer), "the operator has not served app/web yet"
+	})
+	time.Sleep(2 * time.Second) // a status write would have come by now
+	if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	// The API server defaults ipMode to VIP.
+	if in := svc.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != vip || in[0].IPMode != nil && *in[0].IPMode != corev1.LoadBalancerIPModeVIP {
+		t.Fatalf("before any IPGroup the operator changed MetalLB's status to %+v (ipMode %v)", in, ptrString(in[0].IPMode))
+	}
+	if c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); c != nil {
+		t.Fatalf("before any IPGroup the operator wrote %s", condString(c))
+	}
+	if err := env.Admin.Get(ctx, client.ObjectKey{Name: vip}, &paasv1.IP{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("ledger %s before any IPGroup: %v, want none", vip, err)
+	}
+
+	// What 'migrate metallb apply' creates.
+	if err := env.Admin.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/27"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitKept(ctx, t, env, web)
+	if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	if in := svc.Status.LoadBalancer.Ingress; in[0].IPMode == nil || *in[0].IPMode != corev1.LoadBalancerIPModeProxy {
+		t.Fatalf("adopted, the status is %+v, want ipMode Proxy", in)
+	}
+}
+
+func ptrString[T ~string](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return string(*p)
+}
