@@ -46,6 +46,9 @@ type Config struct {
 	BindAddress    string
 	HandoverDelay  time.Duration
 	ARPProbePeriod time.Duration
+	// FailoverHistory is how many ownership changes each IP object keeps in
+	// status.history (0: announce.DefaultHistoryLimit).
+	FailoverHistory int
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossip.KeyPoll).
 	GossipKeyPoll time.Duration
@@ -299,6 +302,7 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 		OwnClassOnly:   s.cfg.OwnClassOnly,
 		Liveness:       gossip.Liveness{Cluster: g.cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
+		HistoryLimit:   s.cfg.FailoverHistory,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
 		Settled:        gossip.Settled(g.cluster, g.index, g.started),

@@ -18,6 +18,9 @@ import (
 // observation is one pass's reading of the cluster, as this agent sees it.
 type observation struct {
 	now time.Time
+	// noticed is when the first event this pass acts on reached the agent
+	// (zero: none did, the pass was requeued; now stands for it).
+	noticed time.Time
 	// vips are the VIPs announced by L2 or BGP, with what each asks of the
 	// nodes that carry it (only VIPs the ledger gives to their Service).
 	vips map[netip.Addr]vipCandidacy
@@ -52,6 +55,9 @@ type carryover struct {
 	elected map[netip.Addr]string
 	// handoffFrom names the node each VIP answered for was taken over from.
 	handoffFrom map[netip.Addr]string
+	// takeovers are the VIPs taken over from another node whose claim is
+	// not written yet.
+	takeovers map[netip.Addr]takeover
 }
 
 type handover struct {
@@ -69,6 +75,9 @@ type decision struct {
 	// claim are the owned VIPs whose ledger object does not name this node
 	// as its only announcer yet.
 	claim []netip.Addr
+	// takeovers are the claimed VIPs taken over from another node: each
+	// claim adds its entry to the VIP's failover history.
+	takeovers map[netip.Addr]takeover
 	// handOff names, for each VIP taken over from a node still alive, that
 	// node: the open connections go back to it, at the address its Node's
 	// kubelet wrote (handoffTargets).
@@ -120,6 +129,8 @@ func decide(p announcerPolicy, o observation, m carryover) (decision, carryover)
 
 	var next carryover
 	next.owned, next.elected = d.own, elected
+	d.takeovers = takeovers(p.self, d.claim, d.gained, m, o)
+	next.takeovers = d.takeovers
 	d.release, next.releasing, d.requeue = handovers(d.own, m, p.handoverDelay, o.now)
 	d.handOff = handoffs(p.self, d.own, d.release, m, o)
 	next.handoffFrom = d.handOff
