@@ -3,6 +3,8 @@ package announce
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 var (
@@ -59,5 +61,10 @@ var (
 )
 
 func init() {
+	// Every cause is there from the start: increase() sees a failover's
+	// first observation only on a series that existed before it.
+	for _, c := range []paasv1.FailoverCause{paasv1.FailoverOwnerDead, paasv1.FailoverPlannedMove, paasv1.FailoverExcluded, paasv1.FailoverConflict, paasv1.FailoverElectionChange} {
+		failoverSeconds.WithLabelValues(string(c))
+	}
 	metrics.Registry.MustRegister(vipsAnnounced, agentsAlive, ownershipChanges, handoffsActive, arpConflicts, bgpRoutes, bgpSessionUp, bgpPrefixesSent, bfdSessionUp, announceDecideDuration, bfdStateChanges, failoverSeconds)
 }
