@@ -20,7 +20,8 @@ const failoverGapBound = time.Second
 // TestFailoverHistory kills the agent of a VIP's owner in the L2 lab: the
 // node that takes the VIP over records, on the VIP's IP object, the move from
 // the dead owner to itself, cause OwnerDead, with a gap within the bound; the
-// killed agent, started again, takes the VIP back and records that too.
+// killed agent, started again, takes the VIP back and records that too
+// (ElectionChange), and loses it again when its node is cordoned (Excluded).
 func TestFailoverHistory(t *testing.T) {
 	d, _, vip, from := announcedLab(t)
 	if h := d.history(t, vip); len(h) != 0 {
@@ -63,6 +64,20 @@ func TestFailoverHistory(t *testing.T) {
 	t.Logf("%s back: recorded %s -> %s, %s, gap %v ms", from, back.From, back.To, back.Cause, ptrValue(back.GapMilliseconds))
 	if back.From != to || back.To != from || back.Cause != paasv1.FailoverElectionChange || back.GapMilliseconds == nil {
 		t.Fatalf("entry %+v: want %s -> %s, %s, with a gap", back, to, from, paasv1.FailoverElectionChange)
+	}
+
+	// Cordoned (--on-cordon=handover, the default): a planned move, Excluded.
+	d.cordon(t, from, true)
+	next := d.owner(t, vip, from)
+	h = d.history(t, vip)
+	if len(h) != 3 {
+		t.Fatalf("history after %s was cordoned: %+v, want three entries", from, h)
+	}
+	moved := h[2]
+	t.Logf("%s cordoned: recorded %s -> %s, %s, gap %v ms", from, moved.From, moved.To, moved.Cause, ptrValue(moved.GapMilliseconds))
+	if moved.From != from || moved.To != next || moved.Cause != paasv1.FailoverExcluded || moved.GapMilliseconds == nil ||
+		time.Duration(*moved.GapMilliseconds)*time.Millisecond > failoverGapBound {
+		t.Fatalf("entry %+v: want %s -> %s, %s, with a gap within %s", moved, from, next, paasv1.FailoverExcluded, failoverGapBound)
 	}
 }
 
