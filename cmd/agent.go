@@ -18,6 +18,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/gossip"
 )
@@ -39,6 +40,7 @@ func runAgent(args []string) error {
 	fs.IntVar(&c.MemberlistPort, "memberlist-port", paasv1.AgentMemberlistPort, "UDP and TCP port of the agents' liveness gossip")
 	fs.StringVar(&c.BindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&c.HandoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")
+	fs.IntVar(&c.FailoverHistory, "failover-history", announce.DefaultHistoryLimit, fmt.Sprintf("how many ownership changes of an L2 VIP its IP object keeps in status.history (1 to %d)", announce.MaxHistoryLimit))
 	fs.StringVar(&c.OnStop, "on-stop", nodeagent.OnStopAuto, "what stopping the agent does to its VIPs: handover (the others take them over first), restart (they stay: the agent is back soon) or auto (handover when the node is cordoned, deleted or not Ready, else restart)")
 	onCordon := fs.String("on-cordon", string(election.OnCordonHandover), "what cordoning a node does to its VIPs: handover (they move to other nodes, a planned move) or keep (they stay; only the label "+corev1.LabelNodeExcludeBalancers+", a drain that stops the agent, or the node's death moves them). The operator sets it to its own --on-cordon")
 	fs.StringVar(&c.LivenessTimers, "liveness-timers", gossip.TimersTuned, "failure-detection timers of the agents' gossip: tuned (a dead node is noticed in about a second) or lan (memberlist's defaults, about five seconds)")
@@ -66,6 +68,9 @@ func runAgent(args []string) error {
 	setLogger(&zapOpts)
 	if c.NodeName == "" {
 		return errors.New("agent: --node-name is required")
+	}
+	if c.FailoverHistory < 1 || c.FailoverHistory > announce.MaxHistoryLimit {
+		return fmt.Errorf("agent: --failover-history %d: want 1 to %d", c.FailoverHistory, announce.MaxHistoryLimit)
 	}
 	onCordonPolicy, err := election.ParseOnCordon(*onCordon)
 	if err != nil {

@@ -48,6 +48,9 @@ type Config struct {
 	ARPProbePeriod time.Duration
 	// Probe is how an address is probed before its first announcement.
 	Probe announce.ProbeConfig
+	// FailoverHistory is how many ownership changes each IP object keeps in
+	// status.history (0: announce.DefaultHistoryLimit).
+	FailoverHistory int
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossip.KeyPoll).
 	GossipKeyPoll time.Duration
@@ -302,6 +305,7 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 		Liveness:       gossip.Liveness{Cluster: g.cluster},
 		HandoverDelay:  s.cfg.HandoverDelay,
 		Probe:          s.cfg.Probe,
+		HistoryLimit:   s.cfg.FailoverHistory,
 		OnCordon:       s.cfg.OnCordon,
 		LocalAddresses: s.cfg.LocalAddresses,
 		Settled:        gossip.Settled(g.cluster, g.index, g.started),

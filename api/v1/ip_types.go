@@ -90,7 +90,66 @@ type IPStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// History are the last layer-2 ownership changes of the address, oldest
+	// first: each written by the agent that took the address over, in the
+	// same write that names it in AnnouncedBy. The agents keep the last 10
+	// (--failover-history); the first announcement of an address is none.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	History []Failover `json:"history,omitempty"`
 }
+
+// Failover is one change of the node announcing an address.
+type Failover struct {
+	// At is when the new owner's agent noticed the change: the first event
+	// (the agents' liveness, a Node, the Services) of the pass that gave it
+	// the address.
+	// +required
+	At metav1.Time `json:"at"`
+	// From is the node that announced the address before.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from"`
+	// To is the node that announces it now, the one that wrote the entry.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	To string `json:"to"`
+	// Cause is why the address moved, as the new owner's election saw it.
+	// +required
+	Cause FailoverCause `json:"cause"`
+	// GapMilliseconds is the time from At to the new owner's first
+	// gratuitous ARP (IPv6: unsolicited Neighbor Advertisement) for the
+	// address; absent when that announcement was not seen sent in time (its
+	// send failed). It leaves out how long the old owner's death took to be
+	// noticed (see docs/troubleshooting.md).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GapMilliseconds *int64 `json:"gapMilliseconds,omitempty"`
+}
+
+// FailoverCause is why an address moved from one node to another.
+// +kubebuilder:validation:Enum=OwnerDead;PlannedMove;Excluded;Conflict;ElectionChange
+type FailoverCause string
+
+const (
+	// FailoverOwnerDead: the previous owner's agent is no longer alive (killed,
+	// its node down, its link down, or on the minority side of a split).
+	FailoverOwnerDead FailoverCause = "OwnerDead"
+	// FailoverPlannedMove: the previous owner's agent is stopping and hands
+	// its addresses over (draining).
+	FailoverPlannedMove FailoverCause = "PlannedMove"
+	// FailoverExcluded: the previous owner is alive but excluded from carrying
+	// addresses (the exclusion label, or cordoned under --on-cordon=handover).
+	FailoverExcluded FailoverCause = "Excluded"
+	// FailoverConflict: the ledger named an announcer the election did not
+	// give the address to (two nodes claimed it); the election's owner ends it.
+	FailoverConflict FailoverCause = "Conflict"
+	// FailoverElectionChange: the previous owner is alive and eligible, but
+	// the election now gives the address to another node (a node came back,
+	// the Service's endpoints or the group's node selection changed).
+	FailoverElectionChange FailoverCause = "ElectionChange"
+)
 
 // IP condition types and reasons.
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -65,6 +66,9 @@ type Announcer struct {
 	// Probe is how an address is probed before its first announcement
 	// (probe.go).
 	Probe ProbeConfig
+	// HistoryLimit is how many ownership changes each IP object keeps in
+	// status.history (0: DefaultHistoryLimit; at most MaxHistoryLimit).
+	HistoryLimit int
 
 	// BGP advertises the VIPs of BGP-mode groups (nil: this agent does not
 	// speak BGP).
@@ -104,7 +108,13 @@ type Announcer struct {
 	lastFull time.Time
 	// probes runs the probes before first announcements (nil: none).
 	probes *probes
+	// noticed is when (Unix nanoseconds) the first event since the last
+	// pass arrived; 0: none did.
+	noticed atomic.Int64
 }
+
+// notice records that an event arrived, unless an earlier one waits already.
+func (a *Announcer) notice() { a.noticed.CompareAndSwap(0, time.Now().UnixNano()) }
 
 // announceRequest is the Announcer's only work item, like the data plane's.
 var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "announce"}}
@@ -118,14 +128,22 @@ var announceRequest = reconcile.Request{NamespacedName: types.NamespacedName{Nam
 // Reconcile is one pass: observe, decide, apply.
 func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	if a.Settled != nil && !a.Settled() {
+		// What happened before this agent's view was worth acting on is not
+		// what it acts on: its first pass notices everything at once.
+		a.noticed.Store(0)
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	start := time.Now()
+	noticed := a.noticed.Swap(0)
 	ch := a.changes.Take()
 	o, self, err := a.observe(ctx, ch)
 	if err != nil {
 		a.changes.PutBack(ch)
+		a.noticed.CompareAndSwap(0, noticed)
 		return reconcile.Result{}, err
+	}
+	if noticed != 0 {
+		o.noticed = time.Unix(0, noticed)
 	}
 	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil, probe: a.Probe}, o, a.last)
 	a.last = next
@@ -182,7 +200,13 @@ func (a *Announcer) applyL2(ctx context.Context, d decision, o observation) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(claimsInFlight)
 	for _, vip := range d.claim {
-		g.Go(func() error { return a.claim(gctx, o.ledger[vip]) })
+		t, took := d.takeovers[vip]
+		g.Go(func() error {
+			if !took {
+				return a.claim(gctx, vip, o.ledger[vip], nil)
+			}
+			return a.claim(gctx, vip, o.ledger[vip], &t)
+		})
 	}
 	return g.Wait()
 }
@@ -245,16 +269,34 @@ func (a *Announcer) ownSubnets(alive []election.Node) []netip.Prefix {
 // limit (--kube-api-qps, --kube-api-burst) still bounds them.
 const claimsInFlight = 16
 
-// claim records on the ledger entry ip, as listed this pass, that this node
-// announces its VIP.
-func (a *Announcer) claim(ctx context.Context, ip *paasv1.IP) error {
+// firstAnnouncementWait is how long a claim waits for the VIP's first
+// gratuitous announcement to be sent (it is under way as the claim starts,
+// and takes a packet's write), to measure its failover gap.
+const firstAnnouncementWait = time.Second
+
+// claim records on the ledger entry ip of vip, as listed this pass, that this
+// node announces it and, when it took vip over from another node (t), the
+// failover in its history: one write.
+func (a *Announcer) claim(ctx context.Context, vip netip.Addr, ip *paasv1.IP, t *takeover) error {
 	patch := client.MergeFrom(ip.DeepCopy())
 	ip.Status.AnnouncedBy = []string{a.NodeName}
-	if vip, ok := ip.Addr(); ok {
-		a.markProbed(ip, vip)
+	a.markProbed(ip, vip)
+	var entry *paasv1.Failover
+	if t != nil {
+		wait, cancel := context.WithTimeout(ctx, firstAnnouncementWait)
+		e := failoverEntry(*t, a.NodeName, a.Speaker.FirstAnnounced(wait, vip))
+		cancel()
+		ip.Status.History = appendHistory(ip.Status.History, e, a.HistoryLimit)
+		entry = &e
 	}
 	if err := a.Client.Status().Patch(ctx, ip, patch); err != nil {
 		return fmt.Errorf("record %s as announced by %s: %w", ip.Name, a.NodeName, err)
+	}
+	if entry != nil {
+		ctrl.LoggerFrom(ctx).Info("failover recorded", "vip", vip, "from", entry.From, "cause", entry.Cause, "gapMilliseconds", entry.GapMilliseconds)
+		if entry.GapMilliseconds != nil {
+			failoverSeconds.WithLabelValues(string(entry.Cause)).Observe(float64(*entry.GapMilliseconds) / 1000)
+		}
 	}
 	return nil
 }
@@ -279,6 +321,7 @@ func (a *Announcer) logChanges(ctx context.Context, d decision, o observation) {
 func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 	// Every event says what changed (package changes) before it asks for a pass.
 	toAnnounce := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		a.notice()
 		a.changes.Observe(o)
 		return []reconcile.Request{announceRequest}
 	})
@@ -288,6 +331,7 @@ func (a *Announcer) SetupWithManager(mgr ctrl.Manager) error {
 	changed := make(chan event.GenericEvent, 1)
 	go func() {
 		for range a.Liveness.Changed() {
+			a.notice()
 			a.changes.MarkAll()
 			select {
 			case changed <- event.GenericEvent{Object: &corev1.Node{}}:

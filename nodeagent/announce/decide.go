@@ -19,6 +19,9 @@ import (
 // observation is one pass's reading of the cluster, as this agent sees it.
 type observation struct {
 	now time.Time
+	// noticed is when the first event this pass acts on reached the agent
+	// (zero: none did, the pass was requeued; now stands for it).
+	noticed time.Time
 	// vips are the VIPs announced by L2 or BGP, with what each asks of the
 	// nodes that carry it (only VIPs the ledger gives to their Service).
 	vips map[netip.Addr]vipCandidacy
@@ -61,6 +64,9 @@ type carryover struct {
 	// withheld are the VIPs of owned that were not answered for: never
 	// announced and not probed yet, or in use on the LAN (probe.go).
 	withheld map[netip.Addr]bool
+	// takeovers are the VIPs taken over from another node whose claim is
+	// not written yet.
+	takeovers map[netip.Addr]takeover
 }
 
 type handover struct {
@@ -78,6 +84,9 @@ type decision struct {
 	// claim are the owned VIPs whose ledger object does not name this node
 	// as its only announcer yet.
 	claim []netip.Addr
+	// takeovers are the claimed VIPs taken over from another node: each
+	// claim adds its entry to the VIP's failover history.
+	takeovers map[netip.Addr]takeover
 	// handOff names, for each VIP taken over from a node still alive, that
 	// node: the open connections go back to it, at the address its Node's
 	// kubelet wrote (handoffTargets).
@@ -136,6 +145,8 @@ func decide(p announcerPolicy, o observation, m carryover) (decision, carryover)
 
 	var next carryover
 	next.owned, next.elected, next.withheld = owned, elected, withheld
+	d.takeovers = takeovers(p.self, d.claim, d.gained, m, o)
+	next.takeovers = d.takeovers
 	// A VIP withheld was never answered for: losing it hands nothing over.
 	answered := m
 	answered.owned = maps.Clone(m.owned)

@@ -3,6 +3,8 @@ package announce
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
 var (
@@ -47,6 +49,11 @@ var (
 		Help:    "Time an announce pass takes to read (from the cache) and decide, before it writes anything, by kind: full (every VIP read and elected again: a Node, an IPGroup's spec, a BGPPeer or the liveness changed, and once a minute) or incremental (only the Services and VIPs that changed).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 	}, []string{"kind"})
+	failoverSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vip_allocator_agent_failover_seconds",
+		Help:    "L2 VIPs this node took over from another node, by cause (OwnerDead, PlannedMove, Excluded, Conflict, ElectionChange): the time from when this agent noticed the change to its first gratuitous ARP or unsolicited Neighbor Advertisement for the VIP (the gap recorded in the IP's status.history).",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"cause"})
 	bfdStateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vip_allocator_agent_bfd_state_changes_total",
 		Help: "Times this node's BFD session with the peer entered a state (Up, Init, Down, AdminDown); each Down from Up reset the BGP session.",
@@ -54,5 +61,10 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(vipsAnnounced, agentsAlive, ownershipChanges, handoffsActive, arpConflicts, bgpRoutes, bgpSessionUp, bgpPrefixesSent, bfdSessionUp, announceDecideDuration, bfdStateChanges)
+	// Every cause is there from the start: increase() sees a failover's
+	// first observation only on a series that existed before it.
+	for _, c := range []paasv1.FailoverCause{paasv1.FailoverOwnerDead, paasv1.FailoverPlannedMove, paasv1.FailoverExcluded, paasv1.FailoverConflict, paasv1.FailoverElectionChange} {
+		failoverSeconds.WithLabelValues(string(c))
+	}
+	metrics.Registry.MustRegister(vipsAnnounced, agentsAlive, ownershipChanges, handoffsActive, arpConflicts, bgpRoutes, bgpSessionUp, bgpPrefixesSent, bfdSessionUp, announceDecideDuration, bfdStateChanges, failoverSeconds)
 }

@@ -12,6 +12,7 @@ package l2
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -145,6 +146,36 @@ func (s *Speaker) Owned() map[netip.Addr]string {
 	return out
 }
 
+// FirstAnnounced waits until the last announcement of vip started (a
+// gratuitous ARP, or an unsolicited Neighbor Advertisement) has sent its
+// first packet, and returns when it did: zero when vip is not answered for,
+// or ctx ends first (the sends failed).
+func (s *Speaker) FirstAnnounced(ctx context.Context, vip netip.Addr) time.Time {
+	vip = vip.Unmap()
+	var first *firstSend
+	s.mu.Lock()
+	for l, r := range s.responders {
+		if l.ipv6 != vip.Is6() {
+			continue
+		}
+		r.mu.Lock()
+		if a, ok := r.owned[vip]; ok && a.first != nil {
+			first = a.first
+		}
+		r.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if first == nil {
+		return time.Time{}
+	}
+	select {
+	case <-first.done:
+		return first.at
+	case <-ctx.Done():
+		return time.Time{}
+	}
+}
+
 // Close stops answering for every VIP.
 func (s *Speaker) Close() {
 	_ = s.SetOwned(nil)
@@ -224,6 +255,15 @@ type answering struct {
 	wasQuiet bool
 	// claims gates the claims of the VIP by other MACs.
 	claims *claimants
+	// first is the first packet of the last announcement started (nil: none).
+	first *firstSend
+}
+
+// firstSend is when an announcement first went out: done is closed once at
+// is set.
+type firstSend struct {
+	done chan struct{}
+	at   time.Time
 }
 
 func (a *answering) quiet() {
@@ -274,7 +314,8 @@ func (r *responder) set(vips []netip.Addr, quiet map[netip.Addr]bool) {
 		}
 		// New, or owned again after being handed over: announce.
 		a.hush, a.wasQuiet = make(chan struct{}), false
-		go r.announce(vip, a.hush)
+		a.first = &firstSend{done: make(chan struct{})}
+		go r.announce(vip, a.hush, a.first)
 	}
 }
 
@@ -297,14 +338,19 @@ func (r *responder) close() {
 }
 
 // announce announces vip at once, then every GARPInterval for GARPDuration,
-// unless the VIP is given up meanwhile.
-func (r *responder) announce(vip netip.Addr, gone <-chan struct{}) {
+// unless the VIP is given up meanwhile; first learns when a packet first went
+// out.
+func (r *responder) announce(vip netip.Addr, gone <-chan struct{}, first *firstSend) {
 	tick := time.NewTicker(GARPInterval)
 	defer tick.Stop()
 	deadline := time.Now().Add(GARPDuration)
+	sent := false
 	for {
 		if err := r.w.announce(vip); err != nil {
 			r.s.log.Error(err, "announce", "protocol", r.w.protocol(), "vip", vip, "interface", r.ifi.Name)
+		} else if !sent {
+			first.at, sent = time.Now(), true
+			close(first.done)
 		}
 		select {
 		case <-gone:

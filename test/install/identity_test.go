@@ -203,8 +203,29 @@ func testAgentIPStatus(t *testing.T, operator, agentA, agentB client.Client) {
 	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
 		s.Owner = &paasv1.IPOwner{Namespace: "default", Name: "attacker", UID: "u2"}
 	}, "written by the operator only")
-	// The next L2 owner takes over: it replaces the old owner by itself.
-	patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-b"} }, "")
+	// The next L2 owner takes over: it replaces the old owner by itself, and
+	// records the move in the history, in the same write.
+	moved := paasv1.Failover{At: metav1.Now().Rfc3339Copy(), From: "node-a", To: "node-b", Cause: paasv1.FailoverOwnerDead, GapMilliseconds: ptr.To[int64](12)}
+	patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) {
+		s.AnnouncedBy = []string{"node-b"}
+		s.History = append(s.History, moved)
+	}, "")
+	// Forging history: an entry for another node, or changing another
+	// node's entry.
+	forged := moved
+	forged.From, forged.Cause = "node-b", paasv1.FailoverPlannedMove
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.History = append(s.History, forged) },
+		"may add to the history of 192.0.2.10 only moves to its own node, not to node-b")
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.History[0].GapMilliseconds = ptr.To[int64](9000) },
+		"only moves to its own node, not to node-b")
+	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.History[0].To = "node-c" },
+		"only moves to its own node, not to node-c")
+	// The CRD bounds the list, whoever writes it.
+	patchIPStatus(t, agentB, ip.Name, func(s *paasv1.IPStatus) {
+		for range 32 {
+			s.History = append(s.History, moved)
+		}
+	}, "must have at most 32 items")
 	// A node that does not announce the address raises no condition on it.
 	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) {
 		s.Conditions = []metav1.Condition{{Type: paasv1.IPConditionConflict, Status: metav1.ConditionTrue, Reason: paasv1.ReasonForeignMAC,
