@@ -115,30 +115,43 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, r.serve(ctx, svc)
 }
 
-// serve makes svc hold its addresses: in memory, in the ledger, in its status.
-func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) error {
+// takeLedger returns the ledger entries of svc, once the stale ones of an
+// earlier Service of the same name are forgotten and those the original
+// operator wrote for it are ours, and puts our finalizer in place of the
+// original's.
+func (r *ServiceReconciler) takeLedger(ctx context.Context, svc *corev1.Service) ([]paasv1.IP, error) {
 	key := client.ObjectKeyFromObject(svc)
 	ledger, err := r.ledgerOf(ctx, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Entries of an earlier Service of the same name are garbage; those the
 	// original operator wrote for this one become ours.
 	current, original, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	if err := r.forgetLedger(ctx, key, svc.UID, stale); err != nil {
-		return err
+		return nil, err
 	}
 	owned, err := r.ownOriginalLedger(ctx, svc, original)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	current = append(current, owned...)
 	// The ledger is ours now: the original's finalizer would only hang a
 	// deletion. Ours holds the Service until its addresses are released.
 	if err := r.dropFinalizer(ctx, svc, paasv1.OriginalServiceFinalizer); err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.addFinalizer(ctx, svc, CleanupFinalizer); err != nil {
+		return nil, err
+	}
+	return current, nil
+}
+
+// serve makes svc hold its addresses: in memory, in the ledger, in its status.
+func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) error {
+	key := client.ObjectKeyFromObject(svc)
+	current, err := r.takeLedger(ctx, svc)
+	if err != nil {
 		return err
 	}
 

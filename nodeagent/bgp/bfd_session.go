@@ -216,113 +216,146 @@ func (s *bfdPeer) receive(h *bfd.BFDHeader) {
 func (s *bfdPeer) close() { close(s.stop) }
 
 func (s *bfdPeer) run(log logr.Logger, down, note func(string)) {
-	var conn *net.UDPConn
-	send := func(h *bfd.BFDHeader) {
-		if conn == nil {
-			var err error
-			if conn, err = dialBFD(s.addr); err != nil {
-				log.V(1).Info("cannot send BFD packets yet", "error", err.Error())
-				return
-			}
-		}
-		b, err := h.MarshalBinary()
-		if err == nil {
-			_, _ = conn.Write(b) // lost like any packet; a refusal (no BFD on the router) too
-		}
-	}
-	defer func() {
-		if conn != nil {
-			_ = conn.Close()
-		}
-	}()
-	tx := time.NewTimer(0)
-	defer tx.Stop()
-	nextTx := time.Now()
-	schedule := func(every time.Duration) {
-		d := jitter(every, s.cfg.Multiplier)
-		tx.Reset(d)
-		nextTx = time.Now().Add(d)
-	}
-	detect := time.NewTimer(time.Hour)
-	detect.Stop()
-	defer detect.Stop()
+	l := &bfdLoop{peer: s, log: log, down: down, note: note, tx: time.NewTimer(0), nextTx: time.Now(), detect: time.NewTimer(time.Hour)}
+	l.detect.Stop()
+	defer l.close()
 	for {
 		select {
 		case <-s.stop:
-			s.mu.Lock()
-			h := s.fsm.packet(false)
-			s.mu.Unlock()
-			h.State, h.Diagnostic = bfd.StateAdminDown, bfd.DiagnosticAdministrativelyDown
-			send(h)
-			send(h)
+			l.stopped()
 			return
 		case h := <-s.rx:
-			s.mu.Lock()
-			r := s.fsm.receive(h, time.Now())
-			d, every := s.fsm.detectTime(), s.fsm.txInterval()
-			var out *bfd.BFDHeader
-			if r.accepted && (r.changed || r.final) {
-				out = s.fsm.packet(r.final)
-			}
-			s.mu.Unlock()
-			if !r.accepted {
-				continue
-			}
-			if out != nil {
-				send(out)
-			}
-			detect.Reset(d)
-			if every > 0 && time.Until(nextTx) > every {
-				// The router wants packets faster than the next one is
-				// due (it came up, or changed its rate): from now on.
-				schedule(every)
-			}
-			if r.rebound {
-				log.Info("the router's BFD session is a new one: this one follows it", "routerDiscriminator", h.MyDiscriminator)
-			}
-			if r.changed {
-				log.Info("BFD session state", "state", out.State.String(), "routerState", h.State.String(), "routerDiagnostic", h.Diagnostic.String(),
-					"routerDiscriminator", h.MyDiscriminator, "discriminator", out.MyDiscriminator,
-					"routerTransmitMicroseconds", h.DesiredMinTxInterval, "routerReceiveMicroseconds", h.RequiredMinRxInterval)
-			}
-			if r.down != "" {
-				down(r.down)
-			}
-			if r.adminDown {
-				note(bfdAdminDown)
-			}
-		case <-tx.C:
-			s.mu.Lock()
-			every := s.fsm.txInterval()
-			h := s.fsm.packet(false)
-			s.mu.Unlock()
-			if every > 0 {
-				send(h)
-			} else {
-				every = time.Second // the router wants no packets: look again later
-			}
-			schedule(every)
-		case <-detect.C:
-			now := time.Now()
-			s.mu.Lock()
-			before := s.fsm.state
-			why := s.fsm.expire(now)
-			var out *bfd.BFDHeader
-			switch {
-			case s.fsm.state != before:
-				out = s.fsm.packet(false)
-			case s.fsm.state != bfd.StateDown: // a packet came meanwhile
-				detect.Reset(s.fsm.lastRx.Add(s.fsm.detectTime()).Sub(now))
-			}
-			s.mu.Unlock()
-			if out != nil {
-				send(out)
-				log.Info("BFD session state", "state", out.State.String(), "expired", true)
-			}
-			if why != "" {
-				down(why)
-			}
+			l.received(h)
+		case <-l.tx.C:
+			l.transmit()
+		case <-l.detect.C:
+			l.expired()
 		}
+	}
+}
+
+// bfdLoop is one peer's session loop: its socket and its two timers, the
+// transmit one and the detection one. Only run's goroutine touches it.
+type bfdLoop struct {
+	peer       *bfdPeer
+	log        logr.Logger
+	down, note func(string)
+	conn       *net.UDPConn
+	tx, detect *time.Timer
+	nextTx     time.Time
+}
+
+func (l *bfdLoop) close() {
+	l.tx.Stop()
+	l.detect.Stop()
+	if l.conn != nil {
+		_ = l.conn.Close()
+	}
+}
+
+// send writes h, dialling first if need be: a packet is lost like any other
+// when that fails, and so is a refusal (no BFD on the router).
+func (l *bfdLoop) send(h *bfd.BFDHeader) {
+	if l.conn == nil {
+		var err error
+		if l.conn, err = dialBFD(l.peer.addr); err != nil {
+			l.log.V(1).Info("cannot send BFD packets yet", "error", err.Error())
+			return
+		}
+	}
+	if b, err := h.MarshalBinary(); err == nil {
+		_, _ = l.conn.Write(b)
+	}
+}
+
+func (l *bfdLoop) schedule(every time.Duration) {
+	d := jitter(every, l.peer.cfg.Multiplier)
+	l.tx.Reset(d)
+	l.nextTx = time.Now().Add(d)
+}
+
+// stopped tells the router the session is administratively down, twice
+// (one may be lost), so it does not count the end as a failure.
+func (l *bfdLoop) stopped() {
+	l.peer.mu.Lock()
+	h := l.peer.fsm.packet(false)
+	l.peer.mu.Unlock()
+	h.State, h.Diagnostic = bfd.StateAdminDown, bfd.DiagnosticAdministrativelyDown
+	l.send(h)
+	l.send(h)
+}
+
+func (l *bfdLoop) received(h *bfd.BFDHeader) {
+	s := l.peer
+	s.mu.Lock()
+	r := s.fsm.receive(h, time.Now())
+	d, every := s.fsm.detectTime(), s.fsm.txInterval()
+	var out *bfd.BFDHeader
+	if r.accepted && (r.changed || r.final) {
+		out = s.fsm.packet(r.final)
+	}
+	s.mu.Unlock()
+	if !r.accepted {
+		return
+	}
+	if out != nil {
+		l.send(out)
+	}
+	l.detect.Reset(d)
+	if every > 0 && time.Until(l.nextTx) > every {
+		// The router wants packets faster than the next one is
+		// due (it came up, or changed its rate): from now on.
+		l.schedule(every)
+	}
+	if r.rebound {
+		l.log.Info("the router's BFD session is a new one: this one follows it", "routerDiscriminator", h.MyDiscriminator)
+	}
+	if r.changed {
+		l.log.Info("BFD session state", "state", out.State.String(), "routerState", h.State.String(), "routerDiagnostic", h.Diagnostic.String(),
+			"routerDiscriminator", h.MyDiscriminator, "discriminator", out.MyDiscriminator,
+			"routerTransmitMicroseconds", h.DesiredMinTxInterval, "routerReceiveMicroseconds", h.RequiredMinRxInterval)
+	}
+	if r.down != "" {
+		l.down(r.down)
+	}
+	if r.adminDown {
+		l.note(bfdAdminDown)
+	}
+}
+
+func (l *bfdLoop) transmit() {
+	l.peer.mu.Lock()
+	every := l.peer.fsm.txInterval()
+	h := l.peer.fsm.packet(false)
+	l.peer.mu.Unlock()
+	if every > 0 {
+		l.send(h)
+	} else {
+		every = time.Second // the router wants no packets: look again later
+	}
+	l.schedule(every)
+}
+
+func (l *bfdLoop) expired() {
+	s := l.peer
+	now := time.Now()
+	s.mu.Lock()
+	before := s.fsm.state
+	why := s.fsm.expire(now)
+	var out *bfd.BFDHeader
+	switch {
+	case s.fsm.state != before:
+		out = s.fsm.packet(false)
+	case s.fsm.state != bfd.StateDown: // a packet came meanwhile
+		l.detect.Reset(s.fsm.lastRx.Add(s.fsm.detectTime()).Sub(now))
+	}
+	s.mu.Unlock()
+	if out != nil {
+		l.send(out)
+		l.log.Info("BFD session state", "state", out.State.String(), "expired", true)
+	}
+	if why != "" {
+		l.down(why)
 	}
 }
 
