@@ -217,7 +217,9 @@ const ReleaseAddressesAnnotation = "vip.paas.org/release-addresses"
 
 // ReleasesAddresses reports whether the admin released the addresses the
 // group no longer allows.
-func (g *IPGroup) ReleasesAddresses() bool { return g.Annotations[ReleaseAddressesAnnotation] == "true" }
+func (g *IPGroup) ReleasesAddresses() bool {
+	return g.Annotations[ReleaseAddressesAnnotation] == "true"
+}
 
 // IPGroupStatus reports how full the group is and whether it is usable.
 type IPGroupStatus struct {

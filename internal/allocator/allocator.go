@@ -303,7 +303,9 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 	if i < 0 {
 		// An interrupted move finishes on the allowed address; a protected
 		// one stays only when there is none.
-		i = slices.IndexFunc(held, func(addr netip.Addr) bool { return slices.Contains(req.Keep, addr) && a.keepable(key, req.Sharing, addr) })
+		i = slices.IndexFunc(held, func(addr netip.Addr) bool {
+			return slices.Contains(req.Keep, addr) && a.keepable(key, req.Sharing, addr)
+		})
 	}
 	if i >= 0 {
 		a.keepOnly(key, fam, held[i])
