@@ -33,8 +33,8 @@ type allocatorState struct {
 	// protection is every IPGroup's, by name, Terminating ones included: the
 	// addresses each keeps for their Services (ipgroup_protection.go).
 	protection map[string]groupProtection
-	rebuilt   atomic.Bool
-	pending   map[types.NamespacedName]struct{}
+	rebuilt    atomic.Bool
+	pending    map[types.NamespacedName]struct{}
 
 	// reservedStale is set until the reserved addresses were read, and again
 	// when reading them failed: the next allocation reads them first.

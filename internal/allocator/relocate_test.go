@@ -84,7 +84,11 @@ func TestRelocateGroupDeleted(t *testing.T) {
 	runSteps(t, []step{
 		{desc: "x from a", groups: []Group{a, b}, key: "x", req: Request{Families: v4}, want: []string{"192.0.2.0"}},
 		{desc: "y from b, by name", key: "y", req: Request{Families: v4, Groups: []string{"b"}}, want: []string{"198.51.100.0"}},
-		{desc: "a deleted: x moves to b", groups: []Group{b}, key: "x", req: Request{Families: v4}, want: []string{"198.51.100.1"}},
+		{desc: "a deleted, Terminating while x holds from it: x keeps its address", groups: []Group{b},
+			key: "x", req: Request{Families: v4, Keep: addrs("192.0.2.0")}, want: []string{"192.0.2.0"}},
+		{desc: "and on every retry", key: "x", req: Request{Families: v4, Keep: addrs("192.0.2.0")}, want: []string{"192.0.2.0"}},
+		{desc: "its address is handed out to no one else", key: "w", req: Request{Families: v4, IPs: addrs("192.0.2.0")}, wantErr: ErrOutsideGroups},
+		{desc: "the admin releases a's addresses: x moves to b", key: "x", req: Request{Families: v4}, want: []string{"198.51.100.1"}},
 		{desc: "b replaced by a group whose segment covers it: y keeps its address", groups: []Group{covering},
 			key: "x", req: Request{Families: v4}, want: []string{"198.51.100.1"}},
 		{desc: "y named b, which is gone: it keeps its address and hears why", key: "y", req: Request{Families: v4, Groups: []string{"b"}},
