@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,8 +74,13 @@ func ledgerOfGroups(ctx context.Context, c client.Reader, groups ...string) ([]p
 // informer cache: an IPGroup event marks it stale and the next question
 // re-reads the list (parsing only what changed).
 type groupCatalog struct {
+	// changes counts the IPGroup events seen; built is the count the
+	// catalog was last built at. Reading the cache takes no lock: a read may
+	// wait for an informer to sync, whose handlers take mu.
+	changes atomic.Int64
+	built   int64
+
 	mu      sync.Mutex
-	stale   bool
 	entries map[string]*catalogEntry
 	// spans are every group's parts, by first address; maxLast[i] is the
 	// highest last address among spans[:i+1] (overlapping groups are allowed).
@@ -98,15 +104,12 @@ type catalogSpan struct {
 }
 
 func newGroupCatalog() *groupCatalog {
-	return &groupCatalog{stale: true, entries: map[string]*catalogEntry{}}
+	c := &groupCatalog{entries: map[string]*catalogEntry{}, built: -1}
+	return c
 }
 
 // invalidate marks the catalog stale: an IPGroup changed.
-func (c *groupCatalog) invalidate() {
-	c.mu.Lock()
-	c.stale = true
-	c.mu.Unlock()
-}
+func (c *groupCatalog) invalidate() { c.changes.Add(1) }
 
 // invalidateUnless marks the catalog stale unless it holds group's
 // generation: a reconcile may run before the event that changed the group
@@ -115,19 +118,28 @@ func (c *groupCatalog) invalidateUnless(group *paasv1.IPGroup) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[group.Name]; e == nil || e.uid != group.UID || e.generation != group.Generation {
-		c.stale = true
+		c.invalidate()
 	}
 }
 
-// sync re-reads the groups from r (the cache) when the catalog is stale.
-// Callers hold c.mu.
+// sync re-reads the groups from r (the cache) when an IPGroup changed since
+// the catalog was built. Callers do not hold c.mu.
 func (c *groupCatalog) sync(ctx context.Context, r client.Reader) error {
-	if !c.stale {
+	c.mu.Lock()
+	current := c.built == c.changes.Load()
+	c.mu.Unlock()
+	if current {
 		return nil
 	}
+	seen := c.changes.Load() // before the read: a change during it is read again next time
 	var list paasv1.IPGroupList
 	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list IPGroups: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.built >= seen {
+		return nil // another caller built it from as recent a read
 	}
 	entries := make(map[string]*catalogEntry, len(list.Items))
 	var spans []catalogSpan
@@ -153,7 +165,7 @@ func (c *groupCatalog) sync(ctx context.Context, r client.Reader) error {
 			maxLast[i] = maxLast[i-1]
 		}
 	}
-	c.entries, c.spans, c.maxLast, c.stale = entries, spans, maxLast, false
+	c.entries, c.spans, c.maxLast, c.built = entries, spans, maxLast, seen
 	return nil
 }
 
@@ -167,7 +179,7 @@ func newCatalogEntry(g *paasv1.IPGroup) *catalogEntry {
 }
 
 // overlapping returns the groups with a part overlapping [first, last], but
-// skip. Callers hold c.mu, synced.
+// skip. Callers hold c.mu (query).
 func (c *groupCatalog) overlapping(first, last netip.Addr, skip string) []string {
 	// The spans starting at or before last; walking back, stop where no
 	// earlier span reaches first.
@@ -202,7 +214,7 @@ func (c *groupCatalog) overlappingPrefixes(prefixes []netip.Prefix, skip string)
 }
 
 // groupsOverlapping returns the other groups overlapping any part of the
-// parsed group g (nil: none). Callers hold c.mu, synced.
+// parsed group g (nil: none). Callers hold c.mu (query).
 func (c *groupCatalog) groupsOverlapping(g *allocator.Group, name string) []string {
 	if g == nil {
 		return nil
@@ -223,7 +235,7 @@ func (c *groupCatalog) groupsOverlapping(g *allocator.Group, name string) []stri
 // select it and could announce through it (BGP; L2 with a part on one of its
 // interfaces, before or after) when its cordon, agent, exclusion or
 // interfaces changed; those with a part on an address it reserves, before
-// or after, when its reservations changed. Callers hold c.mu, synced.
+// or after, when its reservations changed. Callers hold c.mu (query).
 func (c *groupCatalog) groupsForNode(old, cur *corev1.Node, onCordon election.OnCordon) []string {
 	var nodes []election.Node
 	for _, n := range []*corev1.Node{old, cur} {
@@ -311,7 +323,7 @@ func reservedPrefixes(n *corev1.Node) []netip.Prefix {
 	return out
 }
 
-// groupsOfMode returns the groups announced in mode. Callers hold c.mu, synced.
+// groupsOfMode returns the groups announced in mode. Callers hold c.mu (query).
 func (c *groupCatalog) groupsOfMode(mode paasv1.AnnounceMode) []string {
 	var out []string
 	for name, e := range c.entries {
@@ -322,7 +334,7 @@ func (c *groupCatalog) groupsOfMode(mode paasv1.AnnounceMode) []string {
 	return out
 }
 
-// all returns every group's name. Callers hold c.mu, synced.
+// all returns every group's name. Callers hold c.mu (query).
 func (c *groupCatalog) all() []string {
 	out := make([]string, 0, len(c.entries))
 	for name := range c.entries {
@@ -332,7 +344,7 @@ func (c *groupCatalog) all() []string {
 }
 
 // describe returns the parts of the group called name, as its spec says them.
-// Callers hold c.mu, synced.
+// Callers hold c.mu (query).
 func (c *groupCatalog) describe(name string) string {
 	if e := c.entries[name]; e != nil {
 		return e.parts
@@ -349,13 +361,13 @@ func (c *groupCatalog) parsed(group *paasv1.IPGroup) (*allocator.Group, error) {
 	return k8salloc.Group(group)
 }
 
-// query runs f with the catalog synced from r.
+// query runs f, under c.mu, with the catalog synced from r.
 func (c *groupCatalog) query(ctx context.Context, r client.Reader, f func()) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.sync(ctx, r); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	f()
 	return nil
 }
