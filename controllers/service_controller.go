@@ -300,7 +300,7 @@ func keptOf(a *allocator.Allocator, held []netip.Addr, ledger []paasv1.IP, req a
 			out = map[netip.Addr]string{}
 		}
 		for i := range ledger {
-			if a, ok := ledger[i].Addr(); ok && a == addr {
+			if got, ok := ledger[i].Addr(); ok && got == addr {
 				out[addr] = ledger[i].Labels[paasv1.IPGroupLabel]
 			}
 		}
