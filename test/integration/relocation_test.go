@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -299,6 +300,11 @@ var _ = Describe("relocation", func() {
 		c := eventuallyCondition(x, metav1.ConditionTrue, paasv1.ReasonAddressKept)
 		Expect(c.Message).To(ContainSubstring("keeps 198.51.100.128, which IPGroup old-site no longer allows"))
 		Expect(ledger()["198.51.100.128"].Labels).To(HaveKeyWithValue(paasv1.IPGroupLabel, "old-site"), "the agents still find the group through the ledger")
+		Consistently(func(g Gomega) {
+			announced := meta.FindStatusCondition(getService(x).Status.Conditions, paasv1.ConditionAnnounced)
+			g.Expect(announced).NotTo(BeNil())
+			g.Expect(announced.Reason).To(Equal(paasv1.ReasonAnnounced), announced.Message)
+		}, "1s").Should(Succeed(), "still announced from the Terminating group")
 
 		By("a group that could take them over does not move them either")
 		createIPGroup(newIPGroup("new-site", "203.0.113.128/28"))
