@@ -70,22 +70,27 @@ func ledgerOfGroups(ctx context.Context, c client.Reader, groups ...string) ([]p
 
 // groupCatalog is the IPGroups as parsed, each once per generation, and an
 // index of their parts by address, so that a question about an address or
-// a range costs a binary search, not a pass over every group. It follows the
-// informer cache: an IPGroup event marks it stale and the next question
-// re-reads the list (parsing only what changed).
+// a range costs a binary search, not a pass over every group. It is read
+// from the informer cache once, then kept by the IPGroup events and the
+// reconciles (observe, forget): an event costs the parse of one group and
+// the re-sort of the index, not a read of every group.
 type groupCatalog struct {
-	// changes counts the IPGroup events seen; built is the count the
-	// catalog was last built at. Reading the cache takes no lock: a read may
-	// wait for an informer to sync, whose handlers take mu.
-	changes atomic.Int64
-	built   int64
+	// loaded is set once the catalog was read from the cache. Reading the
+	// cache takes no lock: a read may wait for an informer to sync, whose
+	// handlers take mu.
+	loaded atomic.Bool
 
 	mu      sync.Mutex
 	entries map[string]*catalogEntry
 	// spans are every group's parts, by first address; maxLast[i] is the
-	// highest last address among spans[:i+1] (overlapping groups are allowed).
+	// highest last address among spans[:i+1] (overlapping groups are
+	// allowed). stale: entries changed since they were built.
 	spans   []catalogSpan
 	maxLast []netip.Addr
+	stale   bool
+	// gone are the uids of deleted groups: a reconcile that read one just
+	// before its deletion must not bring it back.
+	gone map[types.UID]bool
 }
 
 // catalogEntry is one IPGroup as parsed.
@@ -104,57 +109,68 @@ type catalogSpan struct {
 }
 
 func newGroupCatalog() *groupCatalog {
-	c := &groupCatalog{entries: map[string]*catalogEntry{}, built: -1}
-	return c
+	return &groupCatalog{entries: map[string]*catalogEntry{}, gone: map[types.UID]bool{}}
 }
 
-// invalidate marks the catalog stale: an IPGroup changed.
-func (c *groupCatalog) invalidate() { c.changes.Add(1) }
-
-// invalidateUnless marks the catalog stale unless it holds group's
-// generation: a reconcile may run before the event that changed the group
-// reached the catalog.
-func (c *groupCatalog) invalidateUnless(group *paasv1.IPGroup) {
+// observe records group as it is now, unless the catalog holds as recent a
+// generation of it (an event may arrive after the reconcile that read it).
+func (c *groupCatalog) observe(group *paasv1.IPGroup) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.entries[group.Name]; e == nil || e.uid != group.UID || e.generation != group.Generation {
-		c.invalidate()
+	c.observeLocked(group)
+}
+
+func (c *groupCatalog) observeLocked(group *paasv1.IPGroup) {
+	if e := c.entries[group.Name]; c.gone[group.UID] || e != nil && e.uid == group.UID && e.generation >= group.Generation {
+		return
+	}
+	c.entries[group.Name] = newCatalogEntry(group)
+	c.stale = true
+}
+
+// forget drops the group called name with uid: it was deleted.
+func (c *groupCatalog) forget(name string, uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone[uid] = true
+	if e := c.entries[name]; e != nil && e.uid == uid {
+		delete(c.entries, name)
+		c.stale = true
 	}
 }
 
-// sync re-reads the groups from r (the cache) when an IPGroup changed since
-// the catalog was built. Callers do not hold c.mu.
-func (c *groupCatalog) sync(ctx context.Context, r client.Reader) error {
-	c.mu.Lock()
-	current := c.built == c.changes.Load()
-	c.mu.Unlock()
-	if current {
+// load reads every group from r (the cache) the first time. Callers do not
+// hold c.mu.
+func (c *groupCatalog) load(ctx context.Context, r client.Reader) error {
+	if c.loaded.Load() {
 		return nil
 	}
-	seen := c.changes.Load() // before the read: a change during it is read again next time
 	var list paasv1.IPGroupList
 	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list IPGroups: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.built >= seen {
-		return nil // another caller built it from as recent a read
-	}
-	entries := make(map[string]*catalogEntry, len(list.Items))
-	var spans []catalogSpan
 	for i := range list.Items {
-		g := &list.Items[i]
-		e := c.entries[g.Name]
-		if e == nil || e.uid != g.UID || e.generation != g.Generation {
-			e = newCatalogEntry(g)
+		c.observeLocked(&list.Items[i])
+	}
+	c.loaded.Store(true)
+	return nil
+}
+
+// index rebuilds spans from entries when they changed. Callers hold c.mu.
+func (c *groupCatalog) index() {
+	if !c.stale && c.spans != nil {
+		return
+	}
+	spans := make([]catalogSpan, 0, len(c.spans))
+	for name, e := range c.entries {
+		if e.parsed == nil {
+			continue
 		}
-		entries[g.Name] = e
-		if e.parsed != nil {
-			for _, p := range e.parsed.Parts() {
-				r := allocator.RangeOf(p)
-				spans = append(spans, catalogSpan{first: r.First, last: r.Last, group: g.Name})
-			}
+		for _, p := range e.parsed.Parts() {
+			r := allocator.RangeOf(p)
+			spans = append(spans, catalogSpan{first: r.First, last: r.Last, group: name})
 		}
 	}
 	slices.SortFunc(spans, func(x, y catalogSpan) int { return x.first.Compare(y.first) })
@@ -165,8 +181,7 @@ func (c *groupCatalog) sync(ctx context.Context, r client.Reader) error {
 			maxLast[i] = maxLast[i-1]
 		}
 	}
-	c.entries, c.spans, c.maxLast, c.built = entries, spans, maxLast, seen
-	return nil
+	c.spans, c.maxLast, c.stale = spans, maxLast, false
 }
 
 func newCatalogEntry(g *paasv1.IPGroup) *catalogEntry {
@@ -361,13 +376,14 @@ func (c *groupCatalog) parsed(group *paasv1.IPGroup) (*allocator.Group, error) {
 	return k8salloc.Group(group)
 }
 
-// query runs f, under c.mu, with the catalog synced from r.
+// query runs f, under c.mu, with the catalog loaded from r and indexed.
 func (c *groupCatalog) query(ctx context.Context, r client.Reader, f func()) error {
-	if err := c.sync(ctx, r); err != nil {
+	if err := c.load(ctx, r); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.index()
 	f()
 	return nil
 }

@@ -119,3 +119,33 @@ func TestCatalogGroupsForNode(t *testing.T) {
 		})
 	}
 }
+
+func TestCatalogFollowsEvents(t *testing.T) {
+	c := testCatalog(t, catalogGroup("a", "192.0.2.0/24"))
+	b := catalogGroup("b", "192.0.2.128/25", func(g *paasv1.IPGroup) { g.UID = "b-1" })
+	c.observe(b)
+	overlapsOfA := func() string {
+		var got []string
+		_ = c.query(context.Background(), nil, func() {
+			parsed, _ := c.parsed(catalogGroup("a", "192.0.2.0/24"))
+			got = c.groupsOverlapping(parsed, "a")
+		})
+		return fmt.Sprint(got)
+	}
+	if got := overlapsOfA(); got != "[b]" {
+		t.Fatalf("a overlaps %s after b was created, want [b]", got)
+	}
+	older := b.DeepCopy()
+	moved := b.DeepCopy()
+	moved.Generation, moved.Spec.Segment = 2, "198.51.100.0/24"
+	c.observe(moved)
+	c.observe(older) // a reconcile that read the group before the edit
+	if got := overlapsOfA(); got != "[]" {
+		t.Fatalf("a overlaps %s after b moved away, want []", got)
+	}
+	c.forget("b", "b-1")
+	c.observe(moved) // a reconcile that read the group before its deletion
+	if _, ok := c.entries["b"]; ok {
+		t.Fatal("a deleted group came back")
+	}
+}

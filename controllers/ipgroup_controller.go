@@ -69,7 +69,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var parseErr error
 	var overlapping []string
 	var described map[string]string
-	r.catalog.invalidateUnless(group)
+	r.catalog.observe(group)
 	if err := r.catalog.query(ctx, r.GetClient(), func() {
 		parsed, parseErr = r.catalog.parsed(group)
 		overlapping = r.catalog.groupsOverlapping(parsed, group.Name)
@@ -271,7 +271,6 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// An IPGroup's change: the groups its parts overlap, before and after.
 	groupEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		r.catalog.invalidate()
 		ask(ctx, q, 0, func() []string {
 			var out []string
 			for _, o := range objs {
@@ -302,16 +301,21 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&paasv1.IPGroup{}, builder.WithPredicates(groupChanged)).
 		Watches(&paasv1.IPGroup{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.catalog.observe(e.Object.(*paasv1.IPGroup))
 				groupEvent(ctx, q, e.Object)
 			},
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				// The catalog holds specs: a status or metadata write changes nothing in it.
 				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					r.catalog.observe(e.ObjectNew.(*paasv1.IPGroup))
 					groupEvent(ctx, q, e.ObjectOld, e.ObjectNew)
 				}
 			},
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				groupEvent(ctx, q, e.Object)
+				if g, ok := e.Object.(*paasv1.IPGroup); ok {
+					r.catalog.forget(g.Name, g.UID)
+					groupEvent(ctx, q, e.Object)
+				}
 			},
 		}).
 		// Nodes: which can announce (labels, cordon, interfaces) and what they reserve.
