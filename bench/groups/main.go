@@ -12,7 +12,7 @@
 //     group's segment, until the reconciler is idle again;
 //   - one IPGroup edit: an excluded address added to one group, until idle;
 //
-// each the median of R events, minus the idle CPU of as long a wait with no
+// each the median of R events, each minus the CPU of as long a wait with no
 // event, with the group reconciles it caused and the ratio to the baseline:
 // how many one-group reconciles an event costs. An event that reconciled
 // every group would cost about G.
@@ -134,9 +134,9 @@ func run(nGroups, nAddrs, nNodes, rounds int) error {
 	baseline := measureBaseline(ctx, r, nGroups, max(rounds*10, 20))
 	fmt.Printf("groups: %d, held addresses: %d, nodes: %d\n", nGroups, perGroup*nGroups, nNodes)
 	fmt.Printf("baseline, one reconcile of one group: %.3f ms CPU (mean of %d)\n", ms(baseline), max(rounds*10, 20))
-	fmt.Printf("idle: %.3f ms CPU in %s with no event (subtracted from each event's)\n", ms(idle), eventWindow)
+	fmt.Printf("idle: %.3f ms CPU in %s with no event (measured again before each event, and subtracted from its CPU)\n", ms(idle), eventWindow)
 
-	nodeCPU, nodeRec, err := measureEvents(rounds, idle, func(k int) error {
+	nodeCPU, nodeRec, err := measureEvents(rounds, func(k int) error {
 		// Each event moves node-0's second interface to another group's segment.
 		return annotateNode(ctx, cluster.Admin, "node-0", interfaces(0, hostIn(segment(1+k%(nGroups-1)))))
 	})
@@ -145,7 +145,7 @@ func run(nGroups, nAddrs, nNodes, rounds int) error {
 	}
 	report("one Node annotation change (an interface on one group's segment)", nodeCPU, nodeRec, baseline)
 
-	editCPU, editRec, err := measureEvents(rounds, idle, func(k int) error {
+	editCPU, editRec, err := measureEvents(rounds, func(k int) error {
 		name := groupName(1 + k%(nGroups-1))
 		var g paasv1.IPGroup
 		if err := cluster.Admin.Get(ctx, types.NamespacedName{Name: name}, &g); err != nil {
@@ -310,15 +310,16 @@ func measureBaseline(ctx context.Context, r *controllers.IPGroupReconciler, nGro
 const eventWindow = 3 * time.Second
 
 // measureEvents makes rounds events with do and returns the median CPU per
-// event (minus the idle CPU of as long a window) and the median reconciles
-// per event.
-func measureEvents(rounds int, idle time.Duration, do func(k int) error) (time.Duration, int64, error) {
+// event (minus the CPU of an as long window with no event, measured just
+// before it) and the median reconciles per event.
+func measureEvents(rounds int, do func(k int) error) (time.Duration, int64, error) {
 	var cpus []time.Duration
 	var recs []int64
 	for k := range rounds {
 		if err := waitIdle(time.Second, time.Minute); err != nil {
 			return 0, 0, err
 		}
+		idle := measureIdle()
 		rec0, from := reconciles(), cpu()
 		if err := do(k); err != nil {
 			return 0, 0, err
