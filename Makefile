@@ -16,7 +16,7 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo do
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
-.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
+.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool
 
@@ -164,6 +164,11 @@ $(CONTROLLER_GEN):
 
 clean:
 	rm -rf $(BIN)
+
+## bench-groups: the IPGroup reconciler's CPU for one Node annotation change and one IPGroup edit
+## among GROUPS IPGroups holding ADDRESSES addresses, against one reconcile of one group
+bench-groups: controlplane
+	go run ./bench/groups -groups $${GROUPS:-5000} -addresses $${ADDRESSES:-100000} -rounds $${ROUNDS:-5}
 
 ## bench-migrate: 300 and 1,000 legacy VirtualIPs migrated at once against the bare writes (N=300,1000)
 bench-migrate: build controlplane

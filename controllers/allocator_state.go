@@ -30,8 +30,11 @@ type allocatorState struct {
 	mu        sync.Mutex
 	alloc     *allocator.Allocator
 	groupsKey string // identity of the IPGroups the allocator holds
-	rebuilt   atomic.Bool
-	pending   map[types.NamespacedName]struct{}
+	// protection is every IPGroup's, by name, Terminating ones included: the
+	// addresses each keeps for their Services (ipgroup_protection.go).
+	protection map[string]groupProtection
+	rebuilt    atomic.Bool
+	pending    map[types.NamespacedName]struct{}
 
 	// reservedStale is set until the reserved addresses were read, and again
 	// when reading them failed: the next allocation reads them first.
@@ -155,7 +158,7 @@ func (a *allocatorState) syncGroups(ctx context.Context, c client.Reader) error 
 	}
 	var ids []string
 	for _, g := range list.Items {
-		ids = append(ids, fmt.Sprintf("%s/%s/%d", g.Name, g.UID, g.Generation))
+		ids = append(ids, fmt.Sprintf("%s/%s/%d/%t/%t", g.Name, g.UID, g.Generation, g.DeletionTimestamp.IsZero(), g.ReleasesAddresses()))
 	}
 	slices.Sort(ids)
 	key := strings.Join(ids, ",")
@@ -163,16 +166,25 @@ func (a *allocatorState) syncGroups(ctx context.Context, c client.Reader) error 
 		return nil
 	}
 	var groups []*allocator.Group
+	protection := map[string]groupProtection{}
 	for i := range list.Items {
-		g, err := k8salloc.Group(&list.Items[i])
+		item := &list.Items[i]
+		p := groupProtection{deleting: !item.DeletionTimestamp.IsZero(), released: item.ReleasesAddresses()}
+		g, err := k8salloc.Group(item)
 		if err != nil {
 			// The IPGroup controller reports it on the group; it hands out nothing.
-			logf.FromContext(ctx).Info("ignoring invalid IPGroup", "ipgroup", list.Items[i].Name, "error", err.Error())
+			logf.FromContext(ctx).Info("ignoring invalid IPGroup", "ipgroup", item.Name, "error", err.Error())
+			protection[item.Name] = p
 			continue
 		}
-		groups = append(groups, g)
+		p.group = g
+		protection[item.Name] = p
+		if !p.deleting { // a Terminating group hands out nothing, and keeps what it protects
+			groups = append(groups, g)
+		}
 	}
 	a.alloc.SetGroups(groups)
+	a.protection = protection
 	a.groupsKey = key
 	return nil
 }

@@ -3,7 +3,9 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -109,4 +111,21 @@ func ingressFor(held []netip.Addr, mode corev1.LoadBalancerIPMode) []corev1.Load
 		out = append(out, corev1.LoadBalancerIngress{IP: addr.String(), IPMode: &mode})
 	}
 	return out
+}
+
+// setKept turns an Allocated condition into AddressKept when the Service
+// keeps addresses its groups no longer allow (kept, each with the group that
+// protects it): it is served, and told what lets the address go.
+func setKept(c *metav1.Condition, kept map[netip.Addr]string) {
+	if len(kept) == 0 || c.Reason != paasv1.ReasonAllocated {
+		return
+	}
+	addrs := slices.SortedFunc(maps.Keys(kept), func(a, b netip.Addr) int { return a.Compare(b) })
+	var parts []string
+	for _, addr := range addrs {
+		parts = append(parts, fmt.Sprintf("%s, which IPGroup %s no longer allows (excluded, outside its segment or addresses, or the group is being deleted)", addr, kept[addr]))
+	}
+	c.Reason = paasv1.ReasonAddressKept
+	c.Message = fmt.Sprintf("%s; keeps %s until the group's admin sets %s=true on it, or the Service asks for another address",
+		c.Message, strings.Join(parts, "; "), paasv1.ReleaseAddressesAnnotation)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -34,7 +36,9 @@ import (
 const statusDelay = time.Second
 
 // IPGroupReconciler reports on each IPGroup how full it is, whether its spec is
-// usable and whether its segment overlaps another group's.
+// usable, whether its segment overlaps another group's and which Services keep
+// addresses it no longer allows; it protects a group from which Services hold
+// addresses with a finalizer (ipgroup_protection.go).
 type IPGroupReconciler struct {
 	util.ReconcilerBase
 	// Reserved reads the addresses the cluster reserves, counted in status.reserved.
@@ -42,10 +46,13 @@ type IPGroupReconciler struct {
 	// OnCordon is what cordon does to VIPs (the operator's --on-cordon, which
 	// the agents it deploys get too): the Announceable condition asks the same.
 	OnCordon election.OnCordon
+
+	catalog *groupCatalog
 }
 
-// +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -58,43 +65,69 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	var groups paasv1.IPGroupList
-	if err := r.GetClient().List(ctx, &groups); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list IPGroups: %w", err)
+	var parsed *allocator.Group
+	var parseErr error
+	var overlapping []string
+	var described map[string]string
+	r.catalog.observe(group)
+	if err := r.catalog.query(ctx, r.GetClient(), func() {
+		parsed, parseErr = r.catalog.parsed(group)
+		overlapping = r.catalog.groupsOverlapping(parsed, group.Name)
+		described = map[string]string{}
+		for _, name := range overlapping {
+			described[name] = r.catalog.describe(name)
+		}
+	}); err != nil {
+		return ctrl.Result{}, err
 	}
-	var ledger paasv1.IPList
-	if err := r.GetClient().List(ctx, &ledger); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list IPs: %w", err)
+	// The group's own ledger objects, and those that may hold its addresses
+	// under another label: an overlapping group's, the original operator's.
+	own, err := ledgerOfGroups(ctx, r.GetClient(), group.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	others, err := ledgerOfGroups(ctx, r.GetClient(), append(overlapping, unlabelledGroup)...)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	var held []netip.Addr
-	for i := range ledger.Items {
-		if addr, ok := ledger.Items[i].Addr(); ok {
-			held = append(held, addr)
+	for _, ip := range [][]paasv1.IP{own, others} {
+		for i := range ip {
+			if addr, ok := ip[i].Addr(); ok {
+				held = append(held, addr)
+			}
 		}
 	}
 
-	var nodes corev1.NodeList
-	if err := r.GetClient().List(ctx, &nodes); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list Nodes: %w", err)
+	step, kept := decideProtection(protectionOf(group, parsed, own), group.Generation)
+	if err := r.protect(ctx, group, step); err != nil {
+		return ctrl.Result{}, err
+	}
+	if step == finalizerRemove {
+		return ctrl.Result{}, nil // gone, or still held: requeued
 	}
 
+	var nodes corev1.NodeList // read only: the cache's own, uncopied
+	if err := r.GetClient().List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list Nodes: %w", err)
+	}
 	reservations, err := r.Reserved.list(ctx, r.GetClient())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-
-	desired := group.DeepCopy()
-	parsed, err := k8salloc.Group(group)
-	setCapacity(&desired.Status, parsed, held, reservations)
-	desired.Status.Relocating = countRelocating(group.Name, parsed, ledger.Items)
-	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
-	setReadyCondition(&desired.Status, group.Generation, parsed, err)
-	setOverlappingCondition(&desired.Status, group, groups.Items)
 	var peers paasv1.BGPPeerList
-	if err := r.GetClient().List(ctx, &peers); err != nil {
+	if err := r.GetClient().List(ctx, &peers, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list BGPPeers: %w", err)
 	}
+
+	desired := group.DeepCopy()
+	setCapacity(&desired.Status, parsed, held, reservations)
+	desired.Status.Relocating = countRelocating(group.Name, usableUnlessDeleting(group, parsed), own)
+	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
+	setReadyCondition(&desired.Status, group.Generation, parsed, parseErr)
+	setOverlappingCondition(&desired.Status, group, parseErr, overlapping, described)
 	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
+	meta.SetStatusCondition(&desired.Status.Conditions, kept)
 	desired.Status.ObservedGeneration = group.Generation
 	if parsed != nil {
 		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()
@@ -108,6 +141,44 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("patch status of IPGroup %s: %w", group.Name, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// usableUnlessDeleting is parsed, or nil (it allows nothing) when the group
+// is being deleted.
+func usableUnlessDeleting(group *paasv1.IPGroup, parsed *allocator.Group) *allocator.Group {
+	if !group.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return parsed
+}
+
+// protect adds or removes the group's AddressesHeldFinalizer. Before removing
+// it, the API server (not the cache, which may not show an address allocated
+// a moment ago) must confirm that no ledger object names the group.
+func (r *IPGroupReconciler) protect(ctx context.Context, group *paasv1.IPGroup, step finalizerStep) error {
+	switch step {
+	case finalizerAdd:
+		desired := group.DeepCopy()
+		desired.Finalizers = append(desired.Finalizers, paasv1.AddressesHeldFinalizer)
+		if err := r.GetClient().Patch(ctx, desired, client.MergeFromWithOptions(group, client.MergeFromWithOptimisticLock{}), paasv1.FieldOwner); err != nil {
+			return fmt.Errorf("add finalizer %s to IPGroup %s: %w", paasv1.AddressesHeldFinalizer, group.Name, err)
+		}
+		group.Finalizers, group.ResourceVersion = desired.Finalizers, desired.ResourceVersion
+	case finalizerRemove:
+		var live paasv1.IPList
+		if err := r.GetAPIReader().List(ctx, &live, client.MatchingLabels{paasv1.IPGroupLabel: group.Name}, client.Limit(1)); err != nil {
+			return fmt.Errorf("confirm IPGroup %s holds no address: %w", group.Name, err)
+		}
+		if len(live.Items) > 0 {
+			return fmt.Errorf("IPGroup %s: the ledger still records %s as its own; the cache is behind", group.Name, live.Items[0].Name)
+		}
+		i := slices.Index(group.Finalizers, paasv1.AddressesHeldFinalizer)
+		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, paasv1.AddressesHeldFinalizer, i)
+		if err := r.GetClient().Patch(ctx, group.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("remove finalizer %s from IPGroup %s: %w", paasv1.AddressesHeldFinalizer, group.Name, err)
+		}
+	}
+	return nil
 }
 
 // setCapacity counts the group's addresses: usable ones, those held, and
@@ -150,20 +221,15 @@ func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *alloca
 	meta.SetStatusCondition(&status.Conditions, c)
 }
 
-// setOverlappingCondition reports the other groups with a part (segment or
-// addresses entry) overlapping one of this group's.
-func setOverlappingCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, all []paasv1.IPGroup) {
+// setOverlappingCondition reports the other groups (overlapping, each with
+// its parts as described) with a part overlapping one of this group's.
+func setOverlappingCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, parseErr error, overlapping []string, described map[string]string) {
 	c := metav1.Condition{Type: paasv1.IPGroupOverlapping, ObservedGeneration: group.Generation,
 		Status: metav1.ConditionFalse, Reason: "NoOverlap", Message: "no other IPGroup's segment or addresses overlap this one's"}
-	mine, err := k8salloc.Group(group)
 	var others []string
-	for i := range all {
-		other := &all[i]
-		if err != nil || other.Name == group.Name {
-			continue
-		}
-		if theirs, perr := k8salloc.Group(other); perr == nil && mine.Overlaps(theirs) {
-			others = append(others, fmt.Sprintf("%s (%s)", other.Name, other.Spec.DescribeParts()))
+	for _, name := range overlapping {
+		if parseErr == nil {
+			others = append(others, fmt.Sprintf("%s (%s)", name, described[name]))
 		}
 	}
 	if len(others) > 0 {
@@ -174,24 +240,49 @@ func setOverlappingCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup
 	meta.SetStatusCondition(&status.Conditions, c)
 }
 
-// SetupWithManager watches IPGroups (any group's change may change overlaps, so
-// all are requeued) and the ledger (counts, batched by statusDelay).
+// SetupWithManager watches IPGroups (a group's change requeues the groups it
+// overlaps, before or after), Nodes (a Node's change, the groups it may
+// announce or reserves addresses of), BGPPeers (the BGP groups) and the
+// ledger (the group an address is recorded in and the groups holding it),
+// the last three batched by statusDelay.
 func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	allGroups := func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list paasv1.IPGroupList
-		if err := mgr.GetClient().List(ctx, &list); err != nil {
-			return nil
-		}
-		var out []reconcile.Request
-		for _, g := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: g.Name}})
-		}
-		return out
+	r.catalog = newGroupCatalog()
+	if err := indexLedgerByGroup(mgr); err != nil {
+		return err
 	}
-	allGroupsAfter := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, req := range allGroups(ctx, nil) {
-			q.AddAfter(req, statusDelay)
+	c := mgr.GetClient()
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], names []string, after time.Duration) {
+		for _, name := range names {
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
+			if after > 0 {
+				q.AddAfter(req, after)
+			} else {
+				q.Add(req)
+			}
 		}
+	}
+	ask := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration, f func() []string) {
+		var names []string
+		if err := r.catalog.query(ctx, c, func() { names = f() }); err != nil {
+			logf.FromContext(ctx).Error(err, "read IPGroups to map an event; every group is reconciled at its next change")
+			return
+		}
+		enqueue(q, names, after)
+	}
+	// An IPGroup's change: the groups its parts overlap, before and after.
+	groupEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		ask(ctx, q, 0, func() []string {
+			var out []string
+			for _, o := range objs {
+				if g, err := k8salloc.Group(o.(*paasv1.IPGroup)); err == nil {
+					out = append(out, r.catalog.overlappingPrefixes(g.Parts(), o.GetName())...)
+				}
+			}
+			return out
+		})
+	}
+	nodeEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *corev1.Node) {
+		ask(ctx, q, statusDelay, func() []string { return r.catalog.groupsForNode(old, cur, r.OnCordon) })
 	}
 	groupsHolding := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		// The group the ledger names counts the address as relocating when it
@@ -203,36 +294,57 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if !ok {
 			return
 		}
-		var list paasv1.IPGroupList
-		if err := mgr.GetClient().List(ctx, &list); err != nil {
-			return
-		}
-		for _, g := range list.Items {
-			if p, err := k8salloc.Group(&g); err == nil && p.Contains(addr) {
-				q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: g.Name}}, statusDelay)
-			}
-		}
+		ask(ctx, q, statusDelay, func() []string { return r.catalog.overlapping(addr, addr, "") })
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipgroup").
-		For(&paasv1.IPGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(allGroups), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// Nodes: which can announce (labels, cordon, interfaces), batched.
-		Watches(&corev1.Node{}, handler.Funcs{
+		For(&paasv1.IPGroup{}, builder.WithPredicates(groupChanged)).
+		Watches(&paasv1.IPGroup{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				allGroupsAfter(ctx, q)
+				r.catalog.observe(e.Object.(*paasv1.IPGroup))
+				groupEvent(ctx, q, e.Object)
 			},
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				if nodeAnnouncingChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) || reservationsChanged(e.ObjectOld, e.ObjectNew) {
-					allGroupsAfter(ctx, q)
+				// The catalog holds specs: a status or metadata write changes nothing in it.
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					r.catalog.observe(e.ObjectNew.(*paasv1.IPGroup))
+					groupEvent(ctx, q, e.ObjectOld, e.ObjectNew)
 				}
 			},
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				allGroupsAfter(ctx, q)
+				if g, ok := e.Object.(*paasv1.IPGroup); ok {
+					r.catalog.forget(g.Name, g.UID)
+					groupEvent(ctx, q, e.Object)
+				}
+			},
+		}).
+		// Nodes: which can announce (labels, cordon, interfaces) and what they reserve.
+		Watches(&corev1.Node{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				nodeEvent(ctx, q, nil, e.Object.(*corev1.Node))
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+				if nodeAnnouncingChanged(old, cur) || reservationsChanged(old, cur) {
+					nodeEvent(ctx, q, old, cur)
+				}
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if n, ok := e.Object.(*corev1.Node); ok {
+					nodeEvent(ctx, q, n, nil)
+				}
 			},
 		}).
 		// BGPPeers: which nodes can advertise a BGP group's VIPs.
-		Watches(&paasv1.BGPPeer{}, handler.EnqueueRequestsFromMapFunc(allGroups), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&paasv1.BGPPeer{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			var out []reconcile.Request
+			_ = r.catalog.query(ctx, c, func() {
+				for _, name := range r.catalog.groupsOfMode(paasv1.AnnounceBGP) {
+					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+				}
+			})
+			return out
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.IP{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				groupsHolding(ctx, e.Object, q)
@@ -249,11 +361,30 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		})
 	if r.Reserved.watchServiceCIDRs {
-		// Service CIDRs are reserved: status.reserved counts them.
-		b = b.Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(allGroups))
+		// Service CIDRs are reserved: status.reserved counts them (rare: every group).
+		b = b.Watches(&networkingv1.ServiceCIDR{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				ask(ctx, q, statusDelay, r.catalog.all)
+			},
+			DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				ask(ctx, q, statusDelay, r.catalog.all)
+			},
+		})
 	}
 	return b.Complete(r)
 }
+
+// groupChanged passes the IPGroup events that change what a group hands out
+// or keeps: its spec (generation), its deletion, its release annotation.
+var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) ||
+			e.ObjectOld.(*paasv1.IPGroup).ReleasesAddresses() != e.ObjectNew.(*paasv1.IPGroup).ReleasesAddresses()
+	},
+})
 
 // nodeAnnouncingChanged reports a change of what decides whether a node can
 // announce: labels, cordon, published interfaces. Status heartbeats are not.

@@ -147,12 +147,12 @@ func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr,
 func (r *ServiceReconciler) servicesAffectedBy(c client.Reader) handler.MapFunc {
 	return func(ctx context.Context, group client.Object) []reconcile.Request {
 		out := r.pendingKeys(func(client.ObjectKey) bool { return true })
-		var ledger paasv1.IPList
-		if err := c.List(ctx, &ledger, client.MatchingLabels{paasv1.IPGroupLabel: group.GetName()}); err != nil {
+		ledger, err := ledgerOfGroups(ctx, c, group.GetName())
+		if err != nil {
 			logf.FromContext(ctx).Error(err, "list the ledger of an edited IPGroup; its Services move at their next reconcile", "ipgroup", group.GetName())
 			return out
 		}
-		for _, ip := range ledger.Items {
+		for _, ip := range ledger {
 			for _, o := range ip.Holders() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.Namespace, Name: o.Name}})
 			}

@@ -76,13 +76,13 @@ func NewReservedSource(mgr ctrl.Manager, configured []netip.Prefix) (*ReservedSo
 
 // list reads the reservations from c (the cache).
 func (s *ReservedSource) list(ctx context.Context, c client.Reader) ([]allocator.Reservation, error) {
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
+	var nodes corev1.NodeList // read only: the cache's own, uncopied
+	if err := c.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	var cidrs networkingv1.ServiceCIDRList
 	if s.watchServiceCIDRs {
-		if err := c.List(ctx, &cidrs); err != nil {
+		if err := c.List(ctx, &cidrs, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("list ServiceCIDRs: %w", err)
 		}
 	}

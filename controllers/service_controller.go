@@ -44,6 +44,9 @@ const (
 	EventIPAllocated      = "IPAllocated"
 	EventIPReleased       = "IPReleased"
 	EventAllocationFailed = "AllocationFailed"
+	// EventAddressKept: the Service keeps an address its IPGroup no longer
+	// allows until the group's admin releases it (ipgroup_protection.go).
+	EventAddressKept = "AddressKept"
 )
 
 // ServiceReconciler gives LoadBalancer Services addresses from IPGroups and
@@ -169,7 +172,7 @@ func (r *ServiceReconciler) serve(ctx context.Context, svc *corev1.Service) erro
 	unledgeredShown := unledgered(svc, current, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	var result allocOutcome
 	for attempt := 0; ; attempt++ {
-		result = r.allocate(ctx, key, request, requestErr, unledgeredShown)
+		result = r.allocate(ctx, key, request, requestErr, unledgeredShown, current)
 		if leftToItsWriter(result, unledgeredShown, current) {
 			// Waits for an IPGroup (a group event or a freed address wakes it).
 			r.setPending(key, true)
@@ -237,10 +240,16 @@ type allocOutcome struct {
 	// leftInUseOnLAN are the addresses given up because a host on the LAN
 	// uses them, each with who (lan_in_use.go).
 	leftInUseOnLAN map[netip.Addr]string
+	// kept are the held addresses no group that admits the Service allows,
+	// which it keeps because the group the ledger records them in protects
+	// them (ipgroup_protection.go), each with that group.
+	kept map[netip.Addr]string
 }
 
-// shown are the status's addresses without a ledger object: adopted when allowed.
-func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr) allocOutcome {
+// shown are the status's addresses without a ledger object: adopted when
+// allowed. ledger are the Service's ledger objects: the groups they record
+// keep the addresses they no longer allow for it.
+func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr, ledger []paasv1.IP) allocOutcome {
 	s := r.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,8 +269,10 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		assignUnledgered(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
 		leased := leasedTo(s.alloc, key.String(), req.IPs)
+		req.Keep = keptAddresses(ledger, s.protection, req)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
 		out.leftInUseOnLAN = s.leftInUseOnLAN(before, out.held)
+		out.kept = keptOf(s.alloc, out.held, ledger, req)
 		out.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
@@ -285,6 +296,26 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		}
 		if claims := s.alloc.ClaimsOf(addr); len(claims) > 0 {
 			out.claims[addr] = claims
+		}
+	}
+	return out
+}
+
+// keptOf are the addresses of held that req.Keep kept: no group that admits
+// the Service allows them. Each maps to the group its ledger object records.
+func keptOf(a *allocator.Allocator, held []netip.Addr, ledger []paasv1.IP, req allocator.Request) map[netip.Addr]string {
+	var out map[netip.Addr]string
+	for _, addr := range held {
+		if !slices.Contains(req.Keep, addr) || a.Allows(addr, req) {
+			continue
+		}
+		if out == nil {
+			out = map[netip.Addr]string{}
+		}
+		for i := range ledger {
+			if got, ok := ledger[i].Addr(); ok && got == addr {
+				out[addr] = ledger[i].Labels[paasv1.IPGroupLabel]
+			}
 		}
 	}
 	return out
@@ -413,6 +444,7 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 		return false, nil // our last patch is on its way; its watch event reconciles again
 	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
+	setKept(&cond, result.kept)
 	desired := svc.DeepCopy()
 	desired.Status.LoadBalancer.Ingress = ingressFor(result.held, cmp.Or(r.IPMode, corev1.LoadBalancerIPModeProxy))
 	meta.SetStatusCondition(&desired.Status.Conditions, cond)
@@ -443,6 +475,9 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	r.conflictEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAddressConflict), conflict, inConflict)
 	if ok {
 		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAnnounced), announced)
+	}
+	if old := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); cond.Reason == paasv1.ReasonAddressKept && (old == nil || old.Message != cond.Message) {
+		r.GetRecorder().Event(svc, corev1.EventTypeWarning, EventAddressKept, cond.Message)
 	}
 	if old := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionIPAllocated); cond.Status == "False" && (old == nil || old.Message != cond.Message) {
 		allocationFailures.WithLabelValues(cond.Reason).Inc()
@@ -577,6 +612,9 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index IPs by owner: %w", err)
 	}
+	if err := indexLedgerByGroup(mgr); err != nil {
+		return err
+	}
 	if err := mgr.AddReadyzCheck("allocator", healthz.Checker(r.state.ReadyCheck(r.LeaderElection, mgr.Elected()))); err != nil {
 		return err
 	}
@@ -600,7 +638,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("service").
 		For(&corev1.Service{}).
 		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.markInUseOnLAN(mgr.GetClient(), ledgerOwner))).
-		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(groupChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesIn(mgr.GetClient())), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.queue.Store(&q)

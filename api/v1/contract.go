@@ -108,6 +108,13 @@ const (
 	// key's address would expose more than MaxSharedPorts ports together;
 	// the message gives the counts.
 	ReasonSharedTooManyPorts = "SharedTooManyPorts"
+	// ReasonAddressKept (status True): the Service holds an address its
+	// IPGroup no longer allows (excluded, outside its parts, or the group is
+	// being deleted) and keeps it, served and announced, until the group's
+	// admin releases it (IPGroup annotation vip.paas.org/release-addresses)
+	// or the Service asks for another. The group's condition AddressesKept
+	// names it too.
+	ReasonAddressKept = "AddressKept"
 )
 
 // ConditionAddressConflict is the Service condition that says an address the

@@ -177,7 +177,49 @@ const (
 	// interface on the segment). False means its Services get IPs nobody
 	// outside the nodes can reach.
 	IPGroupAnnounceable = "Announceable"
+	// IPGroupAddressesKept is True when Services keep addresses the ledger
+	// records as the group's that the group no longer allows (an excluded
+	// address, a shrunk segment, the group being deleted): they keep them
+	// until the admin releases them (ReleaseAddressesAnnotation) or deletes
+	// the Services. The message counts and names them.
+	IPGroupAddressesKept = "AddressesKept"
 )
+
+// Reasons of IPGroupAddressesKept.
+const (
+	// ReasonNoneKept: every address the ledger records as the group's is one it allows.
+	ReasonNoneKept = "NoneKept"
+	// ReasonKeptUntilReleased: Services keep addresses the group's spec no
+	// longer allows, until the admin releases them.
+	ReasonKeptUntilReleased = "KeptUntilReleased"
+	// ReasonDeletionBlocked: the group is being deleted and Services still
+	// hold its addresses; the finalizer stays until they are released.
+	ReasonDeletionBlocked = "DeletionBlocked"
+	// ReasonReleasing: the admin released the addresses; their Services move
+	// to addresses their groups allow as soon as one is free.
+	ReasonReleasing = "Releasing"
+)
+
+// AddressesHeldFinalizer protects an IPGroup from which Services hold
+// addresses, as a PVC in use is protected: deleting it leaves it Terminating,
+// its Services keep their addresses and the agents keep announcing them,
+// until the admin releases them (ReleaseAddressesAnnotation) or no Service
+// holds one any more.
+const AddressesHeldFinalizer = "paas.org/addresses-held"
+
+// ReleaseAddressesAnnotation, set to "true" on an IPGroup, releases the
+// addresses Services hold that the group no longer allows (excluded, outside
+// its parts, or all of them when the group is being deleted): their Services
+// move to addresses their groups allow, by the usual relocation. Without it,
+// such a Service keeps its address: an address moves only when someone asks.
+// While it is set, later exclusions move Services at once too.
+const ReleaseAddressesAnnotation = "vip.paas.org/release-addresses"
+
+// ReleasesAddresses reports whether the admin released the addresses the
+// group no longer allows.
+func (g *IPGroup) ReleasesAddresses() bool {
+	return g.Annotations[ReleaseAddressesAnnotation] == "true"
+}
 
 // IPGroupStatus reports how full the group is and whether it is usable.
 type IPGroupStatus struct {
@@ -205,8 +247,11 @@ type IPGroupStatus struct {
 
 	// Relocating counts the Services (or legacy VirtualIPs) holding an address
 	// that the ledger records as this group's but that the group no longer
-	// allows: its segment, addresses, excludedIPs or avoidBuggyIPs changed and
-	// they have not moved yet.
+	// allows: its segment, addresses, excludedIPs or avoidBuggyIPs changed, or
+	// the group is being deleted, and they have not moved yet. They keep their
+	// addresses until the admin releases them (condition AddressesKept,
+	// annotation vip.paas.org/release-addresses), then move as soon as
+	// another address is free.
 	// It is 0 once a relocation is complete; each such Service's condition
 	// vip.paas.org/IPAllocated says why it has not moved.
 	// +optional
@@ -216,7 +261,7 @@ type IPGroupStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Overlapping, Announceable.
+	// Conditions: Ready, Overlapping, Announceable, AddressesKept.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -59,6 +59,8 @@ func relocate(ctx context.Context, admin client.Client, w *ipWatch, n int) (time
 		return 0, err
 	}
 	group.Spec.Segment = relocatedTo.String()
+	// Released with the edit: without it the Services keep their addresses.
+	group.Annotations = map[string]string{paasv1.ReleaseAddressesAnnotation: "true"}
 	start := time.Now()
 	if err := admin.Update(ctx, &group); err != nil {
 		return 0, fmt.Errorf("move the bench IPGroup: %w", err)

@@ -76,6 +76,10 @@ type Request struct {
 	NamespaceLabels, ServiceLabels map[string]string
 	// Sharing says whether and with whom the Service may share its addresses (sharing.go).
 	Sharing Sharing
+	// Keep are addresses the key holds that it keeps even when no group that
+	// admits it allows them any more: the group they came from protects them
+	// until its admin releases them (relocate.go).
+	Keep []netip.Addr
 }
 
 // Allocator maps addresses to the keys (namespace/name) that hold them.
@@ -295,7 +299,15 @@ func (a *Allocator) allocateFamily(key string, fam Family, req Request) error {
 		}
 	}
 	held := a.leaveInUseOnLAN(key, a.heldOfFamily(key, fam, want))
-	if i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) && a.keepable(key, req.Sharing, addr) }); i >= 0 {
+	i := slices.IndexFunc(held, func(addr netip.Addr) bool { return a.allowed(addr, req) && a.keepable(key, req.Sharing, addr) })
+	if i < 0 {
+		// An interrupted move finishes on the allowed address; a protected
+		// one stays only when there is none.
+		i = slices.IndexFunc(held, func(addr netip.Addr) bool {
+			return slices.Contains(req.Keep, addr) && a.keepable(key, req.Sharing, addr)
+		})
+	}
+	if i >= 0 {
 		a.keepOnly(key, fam, held[i])
 		if reqErr == nil {
 			// Still held, but an edit may have made it collide: say so.
@@ -508,7 +520,11 @@ func (a *Allocator) fullError(fam Family, groups []*Group) error {
 		fam, strings.Join(parts, ", "))
 }
 
-func (a *Allocator) admits(g *Group, req Request) bool {
+func (a *Allocator) admits(g *Group, req Request) bool { return Admits(g, req) }
+
+// Admits reports whether g may give req's Service an address: the Service
+// names no group or names g, and g's selectors match it.
+func Admits(g *Group, req Request) bool {
 	if len(req.Groups) > 0 && !slices.Contains(req.Groups, g.Name) {
 		return false
 	}

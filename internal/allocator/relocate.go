@@ -21,6 +21,12 @@ import (
 //   - when there is no free address either, it keeps the old one and the error
 //     wraps ErrCannotRelocate: an edit never leaves a Service without an address.
 //
+// An address in Request.Keep is the exception: its group protects it until
+// the group's admin releases it (an exclusion, a shrunk part or the group's
+// deletion never moves a Service by itself), so the key keeps it, unless it
+// requests another valid address or an interrupted move already gave it an
+// allowed one.
+//
 // Assign (the rebuild at start) never re-homes: a held address stays held
 // through a restart, and an interrupted move (two addresses of one family) is
 // finished by the next Allocate, which prefers an address the key already holds.
@@ -42,6 +48,9 @@ func (e *relocationError) Error() string {
 
 // Unwrap gives the cause first: its sentinel is the reason a person acts on.
 func (e *relocationError) Unwrap() []error { return []error{e.cause, ErrCannotRelocate} }
+
+// Allows reports whether a group that admits req may hand out addr.
+func (a *Allocator) Allows(addr netip.Addr, req Request) bool { return a.allowed(addr, req) }
 
 // allowed reports whether a group that admits req may hand out addr.
 func (a *Allocator) allowed(addr netip.Addr, req Request) bool {

@@ -84,7 +84,11 @@ func TestRelocateGroupDeleted(t *testing.T) {
 	runSteps(t, []step{
 		{desc: "x from a", groups: []Group{a, b}, key: "x", req: Request{Families: v4}, want: []string{"192.0.2.0"}},
 		{desc: "y from b, by name", key: "y", req: Request{Families: v4, Groups: []string{"b"}}, want: []string{"198.51.100.0"}},
-		{desc: "a deleted: x moves to b", groups: []Group{b}, key: "x", req: Request{Families: v4}, want: []string{"198.51.100.1"}},
+		{desc: "a deleted, Terminating while x holds from it: x keeps its address", groups: []Group{b},
+			key: "x", req: Request{Families: v4, Keep: addrs("192.0.2.0")}, want: []string{"192.0.2.0"}},
+		{desc: "and on every retry", key: "x", req: Request{Families: v4, Keep: addrs("192.0.2.0")}, want: []string{"192.0.2.0"}},
+		{desc: "its address is handed out to no one else", key: "w", req: Request{Families: v4, IPs: addrs("192.0.2.0")}, wantErr: ErrOutsideGroups},
+		{desc: "the admin releases a's addresses: x moves to b", key: "x", req: Request{Families: v4}, want: []string{"198.51.100.1"}},
 		{desc: "b replaced by a group whose segment covers it: y keeps its address", groups: []Group{covering},
 			key: "x", req: Request{Families: v4}, want: []string{"198.51.100.1"}},
 		{desc: "y named b, which is gone: it keeps its address and hears why", key: "y", req: Request{Families: v4, Groups: []string{"b"}},
@@ -177,4 +181,29 @@ func TestRelocationErrorNamesAddressCauseAndFix(t *testing.T) {
 	if err.Error() != want {
 		t.Fatalf("got %q\nwant %q", err, want)
 	}
+}
+
+// TestRelocateKept: an address its group protects stays with its key until
+// the group releases it (the caller stops passing it in Keep), unless the key
+// asks for another one.
+func TestRelocateKept(t *testing.T) {
+	g := Group{Name: "g", Segment: pfx("203.0.113.0/29"), AutoAssign: true}
+	shrunk := Group{Name: "g", Segment: pfx("203.0.113.0/30"), Excluded: pfxs("203.0.113.1"), AutoAssign: true}
+	kept := func(ips ...string) Request { return Request{Families: v4, Keep: addrs(ips...)} }
+	runSteps(t, []step{
+		{desc: "a", groups: []Group{g}, key: "a", req: Request{Families: v4}, want: []string{"203.0.113.0"}},
+		{desc: "b", key: "b", req: Request{Families: v4}, want: []string{"203.0.113.1"}},
+		{desc: "c", key: "c", req: Request{Families: v4}, want: []string{"203.0.113.2"}},
+		{desc: "d requests .6", key: "d", req: Request{Families: v4, IPs: addrs("203.0.113.6")}, want: []string{"203.0.113.6"}},
+		{desc: "the group excludes .1 and shrinks to a /30: b keeps its excluded address", groups: []Group{shrunk}, key: "b", req: kept("203.0.113.1"), want: []string{"203.0.113.1"}},
+		{desc: "d keeps the address now outside the group, though its request is refused", key: "d",
+			req: Request{Families: v4, IPs: addrs("203.0.113.6"), Keep: addrs("203.0.113.6")}, want: []string{"203.0.113.6"}, wantErr: ErrOutsideGroups},
+		{desc: "a still-allowed address needs no keeping", key: "a", req: Request{Families: v4}, want: []string{"203.0.113.0"}},
+		{desc: "a kept address is not handed out again", key: "e", req: Request{Families: v4}, want: []string{"203.0.113.3"}},
+		{desc: "released: b moves when an address is free, and there is none", key: "b", req: Request{Families: v4}, want: []string{"203.0.113.1"}, wantErr: ErrCannotRelocate},
+		{desc: "d asks for an address in use: it keeps the kept one and hears why", key: "d",
+			req: Request{Families: v4, IPs: addrs("203.0.113.3"), Keep: addrs("203.0.113.6")}, want: []string{"203.0.113.6"}, wantErr: ErrInUse},
+		{desc: "d asks for a valid free address: it moves", groups: []Group{g}, key: "d",
+			req: Request{Families: v4, IPs: addrs("203.0.113.5"), Keep: addrs("203.0.113.6")}, want: []string{"203.0.113.5"}},
+	})
 }

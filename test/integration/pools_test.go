@@ -133,9 +133,10 @@ var _ = Describe("IPGroup addresses", func() {
 		gap := createService(lbService(ns, "gap", withLoadBalancerIP("10.245.0.50")))
 		eventuallyCondition(gap, metav1.ConditionFalse, paasv1.ReasonRequestedIPOutsideGroups)
 
-		By("replacing the second part moves its Service to the new part, as a segment edit does")
+		By("replacing the second part, with its addresses released, moves its Service to the new part, as a segment edit does")
 		editIPGroup("parts", func(g *paasv1.IPGroup) {
 			g.Spec.Addresses = []string{"10.245.0.20-10.245.0.21", "10.245.2.7-10.245.2.8", "2001:db8:45:1::/126"}
+			g.Annotations = map[string]string{paasv1.ReleaseAddressesAnnotation: "true"}
 		})
 		// b moves and the pending c is served; which is first is a race.
 		Eventually(func(g Gomega) {
@@ -161,7 +162,10 @@ var _ = Describe("IPGroup addresses", func() {
 		eventuallyIPs(second, "10.245.8.255")
 		eventuallyGroupStatus("buggy", func(g Gomega, s paasv1.IPGroupStatus) { g.Expect(s.Capacity).To(Equal("4")) })
 
-		editIPGroup("buggy", func(g *paasv1.IPGroup) { g.Spec.AvoidBuggyIPs = true })
+		editIPGroup("buggy", func(g *paasv1.IPGroup) {
+			g.Spec.AvoidBuggyIPs = true
+			g.Annotations = map[string]string{paasv1.ReleaseAddressesAnnotation: "true"}
+		})
 		eventuallyIPs(second, "10.245.9.1")
 		eventuallyIPs(first, "10.245.8.254")
 		eventuallyGroupStatus("buggy", func(g Gomega, s paasv1.IPGroupStatus) {

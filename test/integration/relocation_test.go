@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,16 +139,28 @@ var _ = Describe("relocation", func() {
 		check := watchInvariants(ns)
 		order := recordMoves(ns)
 
-		By("moving the external segment: auto-assigned Services follow at once")
+		By("moving the external segment: every Service keeps its address until the admin releases them")
 		editIPGroup("appliance-ext", func(g *paasv1.IPGroup) {
 			g.Spec.Segment, g.Spec.ExcludedIPs = "198.51.100.0/24", []string{"198.51.100.0", "198.51.100.255"}
 		})
+		kept := eventuallyKept("appliance-ext", paasv1.ReasonKeptUntilReleased)
+		Expect(kept.Message).To(HavePrefix("4 Service(s) keep addresses the group no longer allows (segment, addresses or excludedIPs changed): " +
+			ns + "/api (192.0.2.10), " + ns + "/db (192.0.2.2), " + ns + "/ingress (192.0.2.11), " + ns + "/web (192.0.2.1); set vip.paas.org/release-addresses=true"))
+		c := eventuallyCondition(web, metav1.ConditionTrue, paasv1.ReasonAddressKept)
+		Expect(c.Message).To(Equal("holds 192.0.2.1; keeps 192.0.2.1, which IPGroup appliance-ext no longer allows (excluded, outside its segment or addresses, or the group is being deleted) until the group's admin sets vip.paas.org/release-addresses=true on it, or the Service asks for another address"))
+		eventuallyEvent(web, corev1.EventTypeWarning, controllers.EventAddressKept, "keeps 192.0.2.1, which IPGroup appliance-ext no longer allows")
+		Consistently(func() []string { return append(ingressIPs(getService(web)), ingressIPs(getService(db))...) }, "1s").
+			Should(Equal([]string{"192.0.2.1", "192.0.2.2"}))
+		eventuallyRelocating("appliance-ext", 4)
+
+		By("released: auto-assigned Services follow at once")
+		releaseAddresses("appliance-ext")
 		Eventually(func(g Gomega) {
 			g.Expect(append(ingressIPs(getService(web)), ingressIPs(getService(db))...)).To(ConsistOf("198.51.100.1", "198.51.100.2"))
 		}).Should(Succeed())
 		webNow := ingressIPs(getService(web))[0]
 		eventuallyEvent(web, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 192.0.2.1 → "+webNow+" (IPGroup appliance-ext)")
-		c := eventuallyCondition(web, metav1.ConditionTrue, paasv1.ReasonAllocated)
+		c = eventuallyCondition(web, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(Equal("holds " + webNow + " from IPGroup appliance-ext"))
 		Eventually(func() []string { return ledgerOwnedBy(ns, "web") }).Should(Equal([]string{webNow}), "the old ledger object is released")
 		Expect(ledger()[webNow].Labels).To(HaveKeyWithValue(paasv1.IPGroupLabel, "appliance-ext"))
@@ -206,7 +220,16 @@ var _ = Describe("relocation", func() {
 		check := watchInvariants(ns)
 
 		editIPGroup("excl-edit", func(g *paasv1.IPGroup) { g.Spec.ExcludedIPs = []string{"203.0.113.65", "203.0.113.70"} })
-		By("b, and the Service requesting a now excluded IP, move to the next free addresses; a keeps its own")
+		By("excluding addresses Services hold moves no one by itself: they are reported")
+		kept := eventuallyKept("excl-edit", paasv1.ReasonKeptUntilReleased)
+		Expect(kept.Message).To(HavePrefix("2 Service(s) keep addresses the group no longer allows (segment, addresses or excludedIPs changed): " +
+			ns + "/b (203.0.113.65), " + ns + "/pinned (203.0.113.70);"))
+		eventuallyCondition(b, metav1.ConditionTrue, paasv1.ReasonAddressKept)
+		Consistently(func() []string { return append(ingressIPs(getService(b)), ingressIPs(getService(pinned))...) }, "1s").
+			Should(Equal([]string{"203.0.113.65", "203.0.113.70"}))
+
+		By("released: b, and the Service requesting a now excluded IP, move to the next free addresses; a keeps its own")
+		releaseAddresses("excl-edit")
 		Eventually(func(g Gomega) {
 			g.Expect(append(ingressIPs(getService(b)), ingressIPs(getService(pinned))...)).To(ConsistOf("203.0.113.66", "203.0.113.67"))
 		}).Should(Succeed())
@@ -220,6 +243,7 @@ var _ = Describe("relocation", func() {
 		Eventually(ledger).ShouldNot(HaveKey("203.0.113.65"))
 		Eventually(ledger).ShouldNot(HaveKey("203.0.113.70"))
 		eventuallyRelocating("excl-edit", 0)
+		eventuallyKept("excl-edit", paasv1.ReasonNoneKept)
 
 		By("lifting the exclusion gives it its requested IP back")
 		editIPGroup("excl-edit", func(g *paasv1.IPGroup) { g.Spec.ExcludedIPs = []string{"203.0.113.65"} })
@@ -228,7 +252,9 @@ var _ = Describe("relocation", func() {
 		Eventually(func() []string { return ledgerOwnedBy(ns, "pinned") }).Should(Equal([]string{"203.0.113.70"}))
 
 		By("excluding an IP when the group has no other free one: the Service keeps it and says so")
-		full := createIPGroup(newIPGroup("excl-full", "192.0.2.128/31"))
+		full := newIPGroup("excl-full", "192.0.2.128/31")
+		full.Annotations = map[string]string{paasv1.ReleaseAddressesAnnotation: "true"} // released beforehand
+		createIPGroup(full)
 		x := createService(lbService(ns, "x", withAnnotation(paasv1.IPGroupAnnotation, "excl-full")))
 		eventuallyIPs(x, "192.0.2.128")
 		y := createService(lbService(ns, "y", withAnnotation(paasv1.IPGroupAnnotation, "excl-full")))
@@ -246,7 +272,7 @@ var _ = Describe("relocation", func() {
 		Expect(check()).To(BeEmpty())
 	})
 
-	It("moves the Services of a deleted IPGroup to another group, and keeps those a covering group still allows", func() {
+	It("keeps a deleted IPGroup Terminating while Services hold its addresses, moves them once released, and keeps those a covering group still allows", func() {
 		ctx := context.Background()
 		oldSite := createIPGroup(newIPGroup("old-site", "198.51.100.128/28"))
 		narrow := createIPGroup(newIPGroup("narrow", "192.0.2.160/28"))
@@ -258,34 +284,106 @@ var _ = Describe("relocation", func() {
 		z := createService(lbService(ns, "z", withAnnotation(paasv1.IPsAnnotation, "192.0.2.170")))
 		eventuallyIPs(z, "192.0.2.170")
 		check := watchInvariants(ns)
+		Eventually(func(g Gomega) {
+			var group paasv1.IPGroup
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(oldSite), &group)).To(Succeed())
+			g.Expect(group.Finalizers).To(ContainElement(paasv1.AddressesHeldFinalizer))
+		}).Should(Succeed(), "a group Services hold addresses from is protected")
 
-		By("deleting a group no other group covers: its Services keep their IPs until one appears")
+		By("deleting a group Services hold addresses from: it stays Terminating, they keep their addresses, and both say so")
 		Expect(k8s.Delete(ctx, oldSite)).To(Succeed())
-		c := eventuallyCondition(x, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
-		Expect(c.Message).To(ContainSubstring("198.51.100.128 is no longer allowed by an IPGroup that admits this Service"))
-		Expect(c.Message).To(HaveSuffix("(keeps 198.51.100.128 meanwhile)"))
-		Expect(ingressIPs(getService(y))).To(Equal([]string{"198.51.100.129"}))
+		kept := eventuallyKept("old-site", paasv1.ReasonDeletionBlocked)
+		Expect(kept.Message).To(Equal("the IPGroup is being deleted and 2 Service(s) still hold its addresses: " + ns + "/x (198.51.100.128), " + ns + "/y (198.51.100.129); they keep them, announced, until you set vip.paas.org/release-addresses=true on the IPGroup to move them to other groups, or delete them"))
+		var terminating paasv1.IPGroup
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(oldSite), &terminating)).To(Succeed())
+		Expect(terminating.DeletionTimestamp).NotTo(BeNil())
+		c := eventuallyCondition(x, metav1.ConditionTrue, paasv1.ReasonAddressKept)
+		Expect(c.Message).To(ContainSubstring("keeps 198.51.100.128, which IPGroup old-site no longer allows"))
+		Expect(ledger()["198.51.100.128"].Labels).To(HaveKeyWithValue(paasv1.IPGroupLabel, "old-site"), "the agents still find the group through the ledger")
+		Consistently(func(g Gomega) {
+			announced := meta.FindStatusCondition(getService(x).Status.Conditions, paasv1.ConditionAnnounced)
+			g.Expect(announced).NotTo(BeNil())
+			g.Expect(announced.Reason).To(Equal(paasv1.ReasonAnnounced), announced.Message)
+		}, "1s").Should(Succeed(), "still announced from the Terminating group")
 
-		By("the group that replaces it takes them over")
+		By("a group that could take them over does not move them either")
 		createIPGroup(newIPGroup("new-site", "203.0.113.128/28"))
+		Consistently(func() []string { return append(ingressIPs(getService(x)), ingressIPs(getService(y))...) }, "1s").
+			Should(Equal([]string{"198.51.100.128", "198.51.100.129"}))
+
+		By("released: they move to the other group, and the deleted group goes")
+		releaseAddresses("old-site")
 		Eventually(func(g Gomega) {
 			g.Expect(append(ingressIPs(getService(x)), ingressIPs(getService(y))...)).To(ConsistOf("203.0.113.128", "203.0.113.129"))
 		}).Should(Succeed())
 		eventuallyCondition(x, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Eventually(ledger).ShouldNot(HaveKey("198.51.100.128"))
 		Eventually(ledger).ShouldNot(HaveKey("198.51.100.129"))
+		eventuallyGone("old-site")
 
-		By("a group whose segment covers the deleted one's: the Service keeps its IP and the ledger names the new group")
+		By("a group whose segment covers the deleted one's: the Service keeps its IP, the ledger names the new group, and the deleted group goes")
 		createIPGroup(newIPGroup("wide", "192.0.2.128/25"))
 		Expect(k8s.Delete(ctx, narrow)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(ledger()["192.0.2.170"].Labels).To(HaveKeyWithValue(paasv1.IPGroupLabel, "wide"))
 			g.Expect(ledger()["192.0.2.170"].Spec.IPGroup).To(Equal("wide"))
 		}).Should(Succeed())
+		eventuallyGone("narrow")
 		Expect(ingressIPs(getService(z))).To(Equal([]string{"192.0.2.170"}))
 		c = eventuallyCondition(z, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(Equal("holds 192.0.2.170 from IPGroup wide"))
 		Expect(check()).To(BeEmpty())
+	})
+
+	It("deletes a group no Service holds an address from at once", func() {
+		ctx := context.Background()
+		idle := createIPGroup(newIPGroup("idle", "198.51.100.224/28"))
+		ns := newNamespace(nil)
+		gone := createService(lbService(ns, "gone", withAnnotation(paasv1.IPGroupAnnotation, "idle")))
+		eventuallyIPs(gone, "198.51.100.224")
+		Expect(k8s.Delete(ctx, getService(gone))).To(Succeed())
+		Eventually(ledger).ShouldNot(HaveKey("198.51.100.224"))
+
+		Expect(k8s.Delete(ctx, idle)).To(Succeed())
+		eventuallyGone("idle")
+		never := createIPGroup(newIPGroup("never-held", "198.51.100.240/28"))
+		Expect(k8s.Delete(ctx, never)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(never), &paasv1.IPGroup{}))
+		}, "2s", "20ms").Should(BeTrue(), "a group nobody ever held from has no finalizer")
+	})
+
+	It("keeps Services on addresses a shrunk segment leaves out, and reports them until the admin acts", func() {
+		ctx := context.Background()
+		createIPGroup(newIPGroup("shrink", "203.0.113.160/28", "203.0.113.160/29"))
+		ns := newNamespace(nil)
+		named := withAnnotation(paasv1.IPGroupAnnotation, "shrink")
+		s0 := createService(lbService(ns, "s0", named))
+		eventuallyIPs(s0, "203.0.113.168")
+		s1 := createService(lbService(ns, "s1", named))
+		eventuallyIPs(s1, "203.0.113.169")
+
+		editIPGroup("shrink", func(g *paasv1.IPGroup) { g.Spec.Segment, g.Spec.ExcludedIPs = "203.0.113.160/29", nil })
+		kept := eventuallyKept("shrink", paasv1.ReasonKeptUntilReleased)
+		Expect(kept.Message).To(HavePrefix("2 Service(s) keep addresses the group no longer allows (segment, addresses or excludedIPs changed): " +
+			ns + "/s0 (203.0.113.168), " + ns + "/s1 (203.0.113.169);"))
+		c := eventuallyCondition(s1, metav1.ConditionTrue, paasv1.ReasonAddressKept)
+		Expect(c.Message).To(ContainSubstring("keeps 203.0.113.169, which IPGroup shrink no longer allows"))
+		eventuallyEvent(s1, corev1.EventTypeWarning, controllers.EventAddressKept, "keeps 203.0.113.169")
+		Consistently(func() []string { return append(ingressIPs(getService(s0)), ingressIPs(getService(s1))...) }, "1s").
+			Should(Equal([]string{"203.0.113.168", "203.0.113.169"}))
+
+		By("the admin removes one Service: the report names the other")
+		Expect(k8s.Delete(ctx, getService(s0))).To(Succeed())
+		Eventually(func() string { return eventuallyKept("shrink", paasv1.ReasonKeptUntilReleased).Message }).
+			Should(HavePrefix("1 Service(s) keep addresses the group no longer allows (segment, addresses or excludedIPs changed): " + ns + "/s1 (203.0.113.169);"))
+
+		By("and releases the rest: it moves into the segment, and the report clears")
+		releaseAddresses("shrink")
+		eventuallyIPs(s1, "203.0.113.160")
+		eventuallyEvent(s1, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 203.0.113.169 → 203.0.113.160 (IPGroup shrink)")
+		eventuallyKept("shrink", paasv1.ReasonNoneKept)
+		eventuallyRelocating("shrink", 0)
 	})
 })
 
@@ -385,7 +483,10 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		order := recordMoves(ns)
 
 		By("moving the segment and stopping the operator mid-move")
-		editIPGroup("mass", func(g *paasv1.IPGroup) { g.Spec.Segment = "198.51.100.0/24" })
+		editIPGroup("mass", func(g *paasv1.IPGroup) {
+			g.Spec.Segment = "198.51.100.0/24"
+			g.Annotations = map[string]string{paasv1.ReleaseAddressesAnnotation: "true"}
+		})
 		movedCount := func() int {
 			n := 0
 			for _, ips := range holdings(ns) {
