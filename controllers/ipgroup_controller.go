@@ -166,11 +166,22 @@ func (r *IPGroupReconciler) protect(ctx context.Context, group *paasv1.IPGroup, 
 		group.Finalizers, group.ResourceVersion = desired.Finalizers, desired.ResourceVersion
 	case finalizerRemove:
 		var live paasv1.IPList
-		if err := r.GetAPIReader().List(ctx, &live, client.MatchingLabels{paasv1.IPGroupLabel: group.Name}, client.Limit(1)); err != nil {
+		if err := r.GetAPIReader().List(ctx, &live, client.MatchingLabels{paasv1.IPGroupLabel: group.Name}); err != nil {
 			return fmt.Errorf("confirm IPGroup %s holds no address: %w", group.Name, err)
 		}
-		if len(live.Items) > 0 {
-			return fmt.Errorf("IPGroup %s: the ledger still records %s as its own; the cache is behind", group.Name, live.Items[0].Name)
+		for i := range live.Items {
+			ip := &live.Items[i]
+			if !lanRecord(ip) {
+				return fmt.Errorf("IPGroup %s: the ledger still records %s as its own; the cache is behind", group.Name, ip.Name)
+			}
+			// A record of an address in use on the LAN holds no Service. It
+			// means something only while its group exists: no node is elected
+			// to probe it again once the group is gone, so it goes with it.
+			if !group.DeletionTimestamp.IsZero() {
+				if err := r.GetClient().Delete(ctx, ip, client.Preconditions{UID: &ip.UID}); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("delete %s, the LAN record of deleted IPGroup %s: %w", ip.Name, group.Name, err)
+				}
+			}
 		}
 		i := slices.Index(group.Finalizers, paasv1.AddressesHeldFinalizer)
 		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, paasv1.AddressesHeldFinalizer, i)
