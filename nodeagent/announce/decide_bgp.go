@@ -3,6 +3,7 @@ package announce
 import (
 	"net/netip"
 	"slices"
+	"time"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
@@ -72,4 +73,60 @@ func nextAnnouncedBy(cur []string, self string, listed, prune bool, keep []strin
 	}
 	slices.Sort(out)
 	return out
+}
+
+// leavingRoute is a route this node stopped advertising while its VIP is
+// still announced by BGP (the node cordoned, drained or excluded, or no longer
+// selected): advertised in graceful shutdown until then, and withdrawn after.
+type leavingRoute struct {
+	route bgp.Route // as it was advertised, without the mark
+	until time.Time
+}
+
+// bgpGracefulShutdown is the pure graceful shutdown (RFC 8326) of a pass: of
+// the routes advertised before (prev, as decideBGP gave them; leaving, those
+// already in graceful shutdown), every one that want no longer holds but
+// whose VIP is still announced by BGP (stillBGP) stays advertised, marked
+// (bgp.Route.GracefulShutdown), for delay from the pass that first dropped
+// it, and is withdrawn after: the routers move its traffic to the other
+// nodes while this one still forwards. A route wanted again is advertised
+// unmarked at once; one whose VIP is gone (its Service deleted, its group no
+// longer BGP) is withdrawn at once, as is every route when delay is 0. It
+// returns the routes to advertise (want and the marked ones, by address),
+// the next leaving, and when the next pass must come to withdraw the first
+// (0: not needed).
+func bgpGracefulShutdown(want []bgp.Route, prev []bgp.Route, leaving map[netip.Prefix]leavingRoute, stillBGP map[netip.Addr]bool,
+	now time.Time, delay time.Duration) (advertise []bgp.Route, next map[netip.Prefix]leavingRoute, requeue time.Duration) {
+	if delay <= 0 {
+		return want, nil, 0
+	}
+	wanted := map[netip.Prefix]bool{}
+	for _, r := range want {
+		wanted[r.Prefix] = true
+	}
+	next = map[netip.Prefix]leavingRoute{}
+	for p, l := range leaving {
+		if !wanted[p] && stillBGP[p.Addr()] && now.Before(l.until) {
+			next[p] = l
+		}
+	}
+	for _, r := range prev {
+		if _, already := leaving[r.Prefix]; !already && !wanted[r.Prefix] && stillBGP[r.Prefix.Addr()] {
+			next[r.Prefix] = leavingRoute{route: r, until: now.Add(delay)}
+		}
+	}
+	advertise = slices.Clone(want)
+	for _, l := range next {
+		r := l.route
+		r.GracefulShutdown = true
+		advertise = append(advertise, r)
+		if left := l.until.Sub(now); requeue == 0 || left < requeue {
+			requeue = left
+		}
+	}
+	slices.SortFunc(advertise, func(x, y bgp.Route) int { return x.Prefix.Addr().Compare(y.Prefix.Addr()) })
+	if len(next) == 0 {
+		next = nil
+	}
+	return advertise, next, requeue
 }

@@ -1,15 +1,18 @@
 package announce
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 )
 
 import ()
@@ -82,5 +85,98 @@ func TestNextAnnouncedBy(t *testing.T) {
 				t.Errorf("%s: added another node %s", tc.desc, n)
 			}
 		}
+	}
+}
+
+// TestBGPGracefulShutdown: passes of decideBGP then bgpGracefulShutdown on
+// node a of three. Cordoned, a keeps advertising its routes, marked, for the
+// delay, then withdraws them; uncordoned meanwhile, it advertises them
+// unmarked at once; a VIP whose Service goes meanwhile is withdrawn at once;
+// with no delay, nothing is marked.
+func TestBGPGracefulShutdown(t *testing.T) {
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp"}, Spec: paasv1.IPGroupSpec{Announce: &paasv1.Announce{
+		Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{Communities: []string{"65000:100"}}}}}
+	c, ok := election.CandidacyOf(g)
+	if !ok {
+		t.Fatal("CandidacyOf: not announced")
+	}
+	v1, v2 := netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")
+	both := map[netip.Addr]vipCandidacy{v1: {Candidacy: c, group: g}, v2: {Candidacy: c, group: g}}
+	onlyV2 := map[netip.Addr]vipCandidacy{v2: {Candidacy: c, group: g}}
+	alive := func(cordoned bool) []election.Node {
+		return []election.Node{{Name: "a", Cordoned: cordoned}, {Name: "b"}, {Name: "c"}}
+	}
+	const delay = 5 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	type pass struct {
+		at       time.Duration
+		cordoned bool
+		vips     map[netip.Addr]vipCandidacy
+		delay    time.Duration
+		// want: the routes advertised, by address, "m" for marked ("" unmarked)
+		want    map[netip.Addr]string
+		requeue time.Duration
+	}
+	for _, tc := range []struct {
+		desc   string
+		passes []pass
+	}{
+		{"cordoned: marked for the delay, then withdrawn", []pass{
+			{0, false, both, delay, map[netip.Addr]string{v1: "", v2: ""}, 0},
+			{time.Second, true, both, delay, map[netip.Addr]string{v1: "m", v2: "m"}, delay},
+			{3 * time.Second, true, both, delay, map[netip.Addr]string{v1: "m", v2: "m"}, 3 * time.Second},
+			{6 * time.Second, true, both, delay, map[netip.Addr]string{}, 0},
+			{7 * time.Second, true, both, delay, map[netip.Addr]string{}, 0},
+		}},
+		{"uncordoned during the delay: unmarked at once", []pass{
+			{0, false, both, delay, map[netip.Addr]string{v1: "", v2: ""}, 0},
+			{time.Second, true, both, delay, map[netip.Addr]string{v1: "m", v2: "m"}, delay},
+			{2 * time.Second, false, both, delay, map[netip.Addr]string{v1: "", v2: ""}, 0},
+			// and cordoned again: a delay of its own
+			{3 * time.Second, true, both, delay, map[netip.Addr]string{v1: "m", v2: "m"}, delay},
+		}},
+		{"a VIP gone during the delay: withdrawn at once, the other stays marked", []pass{
+			{0, false, both, delay, map[netip.Addr]string{v1: "", v2: ""}, 0},
+			{time.Second, true, both, delay, map[netip.Addr]string{v1: "m", v2: "m"}, delay},
+			{2 * time.Second, true, onlyV2, delay, map[netip.Addr]string{v2: "m"}, 4 * time.Second},
+		}},
+		{"a VIP gone, the node not cordoned: withdrawn at once", []pass{
+			{0, false, both, delay, map[netip.Addr]string{v1: "", v2: ""}, 0},
+			{time.Second, false, onlyV2, delay, map[netip.Addr]string{v2: ""}, 0},
+		}},
+		{"no delay: withdrawn at once", []pass{
+			{0, false, both, 0, map[netip.Addr]string{v1: "", v2: ""}, 0},
+			{time.Second, true, both, 0, map[netip.Addr]string{}, 0},
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			var prev []bgp.Route
+			var leaving map[netip.Prefix]leavingRoute
+			for i, p := range tc.passes {
+				want, _, listed := decideBGP("a", p.vips, alive(p.cordoned), nil)
+				stillBGP := map[netip.Addr]bool{}
+				for vip := range listed {
+					stillBGP[vip] = true
+				}
+				var routes []bgp.Route
+				var requeue time.Duration
+				routes, leaving, requeue = bgpGracefulShutdown(want, prev, leaving, stillBGP, t0.Add(p.at), p.delay)
+				prev = want
+				got := map[netip.Addr]string{}
+				for _, r := range routes {
+					got[r.Prefix.Addr()] = map[bool]string{true: "m"}[r.GracefulShutdown]
+					if !slices.Equal(r.Communities, []uint32{65000<<16 | 100}) {
+						t.Errorf("pass %d: route %s lost its group's communities: %x", i, r.Prefix, r.Communities)
+					}
+				}
+				if !maps.Equal(got, p.want) {
+					t.Errorf("pass %d (at %s, cordoned %v): advertised %v, want %v", i, p.at, p.cordoned, got, p.want)
+				}
+				if requeue != p.requeue {
+					t.Errorf("pass %d: next pass in %s, want %s", i, requeue, p.requeue)
+				}
+			}
+		})
 	}
 }
