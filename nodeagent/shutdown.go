@@ -60,7 +60,7 @@ type shutdown struct {
 	// part of a hand-over has that much more time.
 	bgpGracefulShutdown time.Duration
 	sleep               func(time.Duration)
-	log           logr.Logger
+	log                 logr.Logger
 
 	once     sync.Once
 	handover bool
