@@ -373,8 +373,9 @@ func (s *Speaker) WithdrawAll(ctx context.Context, timeout time.Duration) error 
 // advertises every route in graceful shutdown for GracefulShutdown (see
 // shutDownGracefully), then withdraws every route, waits until the peers were
 // sent the withdrawals (at most a second), and closes every session: the
-// routers move traffic off the node while its rules still forward. Restarting, the sessions of peers with graceful restart
-// are left to end with the process, without a notification: those routers
+// routers move traffic off the node while its rules still forward.
+// Restarting, the sessions of peers with graceful restart are left to end
+// with the process, without a notification: those routers
 // keep the node's routes, marked stale, until the new agent has sent them
 // again; every other session is closed (its router drops the routes at once).
 func (s *Speaker) Shutdown(ctx context.Context, restarting bool) {
