@@ -31,9 +31,10 @@ type BGPAnnouncer struct {
 	// Passwords reads the peers' TCP MD5 passwords by peer name, from the
 	// Secret the operator fills (see paasv1.BGPPasswordsSecret).
 	Passwords func(ctx context.Context) (map[string]string, error)
-	// GracefulShutdown is how long a route this node stops advertising while
-	// its VIP is still announced by BGP is advertised in graceful shutdown
-	// before its withdrawal (see bgpGracefulShutdown); 0: withdrawn at once.
+	// GracefulShutdown is how long a route this node stops advertising
+	// because it is cordoned, draining or excluded is advertised in graceful
+	// shutdown before its withdrawal (see bgpGracefulShutdown); 0: withdrawn
+	// at once.
 	GracefulShutdown time.Duration
 
 	// prev are the routes the last pass decided (unmarked), leaving those in
@@ -74,12 +75,8 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 	if err := b.Speaker.Configure(ctx, cfg); err != nil {
 		return fmt.Errorf("configure BGP: %w", err)
 	}
-	stillBGP := make(map[netip.Addr]bool, len(records.listed))
-	for vip := range records.listed { // every BGP VIP
-		stillBGP[vip] = true
-	}
 	now := time.Now()
-	advertise, leaving, requeue := bgpGracefulShutdown(routes, b.prev, b.leaving, stillBGP, now, b.GracefulShutdown)
+	advertise, leaving, requeue := bgpGracefulShutdown(routes, b.prev, b.leaving, records.drained, now, b.GracefulShutdown)
 	if entered := len(leaving) - overlap(leaving, b.leaving); entered > 0 {
 		ctrl.LoggerFrom(ctx).Info("routes in graceful shutdown before their withdrawal", "routes", entered, "for", b.GracefulShutdown)
 	}
