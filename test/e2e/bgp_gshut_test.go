@@ -59,9 +59,9 @@ func TestBGPGracefulShutdown(t *testing.T) {
 		stopped := make(chan time.Duration, 1)
 		go func() { d.stopAgent(node); stopped <- time.Since(start) }()
 		depreferred := d.router.waitDepreferred(t, vip, node)
-		withdrawn := d.waitNextHops(t, vip, others(node)...)
+		withdrawn := d.waitNextHops(t, vip, others(node)...) + depreferred
 		took := <-stopped
-		t.Logf("%s's agent stopping for a hand-over: out of the router's paths after %s, its route gone after %s, the agent stopped after %s",
+		t.Logf("%s's agent stopping for a hand-over: out of the router's paths after %s, its route withdrawn after %s, the agent stopped after %s",
 			node, depreferred.Round(time.Millisecond), withdrawn.Round(time.Millisecond), took.Round(time.Millisecond))
 		if took < gshutDelay {
 			t.Errorf("the agent stopped after %s, before its graceful shutdown time (%s)", took, gshutDelay)
