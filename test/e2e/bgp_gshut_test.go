@@ -22,7 +22,7 @@ const gshutDelay = 3 * time.Second
 // the router leaves it out of its best paths and its kernel route while the
 // session is still up, and only --bgp-graceful-shutdown later is it withdrawn;
 // an agent stopping for a hand-over does the same before it closes its
-// session. Requests through the router during a drain, with and without
+// session; an iBGP router gets LOCAL_PREF 0 with the community. Requests through the router during a drain, with and without
 // graceful shutdown, are counted in the same run.
 func TestBGPGracefulShutdown(t *testing.T) {
 	d := setupBGP(t)
@@ -67,6 +67,27 @@ func TestBGPGracefulShutdown(t *testing.T) {
 			t.Errorf("the agent stopped after %s, before its graceful shutdown time (%s)", took, gshutDelay)
 		}
 		d.startAgent(lab, node, gshut...)
+		d.waitNextHops(t, vip, "node1", "node2", "node3")
+	})
+
+	t.Run("iBGP: LOCAL_PREF 0 with the community, the router moves off the node before it withdraws", func(t *testing.T) {
+		d.addNS("router2")
+		d.plug("router2", "eth0", "lan", "198.51.100.2/24")
+		router2 := startFRR(t, d.lab, "router2", frrConfigAS("198.51.100.2", 64513))
+		ibgp := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router2"},
+			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.2", PeerASN: 64513, MyASN: 64513}}
+		if err := d.env.Admin.Create(ctx, ibgp); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.env.Admin.Delete(ctx, ibgp) })
+		router2.waitNextHops(t, vip, "node1", "node2", "node3")
+		const node = "node3"
+		d.cordon(t, node, true)
+		depreferred := router2.waitDepreferred(t, vip, node)
+		withdrawn := router2.waitNextHops(t, vip, others(node)...) + depreferred
+		t.Logf("iBGP router: cordoned %s out of its paths after %s, withdrawn after %s", node, depreferred.Round(time.Millisecond), withdrawn.Round(time.Millisecond))
+		d.cordon(t, node, false)
+		router2.waitNextHops(t, vip, "node1", "node2", "node3")
 		d.waitNextHops(t, vip, "node1", "node2", "node3")
 	})
 
