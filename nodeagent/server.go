@@ -51,6 +51,10 @@ type Config struct {
 	// FailoverHistory is how many ownership changes each IP object keeps in
 	// status.history (0: announce.DefaultHistoryLimit).
 	FailoverHistory int
+	// BGPGracefulShutdown is how long the routes this node stops advertising
+	// (cordon, drain, exclusion, a stop that hands over) are advertised in
+	// graceful shutdown (RFC 8326) before their withdrawal; 0: withdrawn at once.
+	BGPGracefulShutdown time.Duration
 	// GossipKeyPoll is how often the gossip Secret is read for rotation
 	// steps (0: gossip.KeyPoll).
 	GossipKeyPoll time.Duration
@@ -225,7 +229,8 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		return err
 	}
 	a := s.announcer(g)
-	s.shutdown = &shutdown{gossip: g.cluster, l2: a.Speaker, bgp: a.BGP.Speaker, handoverDelay: s.cfg.HandoverDelay, sleep: time.Sleep, log: ctrl.Log,
+	s.shutdown = &shutdown{gossip: g.cluster, l2: a.Speaker, bgp: a.BGP.Speaker, handoverDelay: s.cfg.HandoverDelay, bgpGracefulShutdown: s.cfg.BGPGracefulShutdown,
+		sleep: time.Sleep, log: ctrl.Log,
 		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, s.cfg.NodeName))}
 	if err := a.SetupWithManager(s.mgr); err != nil {
 		return err
@@ -320,8 +325,10 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 	// The BGP speaker stays idle (no session, no port) until a BGPPeer
 	// selects this node.
 	speaker := bgp.New(log.WithName("bgp"))
+	speaker.GracefulShutdown = s.cfg.BGPGracefulShutdown
 	speaker.OnBFDChange(announce.CountBFDChange)
-	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: s.cfg.NodeName, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace)}
+	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: s.cfg.NodeName, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace),
+		GracefulShutdown: s.cfg.BGPGracefulShutdown}
 	return a
 }
 

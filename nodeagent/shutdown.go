@@ -35,9 +35,10 @@ type stopGossip interface {
 
 // stopBGP is what the protocol needs of the BGP speaker.
 type stopBGP interface {
-	// Shutdown withdraws and closes every session, or, when restarting,
-	// closes only the sessions without graceful restart (routers keep the
-	// others' routes until the agent is back).
+	// Shutdown advertises the routes in graceful shutdown for a while,
+	// withdraws them and closes every session, or, when restarting, closes
+	// only the sessions without graceful restart (routers keep the others'
+	// routes until the agent is back).
 	Shutdown(ctx context.Context, restarting bool)
 	// Stop closes every session.
 	Stop(ctx context.Context)
@@ -54,8 +55,12 @@ type shutdown struct {
 	// handoverDelay is how long the VIPs handed over are still answered for
 	// (the new owners' gratuitous ARP comes first).
 	handoverDelay time.Duration
-	sleep         func(time.Duration)
-	log           logr.Logger
+	// bgpGracefulShutdown is how long the routes are advertised in graceful
+	// shutdown before their withdrawal (the speaker's GracefulShutdown): BGP's
+	// part of a hand-over has that much more time.
+	bgpGracefulShutdown time.Duration
+	sleep               func(time.Duration)
+	log                 logr.Logger
 
 	once     sync.Once
 	handover bool
@@ -79,14 +84,19 @@ func (s *shutdown) announce() {
 	})
 }
 
-// finish ends the protocol: BGP first (routes withdrawn, or kept by routers
-// with graceful restart when only the agent restarts), then, after a
+// finish ends the protocol: BGP first (routes in graceful shutdown, then
+// withdrawn, or kept by routers with graceful restart when only the agent
+// restarts), then, after a
 // hand-over, it waits until the new owners have taken over, goes quiet and
 // leaves the gossip; after a restart it goes quiet at once and shuts the
 // gossip down without leaving (the others keep counting it alive).
 func (s *shutdown) finish() {
 	s.announce()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	timeout := 3 * time.Second
+	if s.handover {
+		timeout += s.bgpGracefulShutdown
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	s.bgp.Shutdown(ctx, !s.handover)
 	cancel()
 	if !s.handover {

@@ -33,9 +33,17 @@ type fakeL2 struct{ log *stopLog }
 
 func (s fakeL2) Close() { s.log.add("l2: quiet") }
 
-type fakeBGP struct{ log *stopLog }
+type fakeBGP struct {
+	log *stopLog
+	// left is, if not nil, set to the time the context given to Shutdown had left.
+	left *time.Duration
+}
 
-func (b fakeBGP) Shutdown(_ context.Context, restarting bool) {
+func (b fakeBGP) Shutdown(ctx context.Context, restarting bool) {
+	if b.left != nil {
+		deadline, _ := ctx.Deadline()
+		*b.left = time.Until(deadline)
+	}
 	if restarting {
 		b.log.add("bgp: close sessions without graceful restart")
 	} else {
@@ -76,7 +84,7 @@ func TestShutdownProtocol(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			log := &stopLog{}
 			asked := 0
-			s := &shutdown{gossip: fakeGossip{log}, l2: fakeL2{log}, bgp: fakeBGP{log}, handoverDelay: 2 * time.Second,
+			s := &shutdown{gossip: fakeGossip{log}, l2: fakeL2{log}, bgp: fakeBGP{log: log}, handoverDelay: 2 * time.Second,
 				sleep: func(d time.Duration) { log.add("sleep %s", d) }, log: logr.Discard(),
 				leaving: leavingPolicy(tc.onStop, func() (*corev1.Node, error) { asked++; return tc.node, tc.err })}
 			// The signal: the others are told at once, before the manager stops.
@@ -96,10 +104,28 @@ func TestShutdownProtocol(t *testing.T) {
 	}
 }
 
+// TestShutdownGracefulShutdownTime: leaving, BGP is given its graceful
+// shutdown time on top of the usual; restarting, it is not (the routes stay).
+func TestShutdownGracefulShutdownTime(t *testing.T) {
+	for _, onStop := range []string{OnStopHandover, OnStopRestart} {
+		var left time.Duration
+		log := &stopLog{}
+		s := &shutdown{gossip: fakeGossip{log}, l2: fakeL2{log}, bgp: fakeBGP{log: log, left: &left}, bgpGracefulShutdown: 5 * time.Second,
+			sleep: func(time.Duration) {}, log: logr.Discard(), leaving: leavingPolicy(onStop, nil)}
+		s.finish()
+		if onStop == OnStopHandover && left < 7*time.Second {
+			t.Errorf("leaving: BGP had %s to shut down, want the graceful shutdown time (5s) and more", left)
+		}
+		if onStop == OnStopRestart && left > 3*time.Second {
+			t.Errorf("restarting: BGP had %s to shut down, want no graceful shutdown time", left)
+		}
+	}
+}
+
 func TestShutdownFinishWithoutSignal(t *testing.T) {
 	// The manager failed on its own: finish still announces first.
 	log := &stopLog{}
-	s := &shutdown{gossip: fakeGossip{log}, l2: fakeL2{log}, bgp: fakeBGP{log}, sleep: func(time.Duration) {}, log: logr.Discard(),
+	s := &shutdown{gossip: fakeGossip{log}, l2: fakeL2{log}, bgp: fakeBGP{log: log}, sleep: func(time.Duration) {}, log: logr.Discard(),
 		leaving: leavingPolicy(OnStopRestart, nil)}
 	s.finish()
 	if want := []string{"gossip: Restarting", "bgp: close sessions without graceful restart", "l2: quiet", "gossip: shutdown"}; !slices.Equal(log.calls, want) {
@@ -112,7 +138,7 @@ func TestShutdownClosesEverySessionBeforeTheRulesGo(t *testing.T) {
 	// graceful restart close first: a router would otherwise keep sending to
 	// rules about to disappear.
 	log := &stopLog{}
-	s := &shutdown{bgp: fakeBGP{log}}
+	s := &shutdown{bgp: fakeBGP{log: log}}
 	err := s.beforeCleanup(func() error { log.add("rules removed"); return errors.New("boom") })()
 	if want := []string{"bgp: close every session", "rules removed"}; !slices.Equal(log.calls, want) {
 		t.Errorf("got %q, want %q", log.calls, want)

@@ -156,7 +156,7 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	var bgpErr error
 	if a.BGP != nil {
 		// BGP first: a route needs no election among the agents, and a
-		// cordoned node must withdraw at once. A BGP failure must not hold
+		// cordoned node must mark its routes for graceful shutdown at once. A BGP failure must not hold
 		// back layer 2: it is returned (and retried) once L2 is done.
 		bgpErr = a.BGP.apply(ctx, self, o.peers, d.advertise, d.record)
 	}

@@ -31,8 +31,21 @@ type BGPAnnouncer struct {
 	// Passwords reads the peers' TCP MD5 passwords by peer name, from the
 	// Secret the operator fills (see paasv1.BGPPasswordsSecret).
 	Passwords func(ctx context.Context) (map[string]string, error)
+	// GracefulShutdown is how long a route this node stops advertising
+	// because it is cordoned, draining or excluded is advertised in graceful
+	// shutdown before its withdrawal (see bgpGracefulShutdown); 0: withdrawn
+	// at once.
+	GracefulShutdown time.Duration
+
+	// prev are the routes the last pass decided (unmarked), leaving those in
+	// graceful shutdown; only apply (the announcer's one worker) uses them.
+	prev    []bgp.Route
+	leaving map[netip.Prefix]leavingRoute
 
 	mu sync.Mutex
+	// withdrawAt is when the first route in graceful shutdown is withdrawn
+	// (zero: none is).
+	withdrawAt time.Time
 	// records is what this node writes on the ledger about the BGP VIPs.
 	records advertiserRecords
 	wake    chan struct{}
@@ -62,10 +75,22 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 	if err := b.Speaker.Configure(ctx, cfg); err != nil {
 		return fmt.Errorf("configure BGP: %w", err)
 	}
-	if err := b.Speaker.Advertise(ctx, routes); err != nil {
+	now := time.Now()
+	advertise, leaving, requeue := bgpGracefulShutdown(routes, b.prev, b.leaving, records.drained, now, b.GracefulShutdown)
+	if entered := len(leaving) - overlap(leaving, b.leaving); entered > 0 {
+		ctrl.LoggerFrom(ctx).Info("routes in graceful shutdown before their withdrawal", "routes", entered, "for", b.GracefulShutdown)
+	}
+	b.prev, b.leaving = routes, leaving
+	b.mu.Lock()
+	b.withdrawAt = time.Time{}
+	if requeue > 0 {
+		b.withdrawAt = now.Add(requeue)
+	}
+	b.mu.Unlock()
+	if err := b.Speaker.Advertise(ctx, advertise); err != nil {
 		return fmt.Errorf("advertise: %w", err)
 	}
-	bgpRoutes.Set(float64(len(routes)))
+	bgpRoutes.Set(float64(len(advertise)))
 	b.setRecords(records)
 	return nil
 }
@@ -85,16 +110,32 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 // password: no event tells the agent the operator copied it.
 const passwordRetry = 5 * time.Second
 
-// retryAfter is when the next pass must come at the latest (0: no need).
+// overlap is how many keys of a are in b.
+func overlap(a, b map[netip.Prefix]leavingRoute) int {
+	n := 0
+	for p := range a {
+		if _, ok := b[p]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// retryAfter is when the next pass must come at the latest (0: no need): to
+// withdraw the routes in graceful shutdown, or for a password.
 func (b *BGPAnnouncer) retryAfter() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var after time.Duration
+	if !b.withdrawAt.IsZero() {
+		after = max(time.Until(b.withdrawAt), 10*time.Millisecond)
+	}
 	for _, why := range b.skipped {
-		if why == passwordNotYet {
+		if why == passwordNotYet && (after == 0 || passwordRetry < after) {
 			return passwordRetry
 		}
 	}
-	return 0
+	return after
 }
 
 // skippedSessions are the entries of the peers this node left out (a

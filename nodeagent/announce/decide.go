@@ -124,7 +124,7 @@ func decide(p announcerPolicy, o observation, m carryover) (decision, carryover)
 				bgpVIPs[vip] = c
 			}
 		}
-		d.advertise, d.record.pruned, d.record.listed = decideBGP(p.self, bgpVIPs, o.alive, o.peers)
+		d.advertise, d.record.pruned, d.record.listed, d.record.drained = decideBGP(p.self, bgpVIPs, o.alive, o.peers)
 	}
 	// Cut off from most agents (our link is down, or a partition): the
 	// others elect owners without us, so we must go quiet rather than

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	api "github.com/osrg/gobgp/v4/api"
@@ -25,13 +26,25 @@ type Route struct {
 	LocalPref uint32
 	// Peers are the names of the only peers to send the route to; nil: all.
 	Peers []string
+	// GracefulShutdown (RFC 8326) marks a route about to be withdrawn: it
+	// carries the GRACEFUL_SHUTDOWN community and, to iBGP peers, LOCAL_PREF
+	// 0 (whatever LocalPref says), so the routers prefer any other path and
+	// move the traffic before the withdrawal.
+	GracefulShutdown bool
 }
+
+// GracefulShutdownCommunity is RFC 8326's well-known GRACEFUL_SHUTDOWN
+// community, 65535:0.
+const GracefulShutdownCommunity uint32 = 0xFFFF0000
 
 // advertised is a route in GoBGP's RIB with its handle; uuid is uuid.Nil
 // when it must be added again (the server restarted).
 type advertised struct {
 	route Route
 	uuid  uuid.UUID
+	// marked is when the route was first advertised in graceful shutdown
+	// (zero: it is not).
+	marked time.Time
 }
 
 // Advertise converges the advertised routes to routes: new and changed ones
@@ -55,11 +68,20 @@ func (s *Speaker) Advertise(ctx context.Context, routes []Route) error {
 		}
 		delete(s.paths, p)
 	}
+	now := time.Now()
 	for p, r := range want {
-		if a, ok := s.paths[p]; ok && a.uuid != uuid.Nil && sameRoute(a.route, r) {
+		a, ok := s.paths[p]
+		if ok && a.uuid != uuid.Nil && sameRoute(a.route, r) {
 			continue
 		}
-		s.paths[p] = advertised{route: r}
+		next := advertised{route: r}
+		if r.GracefulShutdown {
+			next.marked = now
+			if ok && a.route.GracefulShutdown {
+				next.marked = a.marked
+			}
+		}
+		s.paths[p] = next
 	}
 	// The policy first: a route restricted to some peers must never reach
 	// the others, not even for a moment.
@@ -98,7 +120,8 @@ func (s *Speaker) readvertiseLocked(ctx context.Context) error {
 
 func sameRoute(a, b Route) bool {
 	return a.Prefix == b.Prefix && a.LocalPref == b.LocalPref && slices.Equal(a.Communities, b.Communities) &&
-		slices.Equal(a.LargeCommunities, b.LargeCommunities) && slices.Equal(a.Peers, b.Peers)
+		slices.Equal(a.LargeCommunities, b.LargeCommunities) && slices.Equal(a.Peers, b.Peers) &&
+		a.GracefulShutdown == b.GracefulShutdown
 }
 
 // apiPath is GoBGP's form of r. The next hop is left unspecified so GoBGP
@@ -124,8 +147,12 @@ func apiPath(r Route) (*apiutil.Path, error) {
 		}
 		attrs = append(attrs, mp)
 	}
-	if len(r.Communities) > 0 {
-		attrs = append(attrs, gobgp.NewPathAttributeCommunities(r.Communities))
+	communities := r.Communities
+	if r.GracefulShutdown && !slices.Contains(communities, GracefulShutdownCommunity) {
+		communities = append(slices.Clip(communities), GracefulShutdownCommunity)
+	}
+	if len(communities) > 0 {
+		attrs = append(attrs, gobgp.NewPathAttributeCommunities(communities))
 	}
 	if len(r.LargeCommunities) > 0 {
 		var lc []*gobgp.LargeCommunity
@@ -134,7 +161,13 @@ func apiPath(r Route) (*apiutil.Path, error) {
 		}
 		attrs = append(attrs, gobgp.NewPathAttributeLargeCommunities(lc))
 	}
-	if r.LocalPref > 0 {
+	// GoBGP sends LOCAL_PREF to iBGP peers only (their default 100 when
+	// absent) and strips it towards eBGP ones, which lower a path with the
+	// GRACEFUL_SHUTDOWN community themselves (RFC 8326, section 4.1).
+	switch {
+	case r.GracefulShutdown:
+		attrs = append(attrs, gobgp.NewPathAttributeLocalPref(0))
+	case r.LocalPref > 0:
 		attrs = append(attrs, gobgp.NewPathAttributeLocalPref(r.LocalPref))
 	}
 	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs}, nil

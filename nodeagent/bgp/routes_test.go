@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	api "github.com/osrg/gobgp/v4/api"
@@ -187,6 +188,42 @@ func TestAPIPath(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAPIPathGracefulShutdown: a route in graceful shutdown carries its own
+// communities and GRACEFUL_SHUTDOWN, and LOCAL_PREF 0 in place of its own.
+func TestAPIPathGracefulShutdown(t *testing.T) {
+	for _, r := range []Route{
+		{Prefix: netip.MustParsePrefix("203.0.113.1/32"), GracefulShutdown: true},
+		{Prefix: netip.MustParsePrefix("2001:db8::1/128"), Communities: []uint32{65000<<16 | 100}, LocalPref: 200, GracefulShutdown: true},
+		{Prefix: netip.MustParsePrefix("203.0.113.1/32"), Communities: []uint32{GracefulShutdownCommunity}, GracefulShutdown: true},
+	} {
+		p, err := apiPath(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var communities []uint32
+		lp := -1
+		for _, a := range p.Attrs {
+			switch a := a.(type) {
+			case *gobgp.PathAttributeCommunities:
+				communities = a.Value
+			case *gobgp.PathAttributeLocalPref:
+				lp = int(a.Value)
+			}
+		}
+		want := append(slices.Clone(r.Communities), GracefulShutdownCommunity)
+		want = slices.Compact(want)
+		if !slices.Equal(communities, want) {
+			t.Errorf("%v: communities %x, want %x", r, communities, want)
+		}
+		if lp != 0 {
+			t.Errorf("%v: local preference %d, want 0", r, lp)
+		}
+	}
+	if sameRoute(Route{GracefulShutdown: true}, Route{}) {
+		t.Error("a route in graceful shutdown compares equal to the same route without: it would never be re-sent")
 	}
 }
 

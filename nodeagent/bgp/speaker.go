@@ -77,6 +77,10 @@ type Speaker struct {
 	// PrefixLimitRestart replaces prefixLimitRestart when set (benchmarks,
 	// tests); set it before the first Configure.
 	PrefixLimitRestart time.Duration
+	// GracefulShutdown is how long Shutdown, when the node is leaving, keeps
+	// the routes advertised in graceful shutdown (RFC 8326) before it
+	// withdraws them; 0 withdraws at once. Set it before the first Configure.
+	GracefulShutdown time.Duration
 	// restarting are the neighbours shut down for sending more than
 	// maxPrefixes routes, whose restart is scheduled.
 	restartMu  sync.Mutex
@@ -365,15 +369,18 @@ func (s *Speaker) WithdrawAll(ctx context.Context, timeout time.Duration) error 
 }
 
 // Shutdown ends the speaker as the agent stops. Leaving (the node goes away,
-// or any stop of a node whose peers lack graceful restart), it withdraws every
-// route, waits until the peers were sent the withdrawals (at most a second),
-// and closes every session: the routers move traffic off the node while its
-// rules still forward. Restarting, the sessions of peers with graceful restart
-// are left to end with the process, without a notification: those routers
+// or any stop of a node whose peers lack graceful restart), it first
+// advertises every route in graceful shutdown for GracefulShutdown (see
+// shutDownGracefully), then withdraws every route, waits until the peers were
+// sent the withdrawals (at most a second), and closes every session: the
+// routers move traffic off the node while its rules still forward.
+// Restarting, the sessions of peers with graceful restart are left to end
+// with the process, without a notification: those routers
 // keep the node's routes, marked stale, until the new agent has sent them
 // again; every other session is closed (its router drops the routes at once).
 func (s *Speaker) Shutdown(ctx context.Context, restarting bool) {
 	if !restarting {
+		s.shutDownGracefully(ctx)
 		if err := s.WithdrawAll(ctx, time.Second); err != nil {
 			s.log.Error(err, "withdraw the routes before stopping")
 		}
@@ -389,6 +396,53 @@ func (s *Speaker) Shutdown(ctx context.Context, restarting bool) {
 		if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
 			s.log.Error(err, "close the session before stopping", "peer", name)
 		}
+	}
+}
+
+// shutDownGracefully advertises every route again in graceful shutdown (the
+// GRACEFUL_SHUTDOWN community, LOCAL_PREF 0 to iBGP peers) and waits until
+// each has been for GracefulShutdown (or ctx ends): the routers prefer the
+// other nodes' paths and move the traffic while this node still forwards,
+// before the withdrawal and the closed sessions. A route already in graceful
+// shutdown (the announcer marked it when the node was cordoned) counts from
+// then. Nothing is waited for when no router was sent a route.
+func (s *Speaker) shutDownGracefully(ctx context.Context) {
+	if s.GracefulShutdown <= 0 {
+		return
+	}
+	sent := 0
+	for _, sess := range s.Sessions(ctx) {
+		sent += sess.PrefixesSent
+	}
+	if sent == 0 {
+		return
+	}
+	s.mu.Lock()
+	routes := make([]Route, 0, len(s.paths))
+	for _, a := range s.paths {
+		r := a.route
+		r.GracefulShutdown = true
+		routes = append(routes, r)
+	}
+	s.mu.Unlock()
+	if err := s.Advertise(ctx, routes); err != nil {
+		s.log.Error(err, "advertise the routes in graceful shutdown before withdrawing them")
+		return
+	}
+	s.mu.Lock()
+	var until time.Time
+	for _, a := range s.paths {
+		if end := a.marked.Add(s.GracefulShutdown); end.After(until) {
+			until = end
+		}
+	}
+	s.mu.Unlock()
+	s.log.Info("routes in graceful shutdown before their withdrawal", "routes", len(routes), "until", until)
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

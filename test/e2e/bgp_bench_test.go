@@ -40,7 +40,10 @@ import (
 //     leave both routers, 5 times on the hold timer (3 s), then 5 times with
 //     BFD (300 ms x 3) on both BGPPeers, the routers running bfdd with the
 //     nodes as static neighbours (bfd-static), and last 5 times with the
-//     nodes as dynamic neighbours of the routers' listen range (bfd-dynamic).
+//     nodes as dynamic neighbours of the routers' listen range (bfd-dynamic);
+//   - requests from the client through the router while the node they go
+//     through is drained, with graceful shutdown (drain-gshut) and without
+//     (drain-plain). Every other phase runs with graceful shutdown off.
 //
 // The baseline, in the same run against the same routers: a bare GoBGP
 // speaker (nodeagent/bgp alone, no Kubernetes) in a fourth node namespace
@@ -49,7 +52,8 @@ import (
 func BenchmarkBGP(b *testing.B) { benchBGP(b, 1000, 5) }
 
 // TestBenchBGPSmoke is BenchmarkBGP at a size the normal test run affords (5
-// Services, 5 bare routes, one hung-node run each way), so the benchmark cannot rot.
+// Services, 5 bare routes, one hung-node run each way, the two drains), so the
+// benchmark cannot rot.
 func TestBenchBGPSmoke(t *testing.T) { benchBGP(t, 5, 1) }
 
 func benchBGP(b testing.TB, n, hungRuns int) {
@@ -78,7 +82,9 @@ func benchBGP(b testing.TB, n, hungRuns int) {
 	}
 	nodes := []string{"node1", "node2", "node3"}
 	for _, node := range nodes {
-		d.startAgent(b, node)
+		// Graceful shutdown off but for its own phase (drain-gshut): the
+		// drain line times the withdrawal itself.
+		d.startAgent(b, node, gshutOff...)
 	}
 	for _, r := range routers {
 		r.waitReceived(b, bgpNodeIP6, 0, time.Minute)
@@ -172,6 +178,42 @@ func benchBGP(b testing.TB, n, hungRuns int) {
 	}
 	dynamic := d.benchHung(b, routers, "node2", hungRuns)
 	fmt.Printf("\nbfd-dynamic: hung node → its routes gone from both routers, dynamic neighbours (listen range), BFD 300 ms x 3, %d runs: %s\n", hungRuns, medianWorst(dynamic))
+
+	gshut, plain := d.benchDrains(b)
+	fmt.Printf("\ndrain of the client's node, 3 nodes in ECMP behind the router (IPv4, eBGP), a request every 50 ms until the agent stopped:\n")
+	fmt.Printf("drain-gshut: failed %d of %d\n", gshut.failed, gshut.total())
+	fmt.Printf("drain-plain: failed %d of %d\n", plain.failed, plain.total())
+}
+
+// gshutOff are the agent flags that turn graceful shutdown off.
+var gshutOff = []string{"--bgp-graceful-shutdown", "0"}
+
+// benchDrains peers the nodes with the router over IPv4 too, gives backend1
+// an IPv4 Service of a group of its own, and drains the node the client's
+// requests go through twice: with graceful shutdown (its agent restarted
+// with the default --bgp-graceful-shutdown, 5 s), then without. Each drain
+// counts the client's requests (see drainRequests).
+func (d *bgpLab) benchDrains(b testing.TB) (gshut, plain drainCount) {
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router-v4"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513,
+			BFD: &paasv1.BFDSettings{}}},
+		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "web4"}, Spec: paasv1.IPGroupSpec{
+			Segment: "203.0.113.128/25", Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}},
+	} {
+		if err := d.env.Admin.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	vip := d.vipOf(b, d.bgpService(b, "web", false))
+	d.waitNextHops(b, vip, "node1", "node2", "node3")
+	node := d.clientPath(b, vip)
+	d.stopAgent(node)
+	d.startAgent(b, node) // the default --bgp-graceful-shutdown
+	d.waitNextHops(b, vip, "node1", "node2", "node3")
+	gshut = d.drainRequests(b, b, vip, node, 5*time.Second, gshutOff)
+	plain = d.drainRequests(b, b, vip, d.clientPath(b, vip), 0, gshutOff)
+	return gshut, plain
 }
 
 // medianWorst is "median X s, worst Y s", as scripts read the bfd- lines.

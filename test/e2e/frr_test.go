@@ -112,7 +112,14 @@ type bgpPath struct {
 	} `json:"nexthops"`
 	Community      *struct{ String string } `json:"community"`
 	LargeCommunity *struct{ String string } `json:"largeCommunity"`
+	// Multipath and Bestpath: the path is in the set bgpd installs (ECMP).
+	Multipath bool                    `json:"multipath"`
+	Bestpath  *struct{ Overall bool } `json:"bestpath"`
 }
+
+// installed reports whether bgpd forwards on p: its best path or one of its
+// multipath set.
+func (p bgpPath) installed() bool { return p.Multipath || p.Bestpath != nil && p.Bestpath.Overall }
 
 // paths are the valid paths bgpd holds for prefix (IPv4 or IPv6).
 func (r *frr) paths(prefix string) ([]bgpPath, error) {
