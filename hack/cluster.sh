@@ -324,7 +324,7 @@ EOF
   start "$name-mounts" unshare --mount --propagation slave sleep infinity
   local holder
   holder=$(cat "$dir/run/$name-mounts.pid")
-  wait_for "the mount namespace of $name" 10 bash -c "[[ \$(readlink /proc/$holder/ns/mnt) != \$(readlink /proc/self/ns/mnt) ]]"
+  wait_for "the mount namespace of $name" 10 bash -c "[[ \$(readlink /proc/$holder/ns/mnt) != \"\$(readlink /proc/self/ns/mnt)\" ]]"
   # 'ip netns exec' would remount /sys and hide the cgroup hierarchies.
   local innode=(nsenter -t "$holder" -m --net="/run/netns/$name")
   # A socket left by an earlier cluster of the same name would pass the wait
@@ -337,7 +337,7 @@ EOF
   local ctrd
   ctrd=$(cat "$dir/run/$name-containerd.pid")
   wait_for "containerd of $name in the node's mount namespace" 10 \
-    bash -c "[[ \$(readlink /proc/$ctrd/ns/mnt) == \$(readlink /proc/$holder/ns/mnt) ]]"
+    bash -c "[[ \$(readlink /proc/$ctrd/ns/mnt) == \"\$(readlink /proc/$holder/ns/mnt)\" ]]"
   local tar
   for tar in "$images"/*.tar; do
     "${innode[@]}" ctr -a "$run/containerd.sock" -n k8s.io images import "$tar" >/dev/null
