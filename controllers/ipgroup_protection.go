@@ -62,14 +62,16 @@ func (s finalizerStep) String() string {
 
 // decideProtection returns what to do with the group's finalizer and its
 // AddressesKept condition. A group with holders gets the finalizer; a group
-// being deleted loses it once no Service holds an address recorded as its
-// own (the caller confirms that against the API server first: the cache may
-// not show an address allocated a moment ago). A live group keeps a
-// finalizer it no longer needs: removing it would race the next allocation.
+// loses it once no Service holds an address recorded as its own (the caller
+// confirms that against the API server first: the cache may not show an
+// address allocated a moment ago). A group no one holds from carries none,
+// as a new group does: an uninstall that deletes the Services first, then
+// the CRDs with the operator, must not leave groups that no one is left to
+// let go of.
 func decideProtection(v protectionView, generation int64) (finalizerStep, metav1.Condition) {
 	step := finalizerLeave
 	switch {
-	case v.deleting && v.holders == 0 && v.finalizer:
+	case v.holders == 0 && v.finalizer:
 		step = finalizerRemove
 	case !v.deleting && v.holders > 0 && !v.finalizer:
 		step = finalizerAdd

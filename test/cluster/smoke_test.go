@@ -52,6 +52,15 @@ spec:
 			// The operator holds the Service by its cleanup finalizer until the
 			// address is released; the uninstall comes after.
 			l.kubectl(t, "delete", "service", "web", "--wait=true", "--timeout=60s")
+			// With its last address released, the group loses the finalizer
+			// that protects held addresses: the uninstall, which takes the
+			// operator away, then finds nothing left to let go of.
+			l.eventually(t, 30*time.Second, "IPGroup lan without the addresses-held finalizer", func() error {
+				if f := l.kubectl(t, "get", "ipgroups.paas.org", "lan", "-o", "jsonpath={.metadata.finalizers}"); f != "" {
+					return fmt.Errorf("finalizers %s", f)
+				}
+				return nil
+			})
 			l.kubectl(t, "delete", "-f", "../../deploy/bundle.yaml", "--wait=true", "--timeout=120s")
 			l.eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
 				for _, node := range l.nodeNetns {
