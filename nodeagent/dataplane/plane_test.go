@@ -26,7 +26,7 @@ import (
 func enterNetns(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
+		t.Fatal("needs root to create network namespaces (make test runs as root)")
 	}
 	_, leave, err := netnstest.Enter("vipa-dp-test")
 	if err != nil {
