@@ -102,4 +102,3 @@ func (o *Observed) groupVerdicts(req allocator.Request) []GroupVerdict {
 	}
 	return out
 }
-

@@ -136,6 +136,5 @@ func protocolOf(sp corev1.ServicePort) corev1.Protocol {
 	return sp.Protocol
 }
 
-
 // agentPort is one Service port as an agent's kernel holds it.
 type agentPort = agentfacts.Port

@@ -11,7 +11,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
-
 )
 
 // liveness is the agents' view of each other that the election runs on.
