@@ -135,7 +135,7 @@ func (p *IPTables) Held(vips []netip.Addr) ([]Held, error) {
 // name the endpoints (see serviceJump and dnatRules).
 func parseHeld(save []byte, vips []netip.Addr) []Held {
 	ports := map[string][]heldKey{} // by port chain
-	var dnats [][2]string        // chain, endpoint
+	var dnats [][2]string           // chain, endpoint
 	sc := bufio.NewScanner(bytes.NewReader(save))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
