@@ -22,10 +22,6 @@ const ReaderClusterRole = "vip-allocator-debug-reader"
 // own credentials ever reach a node.
 const ExplainServiceAccount = "vip-allocator-explain"
 
-// TokenHeader carries the caller's bearer token when the request comes
-// through the API server's pods/proxy subresource: the API server
-// authenticates the Authorization header and removes it before proxying.
-const TokenHeader = "X-Vip-Allocator-Token"
 
 // VIPParam is the query parameter naming a VIP to report on (repeated); the
 // data path of no other VIP is read.

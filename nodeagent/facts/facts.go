@@ -1,0 +1,91 @@
+// Package facts serves what this agent knows of its own node to
+// `vip-allocator explain` (the contract is internal/agentfacts): its view of
+// the other agents, what its kernel holds for the VIPs asked about, and which
+// VIPs it answers ARP/NDP for. It only reads; the metrics server in front of
+// it lets in only callers allowed to get agentfacts.Path
+// (internal/metricsauth), since what a node carries is no one else's business.
+package facts
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+)
+
+// Handler answers GET agentfacts.Path?vip=A&vip=B.
+type Handler struct {
+	NodeName string
+	OnCordon string
+	// Alive maps every alive agent to whether it is draining (the gossip's view).
+	Alive func() map[string]bool
+	// Answering are the VIPs this node answers ARP/NDP for, by interface.
+	Answering func() map[netip.Addr]string
+	Planes    []dataplane.Plane
+	Now       func() time.Time
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet {
+		http.Error(w, "only GET", http.StatusMethodNotAllowed)
+		return
+	}
+	vips, err := parseVIPs(req.URL.Query()[agentfacts.VIPParam])
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(h.facts(vips))
+}
+
+// parseVIPs reads the VIPs asked about, at most agentfacts.MaxVIPs.
+func parseVIPs(values []string) ([]netip.Addr, error) {
+	if len(values) > agentfacts.MaxVIPs {
+		return nil, fmt.Errorf("at most %d %s parameters", agentfacts.MaxVIPs, agentfacts.VIPParam)
+	}
+	out := make([]netip.Addr, 0, len(values))
+	for _, v := range values {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", agentfacts.VIPParam, v, err)
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
+}
+
+// facts reads them now.
+func (h *Handler) facts(vips []netip.Addr) agentfacts.Facts {
+	f := agentfacts.Facts{Node: h.NodeName, At: h.Now().UTC(), OnCordon: h.OnCordon, Alive: h.Alive(),
+		Answering: map[string]string{}, Ports: []agentfacts.Port{}}
+	for vip, iface := range h.Answering() {
+		f.Answering[vip.String()] = iface
+	}
+	for _, p := range h.Planes {
+		pl := agentfacts.Plane{Family: string(p.Family()), Backend: p.Backend()}
+		r, ok := p.(dataplane.HeldReader)
+		if !ok {
+			pl.Error = "this plane cannot read its kernel state back"
+			f.Planes = append(f.Planes, pl)
+			continue
+		}
+		held, err := r.Held(vips)
+		if err != nil {
+			pl.Error = err.Error()
+		}
+		for _, x := range held {
+			port := agentfacts.Port{VIP: x.VIP.String(), Protocol: string(x.Protocol), Port: int32(x.Port), Endpoints: []string{}}
+			for _, ep := range x.Endpoints {
+				port.Endpoints = append(port.Endpoints, ep.String())
+			}
+			f.Ports = append(f.Ports, port)
+		}
+		f.Planes = append(f.Planes, pl)
+	}
+	return f
+}
