@@ -147,7 +147,7 @@ func (r *Reader) fetcher(ctx context.Context) (fetchFunc, error) {
 			return nil, fmt.Errorf("no agent pod of DaemonSet %s/%s runs on it", r.Namespace, paasv1.AgentDaemonSet)
 		}
 		req := r.Kube.CoreV1().RESTClient().Get().Namespace(r.Namespace).Resource("pods").
-			Name("https:" + pod + ":" + strconv.Itoa(r.AgentPort)).SubResource("proxy").Suffix(agentfacts.Path).
+			Name("https:"+pod+":"+strconv.Itoa(r.AgentPort)).SubResource("proxy").Suffix(agentfacts.Path).
 			SetHeader(metricsauth.ProxiedTokenHeader, "Bearer "+token)
 		for k, vs := range q {
 			for _, v := range vs {

@@ -22,7 +22,6 @@ const ReaderClusterRole = "vip-allocator-debug-reader"
 // own credentials ever reach a node.
 const ExplainServiceAccount = "vip-allocator-explain"
 
-
 // VIPParam is the query parameter naming a VIP to report on (repeated); the
 // data path of no other VIP is read.
 const VIPParam = "vip"
