@@ -127,7 +127,7 @@ func (o *Observed) candidate(n *corev1.Node, vip netip.Addr, mode paasv1.Announc
 		if l.from != "" {
 			out.Reason += " (as " + l.from + "'s agent sees it)"
 		}
-		if !nodeReady(n) {
+		if notReady(n) {
 			out.Reason += "; the Node is NotReady"
 		}
 		return out
@@ -151,11 +151,12 @@ func (o *Observed) candidate(n *corev1.Node, vip netip.Addr, mode paasv1.Announc
 	return out
 }
 
-// nodeReady reports whether n's Ready condition is True.
-func nodeReady(n *corev1.Node) bool {
+// notReady reports whether n's kubelet says it is not Ready (a Node with no
+// Ready condition says nothing).
+func notReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+			return c.Status != corev1.ConditionTrue
 		}
 	}
 	return false
