@@ -18,14 +18,17 @@ import (
 // not its intent) is the Service's ready endpoints that node should use.
 func (o *Observed) dataPath(addr netip.Addr, holders []*corev1.Service) DataPath {
 	d := DataPath{Check: Check{OK: true}}
-	var bad []string
+	var bad, unknown []string
 	anyWant := false
 	for _, n := range o.agentNodes() {
 		np := o.nodePath(n.Name, addr, holders)
 		for _, p := range np.Ports {
 			anyWant = anyWant || len(p.Want) > 0
 		}
-		if !np.OK {
+		switch {
+		case o.Facts[n.Name] == nil:
+			unknown = append(unknown, n.Name)
+		case !np.OK:
 			bad = append(bad, n.Name)
 		}
 		d.Nodes = append(d.Nodes, np)
@@ -33,6 +36,8 @@ func (o *Observed) dataPath(addr netip.Addr, holders []*corev1.Service) DataPath
 	switch {
 	case len(bad) > 0:
 		d.Check = Check{Reason: "the kernel of " + strings.Join(bad, ", ") + " does not hold the Service's ready endpoints"}
+	case len(unknown) > 0:
+		d.Check = Check{Reason: "unknown on " + strings.Join(unknown, ", ") + ": the agent did not answer"}
 	case !anyWant:
 		d.Check = Check{Reason: "the Service has no ready endpoint: every node rejects the address's ports"}
 	default:

@@ -43,6 +43,17 @@ func TestExplain(t *testing.T) {
 	}
 	t.Logf("healthy:\n%s", x.text(t, "svc/web", "-n", "default"))
 
+	// A Service naming a group that does not exist: ✗ at step 1, with the operator's reason.
+	d.lanService(t, "shop", false, paasv1.IPGroupAnnotation, "shop")
+	eventually(t, "shop pending", func() error {
+		p := x.report(t, "svc/shop")
+		if a := p.Allocation; a == nil || a.OK || !strings.Contains(a.Reason, paasv1.ReasonNoIPGroup) || len(a.Groups) != 1 || a.Groups[0].Admitted {
+			return fmt.Errorf("allocation %+v: want ✗ %s, lan not admitting it", a, paasv1.ReasonNoIPGroup)
+		}
+		return nil
+	})
+	t.Logf("pending:\n%s", x.text(t, "svc/shop"))
+
 	// An element deleted by hand on the owner: ✗ there, ✓ elsewhere; then repaired.
 	d.in(owner, "nft", "delete", "element", "ip", "vip-allocator", endpointsMap(d, owner), "{ "+vip+" . 6 . 80 . 0 }")
 	r = x.report(t, "svc/web")
