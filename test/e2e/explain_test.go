@@ -41,7 +41,9 @@ func TestExplain(t *testing.T) {
 	if e := r.VIPs[0].Election; e.Owner != owner {
 		t.Fatalf("explain names owner %s, the LAN hears %s", e.Owner, owner)
 	}
-	t.Logf("healthy:\n%s", x.text(t, "svc/web", "-n", "default"))
+	start := time.Now()
+	healthy := x.text(t, "svc/web", "-n", "default")
+	t.Logf("healthy (explain took %s, 3 agents asked):\n%s", time.Since(start).Round(time.Millisecond), healthy)
 
 	// A Service naming a group that does not exist: ✗ at step 1, with the operator's reason.
 	d.lanService(t, "shop", false, paasv1.IPGroupAnnotation, "shop")
