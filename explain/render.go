@@ -91,7 +91,14 @@ func (p *printer) vip(v VIP) {
 	}
 	p.step(1, 4, "announcement", v.Announcement.Check)
 	for _, s := range v.Announcement.Sessions {
-		p.line(3, fmt.Sprintf("%s %-10s peer %s %s, BFD %s", mark(s.State == bgpEstablished), s.Node, s.Peer, s.State, orNone([]string{s.BFD})))
+		sent, ok := "", s.State == bgpEstablished
+		if s.Sent != nil {
+			sent, ok = ", route not sent", ok && *s.Sent
+			if *s.Sent {
+				sent = ", route sent"
+			}
+		}
+		p.line(3, fmt.Sprintf("%s %-10s peer %s %s, BFD %s%s", mark(ok), s.Node, s.Peer, s.State, orNone([]string{s.BFD}), sent))
 	}
 	p.step(1, 5, "history", v.History.Check)
 	for _, f := range v.History.Entries {

@@ -121,6 +121,9 @@ type Session struct {
 	Node  string `json:"node"`
 	State string `json:"state"`
 	BFD   string `json:"bfd,omitempty"`
+	// Sent says whether the address's route is in the session's
+	// Adj-RIB-Out, as the node's agent read it (nil: its agent did not say).
+	Sent *bool `json:"sent,omitempty"`
 }
 
 // History is step 5: the address's last ownership changes.

@@ -47,6 +47,12 @@ type Facts struct {
 	Ports []Port `json:"ports"`
 	// Answering are the VIPs this node answers ARP or NDP for, by interface.
 	Answering map[string]string `json:"answering"`
+	// Advertised are, by BGPPeer name, the VIPs asked about that are in
+	// that session's Adj-RIB-Out (sent to the router); empty when the node
+	// speaks BGP with no one.
+	Advertised map[string][]string `json:"advertised,omitempty"`
+	// Errors are what could not be read (the BGP speaker's routes).
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Plane is one family's data plane.

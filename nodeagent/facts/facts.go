@@ -7,6 +7,7 @@
 package facts
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -26,7 +27,9 @@ type Handler struct {
 	// Answering are the VIPs this node answers ARP/NDP for, by interface.
 	Answering func() map[netip.Addr]string
 	Planes    []dataplane.Plane
-	Now       func() time.Time
+	// AdjOut lists the routes of prefixes sent to each BGP peer (nil: none).
+	AdjOut func(ctx context.Context, prefixes []netip.Prefix) (map[string][]netip.Prefix, error)
+	Now    func() time.Time
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -40,7 +43,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(h.facts(vips))
+	f := h.facts(vips)
+	h.advertised(req.Context(), &f, vips)
+	_ = json.NewEncoder(w).Encode(f)
 }
 
 // parseVIPs reads the VIPs asked about, at most agentfacts.MaxVIPs.
@@ -88,4 +93,27 @@ func (h *Handler) facts(vips []netip.Addr) agentfacts.Facts {
 		f.Planes = append(f.Planes, pl)
 	}
 	return f
+}
+
+// advertised adds which of vips each BGP session has sent to its router.
+func (h *Handler) advertised(ctx context.Context, f *agentfacts.Facts, vips []netip.Addr) {
+	if h.AdjOut == nil {
+		return
+	}
+	prefixes := make([]netip.Prefix, 0, len(vips))
+	for _, v := range vips {
+		prefixes = append(prefixes, netip.PrefixFrom(v, v.BitLen()))
+	}
+	out, err := h.AdjOut(ctx, prefixes)
+	if err != nil {
+		f.Errors = append(f.Errors, err.Error())
+		return
+	}
+	f.Advertised = map[string][]string{}
+	for peer, ps := range out {
+		f.Advertised[peer] = []string{}
+		for _, p := range ps {
+			f.Advertised[peer] = append(f.Advertised[peer], p.Addr().String())
+		}
+	}
 }

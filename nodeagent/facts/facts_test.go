@@ -1,7 +1,9 @@
 package facts
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -38,7 +40,10 @@ func TestHandler(t *testing.T) {
 	h := &Handler{NodeName: "node1", OnCordon: "handover", Planes: []dataplane.Plane{v4, v6},
 		Alive:     func() map[string]bool { return map[string]bool{"node1": false, "node2": true} },
 		Answering: func() map[netip.Addr]string { return map[netip.Addr]string{vip: "eth0"} },
-		Now:       func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }}
+		Now:       func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) },
+		AdjOut: func(_ context.Context, ps []netip.Prefix) (map[string][]netip.Prefix, error) {
+			return map[string][]netip.Prefix{"tor1": ps, "tor2": {}}, nil
+		}}
 
 	get := func(method, query string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
@@ -59,6 +64,9 @@ func TestHandler(t *testing.T) {
 	if f.Node != "node1" || !f.Alive["node2"] || f.Answering[vip.String()] != "eth0" || len(f.Ports) != 1 ||
 		f.Ports[0].Endpoints[0] != "198.51.100.11:8080" || f.Ports[0].Protocol != "TCP" || f.Ports[0].Port != 80 {
 		t.Errorf("facts %+v", f)
+	}
+	if fmt.Sprint(f.Advertised) != "map[tor1:[192.0.2.40] tor2:[]]" {
+		t.Errorf("advertised %v: want %s sent to tor1 alone", f.Advertised, vip)
 	}
 	if len(f.Planes) != 2 || f.Planes[0].Error != "" || !strings.Contains(f.Planes[1].Error, "permission denied") {
 		t.Errorf("planes %+v: want the IPv6 plane's read error reported", f.Planes)
