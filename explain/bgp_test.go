@@ -19,7 +19,7 @@ func TestBGPGolden(t *testing.T) {
 	const addr = "192.0.2.50"
 	o := lab()
 	api := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api", UID: "uid-api", Annotations: map[string]string{paasv1.IPGroupAnnotation: "routed"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: addr}}}}}
 	o.Services = append(o.Services, api)
 	o.Groups = append(o.Groups, paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "routed"},
