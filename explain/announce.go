@@ -32,6 +32,9 @@ func (o *Observed) announcement(addr netip.Addr, ip *paasv1.IP, mode paasv1.Anno
 			if _, ok := o.Facts[n].Answering[addr.String()]; ok {
 				a.Answering = append(a.Answering, n)
 			}
+			if at, ok := o.Facts[n].Announced[addr.String()]; ok && n == e.Owner {
+				a.LastGratuitous = &at
+			}
 		}
 		a.Check = l2Announced(a, e, len(o.Facts) > 0)
 	}
@@ -54,7 +57,15 @@ func l2Announced(a Announcement, e Election, facts bool) Check {
 	case facts && !slices.Equal(a.Answering, want):
 		return Check{Reason: fmt.Sprintf("answered by %s, want %s alone", orNone(a.Answering), e.Owner)}
 	}
-	return Check{OK: true, Reason: e.Owner + " answers ARP/NDP on " + e.Interface + "; the ledger names it"}
+	return Check{OK: true, Reason: e.Owner + " answers ARP/NDP on " + e.Interface + "; the ledger names it" + lastSent(a)}
+}
+
+// lastSent says when the owner's last gratuitous announcement was sent.
+func lastSent(a Announcement) string {
+	if a.LastGratuitous == nil {
+		return ""
+	}
+	return "; last gratuitous announcement " + a.LastGratuitous.UTC().Format(time.RFC3339)
 }
 
 // bgpAnnounced checks that every advertiser has a session up and is on the ledger.

@@ -79,6 +79,7 @@ func lab() *Observed {
 		Unreachable: map[string]string{"node3": "Get \"https://203.0.113.13:9478/debug/vips\": connection refused"},
 	}
 	o.Facts["node1"].Answering[vip] = "eth0"
+	o.Facts["node1"].Announced = map[string]time.Time{vip: at.Add(-time.Hour)}
 	return o
 }
 

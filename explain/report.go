@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"time"
+
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
@@ -110,7 +112,10 @@ type Announcement struct {
 	AnnouncedBy []string `json:"announcedBy,omitempty"`
 	// Answering are the nodes whose agents say they answer ARP/NDP for it.
 	Answering []string `json:"answering,omitempty"`
-	Conflict  string   `json:"conflict,omitempty"`
+	// LastGratuitous is when the owner last sent a gratuitous ARP (IPv6:
+	// unsolicited Neighbor Advertisement) for it.
+	LastGratuitous *time.Time `json:"lastGratuitous,omitempty"`
+	Conflict       string     `json:"conflict,omitempty"`
 	// Sessions are the BGP sessions of the advertisers.
 	Sessions []Session `json:"sessions,omitempty"`
 }

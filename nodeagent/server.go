@@ -247,7 +247,7 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 // its metrics and authorized like them (package facts).
 func (s *Server) serveFacts(a *announce.Announcer, g *joined) error {
 	h := &facts.Handler{NodeName: s.cfg.NodeName, OnCordon: string(cmp.Or(s.cfg.OnCordon, election.OnCordonHandover)),
-		Alive: gossip.Liveness{Cluster: g.cluster}.AliveDraining, Answering: a.Speaker.Owned, Planes: s.syncer.Planes, AdjOut: a.BGP.Speaker.AdjOut, Now: time.Now}
+		Alive: gossip.Liveness{Cluster: g.cluster}.AliveDraining, Answering: a.Speaker.Owned, Planes: s.syncer.Planes, Announced: a.Speaker.FirstAnnounced, AdjOut: a.BGP.Speaker.AdjOut, Now: time.Now}
 	if err := s.mgr.AddMetricsServerExtraHandler(agentfacts.Path, h); err != nil {
 		return fmt.Errorf("serve %s: %w", agentfacts.Path, err)
 	}

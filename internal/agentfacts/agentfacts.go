@@ -47,6 +47,9 @@ type Facts struct {
 	Ports []Port `json:"ports"`
 	// Answering are the VIPs this node answers ARP or NDP for, by interface.
 	Answering map[string]string `json:"answering"`
+	// Announced is, for each VIP asked about that it answers for, when its
+	// last gratuitous ARP (IPv6: unsolicited Neighbor Advertisement) was sent.
+	Announced map[string]time.Time `json:"announced,omitempty"`
 	// Advertised are, by BGPPeer name, the VIPs asked about that are in
 	// that session's Adj-RIB-Out (sent to the router); empty when the node
 	// speaks BGP with no one.

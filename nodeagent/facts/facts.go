@@ -27,6 +27,9 @@ type Handler struct {
 	// Answering are the VIPs this node answers ARP/NDP for, by interface.
 	Answering func() map[netip.Addr]string
 	Planes    []dataplane.Plane
+	// Announced is when the last gratuitous announcement of vip was sent
+	// (zero: none, or not yet when ctx ends).
+	Announced func(ctx context.Context, vip netip.Addr) time.Time
 	// AdjOut lists the routes of prefixes sent to each BGP peer (nil: none).
 	AdjOut func(ctx context.Context, prefixes []netip.Prefix) (map[string][]netip.Prefix, error)
 	Now    func() time.Time
@@ -44,6 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	f := h.facts(vips)
+	h.announced(req.Context(), &f, vips)
 	h.advertised(req.Context(), &f, vips)
 	_ = json.NewEncoder(w).Encode(f)
 }
@@ -115,5 +119,24 @@ func (h *Handler) advertised(ctx context.Context, f *agentfacts.Facts, vips []ne
 		for _, p := range ps {
 			f.Advertised[peer] = append(f.Advertised[peer], p.Addr().String())
 		}
+	}
+}
+
+// announced adds when the last gratuitous announcement of each of vips this
+// node answers for was sent; one still queued is not waited for long.
+func (h *Handler) announced(ctx context.Context, f *agentfacts.Facts, vips []netip.Addr) {
+	if h.Announced == nil {
+		return
+	}
+	f.Announced = map[string]time.Time{}
+	for _, vip := range vips {
+		if _, ok := f.Answering[vip.String()]; !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		if at := h.Announced(ctx, vip); !at.IsZero() {
+			f.Announced[vip.String()] = at.UTC()
+		}
+		cancel()
 	}
 }

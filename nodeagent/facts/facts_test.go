@@ -41,6 +41,9 @@ func TestHandler(t *testing.T) {
 		Alive:     func() map[string]bool { return map[string]bool{"node1": false, "node2": true} },
 		Answering: func() map[netip.Addr]string { return map[netip.Addr]string{vip: "eth0"} },
 		Now:       func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) },
+		Announced: func(_ context.Context, v netip.Addr) time.Time {
+			return time.Date(2026, 11, 29, 8, 59, 0, 0, time.UTC)
+		},
 		AdjOut: func(_ context.Context, ps []netip.Prefix) (map[string][]netip.Prefix, error) {
 			return map[string][]netip.Prefix{"tor1": ps, "tor2": {}}, nil
 		}}
@@ -67,6 +70,9 @@ func TestHandler(t *testing.T) {
 	}
 	if fmt.Sprint(f.Advertised) != "map[tor1:[192.0.2.40] tor2:[]]" {
 		t.Errorf("advertised %v: want %s sent to tor1 alone", f.Advertised, vip)
+	}
+	if at := f.Announced[vip.String()]; !at.Equal(time.Date(2026, 11, 29, 8, 59, 0, 0, time.UTC)) || len(f.Announced) != 1 {
+		t.Errorf("announced %v: want %s's last gratuitous ARP", f.Announced, vip)
 	}
 	if len(f.Planes) != 2 || f.Planes[0].Error != "" || !strings.Contains(f.Planes[1].Error, "permission denied") {
 		t.Errorf("planes %+v: want the IPv6 plane's read error reported", f.Planes)

@@ -41,6 +41,9 @@ func TestExplain(t *testing.T) {
 	if e := r.VIPs[0].Election; e.Owner != owner {
 		t.Fatalf("explain names owner %s, the LAN hears %s", e.Owner, owner)
 	}
+	if a := r.VIPs[0].Announcement; !slices.Equal(a.Answering, []string{owner}) || a.LastGratuitous == nil {
+		t.Fatalf("announcement %+v: want %s alone answering, with its last gratuitous ARP", a, owner)
+	}
 	start := time.Now()
 	healthy := x.text(t, "svc/web", "-n", "default")
 	t.Logf("healthy (explain took %s, 3 agents asked):\n%s", time.Since(start).Round(time.Millisecond), healthy)
