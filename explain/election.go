@@ -17,7 +17,7 @@ import (
 type liveness struct {
 	// alive are the alive agents' nodes, as the election sees them.
 	alive []election.Node
-	// alivenames says which nodes are alive.
+	// aliveNames says which nodes are alive.
 	aliveNames map[string]bool
 	// from names the agent whose view it is ("" when no agent answered
 	// and every node with an agent is taken as alive).
@@ -161,6 +161,3 @@ func notReady(n *corev1.Node) bool {
 	}
 	return false
 }
-
-// electionNode is what the election knows of a node.
-type electionNode = election.Node

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 )
 
@@ -92,7 +93,7 @@ func (o *Observed) problems() []string {
 func WhatIfDrain(o *Observed, r Report, node string) Drain {
 	d := Drain{Node: node, Moves: []Move{}}
 	l := o.liveness()
-	l.alive = slices.DeleteFunc(slices.Clone(l.alive), func(n electionNode) bool { return n.Name == node })
+	l.alive = slices.DeleteFunc(slices.Clone(l.alive), func(n election.Node) bool { return n.Name == node })
 	delete(l.aliveNames, node)
 	for _, v := range r.VIPs {
 		addr, err := netip.ParseAddr(v.Address)
