@@ -17,8 +17,6 @@ import (
 type liveness struct {
 	// alive are the alive agents' nodes, as the election sees them.
 	alive []election.Node
-	// aliveNames says which nodes are alive.
-	aliveNames map[string]bool
 	// from names the agent whose view it is ("" when no agent answered
 	// and every node with an agent is taken as alive).
 	from string
@@ -33,7 +31,7 @@ func (o *Observed) liveness() liveness {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	l := liveness{aliveNames: map[string]bool{}}
+	var l liveness
 	policy := election.OnCordonHandover
 	members := map[string]bool{}
 	if len(names) > 0 {
@@ -55,7 +53,6 @@ func (o *Observed) liveness() liveness {
 		en := policy.NodeOf(n)
 		en.Draining = draining
 		l.alive = append(l.alive, en)
-		l.aliveNames[n.Name] = true
 	}
 	return l
 }

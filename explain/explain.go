@@ -94,7 +94,6 @@ func WhatIfDrain(o *Observed, r Report, node string) Drain {
 	d := Drain{Node: node, Moves: []Move{}}
 	l := o.liveness()
 	l.alive = slices.DeleteFunc(slices.Clone(l.alive), func(n election.Node) bool { return n.Name == node })
-	delete(l.aliveNames, node)
 	for _, v := range r.VIPs {
 		addr, err := netip.ParseAddr(v.Address)
 		if err != nil {
