@@ -68,19 +68,20 @@ func runExplain(args []string) error {
 }
 
 func explainRun(ctx context.Context, cc clientcmd.ClientConfig, args []string, f explainFlags) error {
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return err
-	}
-	ns, _, err := cc.Namespace()
-	if err != nil {
-		return err
-	}
+	// What is asked is checked before the kubeconfig, which may be missing.
+	ns, _, nsErr := cc.Namespace()
 	kind, name, ok := strings.Cut(args[0], "/")
 	if !ok && len(args) == 2 {
 		kind, name = args[0], args[1]
 	}
 	pick, report, err := explain.Subject(kind, name, ns)
+	if err != nil {
+		return err
+	}
+	if nsErr != nil {
+		return nsErr
+	}
+	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return err
 	}
