@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -57,7 +59,11 @@ func TestExplain(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("pending:\n%s", x.text(t, "svc/shop"))
+	pending := x.kubectlVip(t, "explain", "svc/shop", "-n", "default")
+	if !strings.Contains(pending, "✗ 1 allocation    pending: NoIPGroup") {
+		t.Fatalf("kubectl vip explain svc/shop:\n%s\nwant ✗ at step 1", pending)
+	}
+	t.Logf("pending (kubectl vip):\n%s", pending)
 
 	// An element deleted by hand on the owner: ✗ there, ✓ elsewhere; then repaired.
 	d.in(owner, "nft", "delete", "element", "ip", "vip-allocator", endpointsMap(d, owner), "{ "+vip+" . 6 . 80 . 0 }")
@@ -137,6 +143,23 @@ func (x *explainer) run(t *testing.T, args ...string) string {
 	out, err := exec.Command("ip", cmd...).Output()
 	if err != nil {
 		t.Fatalf("explain %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
+
+// kubectlVip runs the real kubectl with a kubectl-vip link to the binary on
+// its PATH: the plugin as a person installs it.
+func (x *explainer) kubectlVip(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(binary(x.d.root), filepath.Join(dir, "kubectl-vip")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := append([]string{"netns", "exec", x.d.ns("client"), "env", "PATH=" + dir + ":" + os.Getenv("PATH"),
+		filepath.Join(x.d.root, "bin", "k8s", "kubectl"), "vip"}, args...)
+	out, err := exec.Command("ip", append(cmd, "--kubeconfig", x.kubeconfig, "--agent-url", x.urls)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl vip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
