@@ -244,8 +244,14 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 }
 
 // serveFacts serves what this agent knows of its node to explain, beside
-// its metrics and authorized like them (package facts).
+// its metrics and authorized like them (package facts). Metrics served in
+// the clear (--metrics-secure=false) get no such neighbour: what a node
+// carries and holds in its kernel is not for anyone on the LAN.
 func (s *Server) serveFacts(a *announce.Announcer, g *joined) error {
+	if !s.cfg.MetricsSecure {
+		ctrl.Log.Info("not serving " + agentfacts.Path + ": metrics are served without authorization (--metrics-secure=false)")
+		return nil
+	}
 	h := &facts.Handler{NodeName: s.cfg.NodeName, OnCordon: string(cmp.Or(s.cfg.OnCordon, election.OnCordonHandover)),
 		Alive: gossip.Liveness{Cluster: g.cluster}.AliveDraining, Answering: a.Speaker.Owned, Planes: s.syncer.Planes, Announced: a.Speaker.FirstAnnounced, AdjOut: a.BGP.Speaker.AdjOut, Now: time.Now}
 	if err := s.mgr.AddMetricsServerExtraHandler(agentfacts.Path, h); err != nil {
