@@ -78,11 +78,24 @@ func (o *Observed) each(subject string, addrs []netip.Addr) Report {
 	return r
 }
 
-// problems are the agents that did not answer.
+// problems are the agents that did not answer, and the agents whose view of
+// who is alive differs from the one the election is run on (a partition, or
+// gossip still settling: they elect other owners).
 func (o *Observed) problems() []string {
 	var out []string
 	for _, n := range sortedKeys(o.Unreachable) {
 		out = append(out, fmt.Sprintf("%s's agent did not answer: %s", n, o.Unreachable[n]))
+	}
+	from := o.liveness().from
+	if from == "" {
+		return out
+	}
+	want := sortedKeys(o.Facts[from].Alive)
+	for _, n := range sortedKeys(o.Facts) {
+		if got := sortedKeys(o.Facts[n].Alive); !slices.Equal(got, want) {
+			out = append(out, fmt.Sprintf("%s's agent sees %s alive, %s's sees %s: the election below is %s's",
+				n, orNone(got), from, orNone(want), from))
+		}
 	}
 	return out
 }

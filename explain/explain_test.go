@@ -140,6 +140,20 @@ func TestGroupAndNodeGolden(t *testing.T) {
 	}
 }
 
+// TestSplitViewIsAProblem: an agent that sees other agents alive than the
+// view the election runs on is named at the top.
+func TestSplitViewIsAProblem(t *testing.T) {
+	o := lab()
+	o.Facts["node2"].Alive = map[string]bool{"node2": false}
+	r, err := Service(o, types.NamespacedName{Namespace: "default", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) != 2 || !strings.Contains(r.Problems[1], "node2's agent sees node2 alive, node1's sees node1, node2, node3") {
+		t.Fatalf("problems %q: want node2's view named", r.Problems)
+	}
+}
+
 // TestElectionIsTheAgents checks that the owner explain names is the one
 // the agents' election picks over the same alive nodes, and that the
 // cordoned node is passed over for being cordoned.
