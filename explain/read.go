@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -94,7 +95,7 @@ func (r *Reader) readFacts(ctx context.Context, o *Observed, addrs []netip.Addr)
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 			defer cancel()
-			f, err := fetch(ctx, n.Name, query(addrs))
+			f, err := fetchAll(ctx, fetch, n.Name, addrs)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -107,16 +108,40 @@ func (r *Reader) readFacts(ctx context.Context, o *Observed, addrs []netip.Addr)
 	wg.Wait()
 }
 
-// query asks about addrs, at most agentfacts.MaxVIPs of them.
-func query(addrs []netip.Addr) url.Values {
-	q := url.Values{}
-	for i, a := range addrs {
-		if i == agentfacts.MaxVIPs {
-			break
+// fetchAll asks node's agent about addrs, agentfacts.MaxVIPs at a time, and
+// merges the answers: what is per VIP adds up, the rest is the last answer's.
+func fetchAll(ctx context.Context, fetch fetchFunc, node string, addrs []netip.Addr) (*agentfacts.Facts, error) {
+	var all *agentfacts.Facts
+	for start := 0; start == 0 || start < len(addrs); start += agentfacts.MaxVIPs {
+		q := url.Values{}
+		for _, a := range addrs[start:min(start+agentfacts.MaxVIPs, len(addrs))] {
+			q.Add(agentfacts.VIPParam, a.String())
 		}
-		q.Add(agentfacts.VIPParam, a.String())
+		f, err := fetch(ctx, node, q)
+		if err != nil {
+			return nil, err
+		}
+		if all != nil {
+			merge(f, all)
+		}
+		all = f
 	}
-	return q
+	return all, nil
+}
+
+// merge adds to f the per-VIP facts of an earlier answer.
+func merge(f, earlier *agentfacts.Facts) {
+	f.Ports = append(earlier.Ports, f.Ports...)
+	if f.Announced == nil {
+		f.Announced = map[string]time.Time{}
+	}
+	maps.Copy(f.Announced, earlier.Announced)
+	if f.Advertised == nil && earlier.Advertised != nil {
+		f.Advertised = map[string][]string{}
+	}
+	for peer, sent := range earlier.Advertised {
+		f.Advertised[peer] = append(sent, f.Advertised[peer]...)
+	}
 }
 
 // fetchFunc asks node's agent.

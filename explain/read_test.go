@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,34 @@ func TestReadFactsThroughTheAPIServer(t *testing.T) {
 	}
 	if why := o.Unreachable["node2"]; !strings.Contains(why, "no agent pod") {
 		t.Fatalf("node2 (its agent pod not running): %q, want it reported", why)
+	}
+}
+
+// TestFetchAllAsksInBatches: more addresses than one request may name are
+// asked in batches, and the answers add up.
+func TestFetchAllAsksInBatches(t *testing.T) {
+	var addrs []netip.Addr
+	for i := range 130 {
+		addrs = append(addrs, netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}))
+	}
+	calls := 0
+	fetch := func(_ context.Context, node string, q url.Values) (*agentfacts.Facts, error) {
+		calls++
+		vips := q[agentfacts.VIPParam]
+		if len(vips) > agentfacts.MaxVIPs {
+			t.Fatalf("one request names %d addresses", len(vips))
+		}
+		f := &agentfacts.Facts{Node: node, Announced: map[string]time.Time{vips[0]: time.Unix(1, 0)}, Advertised: map[string][]string{"tor1": {vips[0]}}}
+		for _, v := range vips {
+			f.Ports = append(f.Ports, agentfacts.Port{VIP: v, Protocol: "TCP", Port: 80})
+		}
+		return f, nil
+	}
+	f, err := fetchAll(context.Background(), fetch, "node1", addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 || len(f.Ports) != 130 || len(f.Announced) != 3 || len(f.Advertised["tor1"]) != 3 {
+		t.Fatalf("%d calls, %d ports, announced %v, advertised %v: want 3 calls and every answer kept", calls, len(f.Ports), f.Announced, f.Advertised)
 	}
 }
