@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/explain"
 )
@@ -24,7 +26,9 @@ import (
 // node alone until the agent's drift repair puts it back; --what-if-drain
 // names the node a real drain (cordon) then moves the address to; with the
 // new owner's agent killed, explain shows the failover in the history, with
-// its gap, and the dead agent as not alive.
+// its gap, and the dead agent as not alive; back on its first owner, the
+// address goes where --what-if-drain says when that node gets the exclusion
+// label.
 func TestExplain(t *testing.T) {
 	// A long resync, so the hand-deleted element stays gone long enough to be seen.
 	d, _, vip, owner := announcedLab(t, "--metrics-bind-address", fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "--resync-period", "15s")
@@ -109,6 +113,19 @@ func TestExplain(t *testing.T) {
 		}
 	}
 	t.Logf("%s's agent killed:\n%s", moved, x.text(t, "svc/web"))
+
+	// The exclusion label is a drain too: back on the uncordoned owner, the
+	// address goes where explain says a drain of it sends it.
+	d.cordon(t, owner, false)
+	d.waitAnnouncer(t, vip, owner)
+	moves = x.report(t, "ip", vip, "--what-if-drain", owner).WhatIfDrain.Moves
+	if len(moves) != 1 || len(moves[0].To) != 1 {
+		t.Fatalf("--what-if-drain %s: %+v, want %s moved to one node", owner, moves, vip)
+	}
+	d.setNodeLabel(t, owner, corev1.LabelNodeExcludeBalancers, "true")
+	if to := d.owner(t, vip, owner); to != moves[0].To[0] {
+		t.Fatalf("%s labelled for exclusion: %s moved to %s, explain said %s", owner, vip, to, moves[0].To[0])
+	}
 }
 
 // explainer runs explain in the client's namespace: the API server through
