@@ -9,6 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 )
@@ -43,7 +47,21 @@ func (o *Observed) dataPath(addr netip.Addr, holders []*corev1.Service) DataPath
 	default:
 		d.Reason = fmt.Sprintf("every node's kernel holds the ready endpoints (%d nodes)", len(d.Nodes))
 	}
+	if why := refused(holders); why != "" {
+		d.Check = Check{Reason: "the agents refuse to program or announce it: " + why}
+	}
 	return d
+}
+
+// refused is why the agents refuse one of holders' addresses, as they wrote
+// it in the Service's Programmed condition ("" when they do not).
+func refused(holders []*corev1.Service) string {
+	for _, svc := range holders {
+		if c := meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionProgrammed); c != nil && c.Status == metav1.ConditionFalse {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
 }
 
 // nodePath compares node's kernel with the endpoints it should DNAT to.

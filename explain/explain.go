@@ -88,6 +88,9 @@ func (o *Observed) problems() []string {
 	}
 	from := o.liveness().from
 	if from == "" {
+		if len(o.agentNodes()) > 0 {
+			out = append(out, "no agent answered: the election below takes every node with an agent as alive")
+		}
 		return out
 	}
 	want := sortedKeys(o.Facts[from].Alive)

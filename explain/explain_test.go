@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,26 @@ func TestSplitViewIsAProblem(t *testing.T) {
 	}
 	if len(r.Problems) != 2 || !strings.Contains(r.Problems[1], "node2's agent sees node2 alive, node1's sees node1, node2, node3") {
 		t.Fatalf("problems %q: want node2's view named", r.Problems)
+	}
+}
+
+// TestRefusalIsTheAgents: the agents' Programmed condition on the Service
+// (their refusal to carry an address) makes the data path ✗ with its reason;
+// no agent answering is said at the top.
+func TestRefusalIsTheAgents(t *testing.T) {
+	o := lab()
+	o.Services[0].Status.Conditions = []metav1.Condition{{Type: paasv1.ConditionProgrammed, Status: metav1.ConditionFalse,
+		Reason: paasv1.ReasonNodeAddress, Message: "192.0.2.40 is the address of Node node9"}}
+	o.Facts = map[string]*agentfacts.Facts{}
+	r, err := Service(o, types.NamespacedName{Namespace: "default", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.VIPs[0].DataPath; d.OK || !strings.Contains(d.Reason, "NodeAddress: 192.0.2.40 is the address of Node node9") {
+		t.Fatalf("data path %+v: want ✗ with the agents' refusal", d.Check)
+	}
+	if !slices.ContainsFunc(r.Problems, func(p string) bool { return strings.HasPrefix(p, "no agent answered") }) {
+		t.Fatalf("problems %q: want no agent answering said", r.Problems)
 	}
 }
 
