@@ -24,19 +24,7 @@ func TestHeld(t *testing.T) {
 
 func testHeld(t *testing.T, plane string, fam Family) {
 	f := fixtureFor(fam)
-	var p interface {
-		Plane
-		HeldReader
-	}
-	var err error
-	if plane == PlaneNFTables {
-		p, err = NewNFTables(Config{Family: fam})
-	} else {
-		p, err = NewIPTables(Config{Family: fam, Backend: plane})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openPlane(t, plane, fam)
 	if _, err := p.Sync(f.services(f.ep1, f.ep2), true); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +36,8 @@ func testHeld(t *testing.T, plane string, fam Family) {
 		}
 		return strings.Join(out, "\n")
 	}
-	got, err := p.Held([]netip.Addr{vip})
+	r := p.(HeldReader)
+	got, err := r.Held([]netip.Addr{vip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +50,7 @@ func testHeld(t *testing.T, plane string, fam Family) {
 		t.Fatalf("held %s, not asked about", f.vip2)
 	}
 	deleteOneEndpoint(t, plane, fam, f)
-	if got, err = p.Held([]netip.Addr{vip}); err != nil {
+	if got, err = r.Held([]netip.Addr{vip}); err != nil {
 		t.Fatal(err)
 	}
 	if s := spell(got); s == want || !strings.HasPrefix(s, f.vip+" TCP 80 -> ") || strings.Count(s, ",") != 0 {
