@@ -12,7 +12,8 @@ import (
 // image under containerd, the operator as a Deployment creating the agent
 // DaemonSet, the agent pods with their Pod-bound tokens, ARP answered on the
 // LAN, the VIP DNATed by the agent's rules beside kube-proxy's and left alone
-// by kube-proxy (ipMode Proxy). Then the Service is deleted (the operator
+// by kube-proxy (ipMode Proxy), and 'kubectl vip explain' reading each
+// node's kernel through the API server's pods/proxy. Then the Service is deleted (the operator
 // drops its cleanup finalizer) and 'kubectl delete -f deploy/bundle.yaml'
 // leaves no rule of the agent on any node.
 func TestSmoke(t *testing.T) {
@@ -38,6 +39,7 @@ spec:
 			if !strings.HasPrefix(hostname, "web-") {
 				t.Fatalf("the VIP answered %q, not a web pod", hostname)
 			}
+			l.explainHealthy(t, "default", "web")
 
 			for _, node := range l.nodeNetns {
 				rules := l.ruleset(t, node)
