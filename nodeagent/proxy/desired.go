@@ -55,7 +55,7 @@ func newDesiredState() *desiredState {
 	return &desiredState{byKey: map[types.NamespacedName]*derived{}, at: map[types.NamespacedName]int{},
 		byAddr: map[netip.Addr]map[types.NamespacedName]bool{}, refused: map[types.NamespacedName]bool{}, local: map[types.NamespacedName]bool{},
 		handingOver: map[types.NamespacedName]bool{},
-		families: map[dataplane.Family]int{}}
+		families:    map[dataplane.Family]int{}}
 }
 
 // set records key's new derivation; nil: the Service is gone.
