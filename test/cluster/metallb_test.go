@@ -351,8 +351,9 @@ func findProcess(node, name string) (string, error) {
 }
 
 // timeline samples what decides a VIP's path every 100 ms: the Service's
-// ingress (address, ipMode), the router's ARP entry (BGP: its routes), and
-// records each change with its time after t0.
+// ingress (address, ipMode), the ledger's hand-over from kube-proxy (awaiting
+// the data path, who announces, who reported it programmed), the router's ARP
+// entry (BGP: its routes), and records each change with its time after t0.
 type timeline struct {
 	t0      time.Time
 	done    chan struct{}
@@ -370,7 +371,8 @@ func (l *lab) startTimeline(t0 time.Time, router, vip string) *timeline {
 			ingress, _ := l.tryKubectl("get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress}")
 			neigh, _ := inNetns(router, "ip", "neigh", "show", "to", vip)
 			route, _ := inNetns(router, "ip", "route", "show", vip+"/32")
-			for _, kv := range [][2]string{{"service ingress", ingress}, {"router ARP", neigh}, {"router route", route}} {
+			ledger, _ := l.tryKubectl("get", "ip", vip, "-o", "jsonpath=awaiting={.spec.awaitingDataPath} announcedBy={.status.announcedBy} programmedBy={.status.programmedBy}")
+			for _, kv := range [][2]string{{"service ingress", ingress}, {"ledger", ledger}, {"router ARP", neigh}, {"router route", route}} {
 				if last[kv[0]] != kv[1] {
 					last[kv[0]] = kv[1]
 					tl.changes = append(tl.changes, fmt.Sprintf("+%s %s: %s", time.Since(t0).Round(10*time.Millisecond), kv[0], strings.ReplaceAll(kv[1], "\n", " | ")))
