@@ -31,18 +31,15 @@ const agentMemberlistPortBesideMetalLB = "7947"
 // end the agents alone carry the VIP (the router's ARP entry is the owner
 // node's, no MetalLB process is left).
 //
-// It runs in 'make e2e-cluster' (CLUSTER_TESTS=full): L2 in both kube-proxy
-// modes and BGP with the LAN's FRR router. 'make test' leaves it out: the
-// switch adopts the address the moment the Service's status says ipMode
-// Proxy, the moment kube-proxy lets go of it, and a node loaded enough to
-// program it late refuses a request then (docs/migration.md), which a suite
-// that must pass on every run cannot carry.
+// 'make test' runs L2 with kube-proxy in nftables mode (about 3 minutes);
+// 'make e2e-cluster' (CLUSTER_TESTS=full) adds L2 in iptables mode and BGP
+// with the LAN's FRR router.
 func TestMetalLBSwitch(t *testing.T) {
 	for _, tc := range []struct {
 		name, mode string
 		bgp, smoke bool
 	}{
-		{"L2/nftables", "nftables", false, false},
+		{"L2/nftables", "nftables", false, true},
 		{"L2/iptables", "iptables", false, false},
 		{"BGP/iptables", "iptables", true, false},
 	} {
