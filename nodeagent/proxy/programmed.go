@@ -56,3 +56,12 @@ func (r *Reporter) ReportProgrammed(ctx context.Context, addrs []netip.Addr) err
 	}
 	return errors.Join(errs...)
 }
+
+// reportProgrammed reports the addresses awaiting the data path that the planes carry since
+// this sync (nothing without a Reporter).
+func (s *Syncer) reportProgrammed(ctx context.Context) error {
+	if s.Reporter == nil {
+		return nil
+	}
+	return s.Reporter.ReportProgrammed(ctx, s.state.awaitingCarried())
+}

@@ -154,11 +154,8 @@ func (s *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		s.lastFull = time.Now()
 	}
 	s.forgetStaleFlows(ctx, derivedNow, derivedAll)
-	if s.Reporter != nil {
-		// Only now: the planes carry these addresses.
-		if err := s.Reporter.ReportProgrammed(ctx, s.state.awaitingCarried()); err != nil {
-			return reconcile.Result{}, err
-		}
+	if err := s.reportProgrammed(ctx); err != nil { // only now: the planes carry them
+		return reconcile.Result{}, err
 	}
 	// Come back to check the canary, for the periodic full sync, and to read
 	// this node's addresses again (no event tells when they change).
