@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -77,9 +78,10 @@ func ingressOf(svc *corev1.Service, held []netip.Addr, configured corev1.LoadBal
 }
 
 // endHandOver clears spec.awaitingDataPath on ip once svc's status, as this reconcile read it,
-// shows the address with ipMode Proxy: the agents carry it from the status from then on. Not
-// earlier: an agent that saw the mark go before the Proxy status would drop its rules for a
-// moment while kube-proxy lets go.
+// shows the address with ipMode Proxy, and so does every other Service sharing it (as the cache
+// shows them): the agents carry it from the statuses from then on. Not earlier: an agent that
+// saw the mark go before a holder's Proxy status would drop that holder's rules while
+// kube-proxy lets go of them.
 func (r *ServiceReconciler) endHandOver(ctx context.Context, svc *corev1.Service, ip *paasv1.IP) error {
 	addr, ok := ip.Addr()
 	if !ip.Spec.AwaitingDataPath || !ok {
@@ -87,6 +89,22 @@ func (r *ServiceReconciler) endHandOver(ctx context.Context, svc *corev1.Service
 	}
 	if mode, shown := shownMode(svc, addr); !shown || mode != corev1.LoadBalancerIPModeProxy {
 		return nil
+	}
+	for _, o := range ip.Holders() {
+		if o.UID == svc.UID {
+			continue
+		}
+		other := &corev1.Service{}
+		err := r.GetClient().Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, other, client.UnsafeDisableDeepCopy)
+		if apierrors.IsNotFound(err) {
+			continue // gone: nothing of it to hand over
+		}
+		if err != nil {
+			return fmt.Errorf("get Service %s/%s sharing %s: %w", o.Namespace, o.Name, addr, err)
+		}
+		if mode, shown := shownMode(other, addr); shown && mode != corev1.LoadBalancerIPModeProxy {
+			return nil // its reconcile ends it
+		}
 	}
 	desired := ip.DeepCopy()
 	desired.Spec.AwaitingDataPath = false
