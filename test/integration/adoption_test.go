@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -33,14 +34,22 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 				startOperator()
 			}
 		})
-		svc := createService(lbService(ns, "web"))
+		// Two Services share the address (MetalLB's allow-shared-ip): both wait, and the mark
+		// goes only once both show Proxy.
+		shared := withAnnotation(paasv1.MetalLBSharingAnnotation, "web")
+		svc := createService(lbService(ns, "web", shared))
+		dns := lbService(ns, "dns", shared)
+		dns.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}}
+		createService(dns)
 		restore, err := testenv.WithoutStatusPolicy(ctx, k8s)
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() error {
-			cur := getService(svc)
-			cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
-			return k8s.Status().Update(ctx, cur)
-		}).Should(Succeed())
+		for _, s := range []*corev1.Service{svc, dns} {
+			Eventually(func() error {
+				cur := getService(s)
+				cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
+				return k8s.Status().Update(ctx, cur)
+			}).Should(Succeed())
+		}
 		Expect(restore()).To(Succeed())
 		startOperator()
 		Eventually(func() []string { return getService(svc).Finalizers }).Should(ContainElement(controllers.CleanupFinalizer))
@@ -52,14 +61,17 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 			g.Expect(ip.Spec.AwaitingDataPath).To(BeTrue())
 			g.Expect(ip.Annotations).To(HaveKey(paasv1.AdoptedAnnotation))
 			g.Expect(ip.Status.AnnouncedBy).To(Equal([]string{"node-a"}))
+			g.Expect(ip.Spec.SharedWith).To(HaveLen(1))
 		}).Should(Succeed())
-		Consistently(func() corev1.LoadBalancerIPMode { return ipModeOf(getService(svc)) }).
-			WithTimeout(2 * time.Second).Should(Equal(corev1.LoadBalancerIPModeVIP))
+		modes := func() []corev1.LoadBalancerIPMode {
+			return []corev1.LoadBalancerIPMode{ipModeOf(getService(svc)), ipModeOf(getService(dns))}
+		}
+		vips := []corev1.LoadBalancerIPMode{corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPModeVIP}
+		Consistently(modes).WithTimeout(2 * time.Second).Should(Equal(vips))
 
 		By("a report from a node that does not announce the address does not count")
 		reportProgrammed("node-b", vip, "node-b")
-		Consistently(func() corev1.LoadBalancerIPMode { return ipModeOf(getService(svc)) }).
-			WithTimeout(2 * time.Second).Should(Equal(corev1.LoadBalancerIPModeVIP))
+		Consistently(modes).WithTimeout(2 * time.Second).Should(Equal(vips))
 
 		By("no agent reports for another node, or takes another node's report back")
 		err = tryReportProgrammed("node-b", vip, func(by []string) []string { return append(by, "node-a") })
@@ -71,7 +83,7 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 
 		By("the owner's report: ipMode Proxy, then the mark cleared")
 		reportProgrammed("node-a", vip, "node-a")
-		Eventually(func() corev1.LoadBalancerIPMode { return ipModeOf(getService(svc)) }).Should(Equal(corev1.LoadBalancerIPModeProxy))
+		Eventually(modes).Should(Equal([]corev1.LoadBalancerIPMode{corev1.LoadBalancerIPModeProxy, corev1.LoadBalancerIPModeProxy}))
 		Eventually(func(g Gomega) {
 			ip := &paasv1.IP{}
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: vip}, ip)).To(Succeed())
