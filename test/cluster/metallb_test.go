@@ -388,7 +388,10 @@ func (l *lab) startTimeline(t0 time.Time, router, vip string) *timeline {
 			ingress, _ := l.tryKubectl("get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress}")
 			neigh, _ := inNetns(router, "ip", "neigh", "show", "to", vip)
 			route, _ := inNetns(router, "ip", "route", "show", vip+"/32")
-			ledger, _ := l.tryKubectl("get", "ip", vip, "-o", "jsonpath=awaiting={.spec.awaitingDataPath} announcedBy={.status.announcedBy} programmedBy={.status.programmedBy}")
+			ledger, err := l.tryKubectl("get", "ip", vip, "-o", "jsonpath=awaiting={.spec.awaitingDataPath} announcedBy={.status.announcedBy} programmedBy={.status.programmedBy}")
+			if err != nil {
+				ledger = "none"
+			}
 			if mac := lladdr(neigh); mac != "" && lladdr(last["router ARP"]) != "" && mac != lladdr(last["router ARP"]) {
 				tl.mu.Lock()
 				tl.moves = append(tl.moves, time.Now())
