@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -349,13 +350,56 @@ func findProcess(node, name string) (string, error) {
 // the data path, who announces, who reported it programmed), the router's ARP
 // entry (BGP: its routes), and records each change with its time after t0.
 type timeline struct {
-	t0      time.Time
-	done    chan struct{}
-	wg      sync.WaitGroup
+	t0   time.Time
+	done chan struct{}
+	wg   sync.WaitGroup
+	// monitor is 'ip monitor neigh' in the router's namespace: every change of
+	// its ARP entry as it happens, which the sampling misses (a move and back
+	// between two samples under load).
+	monitor *exec.Cmd
+	mu      sync.Mutex
 	changes []string
 	// moves are when the router's ARP entry changed MAC.
-	mu    sync.Mutex
 	moves []time.Time
+}
+
+// note records a change of what with its time after t0.
+func (tl *timeline) note(what, now string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.changes = append(tl.changes, fmt.Sprintf("+%s %s: %s", time.Since(tl.t0).Round(10*time.Millisecond), what, strings.ReplaceAll(now, "\n", " | ")))
+}
+
+// watchARP records every change of the router's ARP entry for vip, and the
+// moves among them, from 'ip monitor neigh' (nothing when it cannot start).
+func (tl *timeline) watchARP(router, vip string) {
+	tl.monitor = exec.Command("ip", "netns", "exec", router, "ip", "monitor", "neigh")
+	out, err := tl.monitor.StdoutPipe()
+	if err != nil || tl.monitor.Start() != nil {
+		tl.monitor = nil
+		return
+	}
+	tl.wg.Add(1)
+	go func() {
+		defer tl.wg.Done()
+		sc := bufio.NewScanner(out)
+		mac := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, vip+" ") && !strings.HasPrefix(line, "Deleted "+vip+" ") {
+				continue
+			}
+			tl.note("router ARP event", line)
+			if m := lladdr(line); m != "" && m != mac {
+				if mac != "" {
+					tl.mu.Lock()
+					tl.moves = append(tl.moves, time.Now())
+					tl.mu.Unlock()
+				}
+				mac = m
+			}
+		}
+	}()
 }
 
 // movedNear reports whether the router's ARP entry moved to another MAC in
@@ -380,6 +424,7 @@ func lladdr(neigh string) string {
 
 func (l *lab) startTimeline(t0 time.Time, router, vip string) *timeline {
 	tl := &timeline{t0: t0, done: make(chan struct{})}
+	tl.watchARP(router, vip)
 	tl.wg.Add(1)
 	go func() {
 		defer tl.wg.Done()
@@ -392,15 +437,10 @@ func (l *lab) startTimeline(t0 time.Time, router, vip string) *timeline {
 			if err != nil {
 				ledger = "none"
 			}
-			if mac := lladdr(neigh); mac != "" && lladdr(last["router ARP"]) != "" && mac != lladdr(last["router ARP"]) {
-				tl.mu.Lock()
-				tl.moves = append(tl.moves, time.Now())
-				tl.mu.Unlock()
-			}
 			for _, kv := range [][2]string{{"service ingress", ingress}, {"ledger", ledger}, {"router ARP", neigh}, {"router route", route}} {
 				if last[kv[0]] != kv[1] {
 					last[kv[0]] = kv[1]
-					tl.changes = append(tl.changes, fmt.Sprintf("+%s %s: %s", time.Since(t0).Round(10*time.Millisecond), kv[0], strings.ReplaceAll(kv[1], "\n", " | ")))
+					tl.note(kv[0], kv[1])
 				}
 			}
 			select {
@@ -418,7 +458,15 @@ func (tl *timeline) stop() string {
 	case <-tl.done:
 	default:
 		close(tl.done)
+		if tl.monitor != nil {
+			_ = tl.monitor.Process.Kill()
+		}
 	}
 	tl.wg.Wait()
+	if tl.monitor != nil {
+		_ = tl.monitor.Wait()
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
 	return "\n  " + strings.Join(tl.changes, "\n  ")
 }
