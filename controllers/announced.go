@@ -22,6 +22,9 @@ type announcement struct {
 	group string
 	mode  paasv1.AnnounceMode
 	by    []string
+	// found: the cache shows the ledger object; proxyReady: it lets the status say ipMode
+	// Proxy (paasv1.IP.ProxyReady, adoption_handover.go).
+	found, proxyReady bool
 }
 
 // announcedCondition computes paasv1.ConditionAnnounced from the announcements of the
@@ -68,9 +71,11 @@ func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr
 		a := announcement{addr: addr, group: groupOf[addr], mode: paasv1.AnnounceL2}
 		// Both objects are only read: the cache's own serve, uncopied.
 		var ip paasv1.IP
-		if err := r.GetClient().Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(addr)}, &ip, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
+		err := r.GetClient().Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(addr)}, &ip, client.UnsafeDisableDeepCopy)
+		if client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("get ledger IP %s: %w", addr, err)
 		}
+		a.found = err == nil
 		a.by = ip.Status.AnnouncedBy
 		if a.group == "" {
 			a.group = ip.Labels[paasv1.IPGroupLabel]
@@ -82,6 +87,7 @@ func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr
 		if g.Spec.Announce != nil && g.Spec.Announce.Mode != "" {
 			a.mode = g.Spec.Announce.Mode
 		}
+		a.proxyReady = ip.ProxyReady(a.mode)
 		out = append(out, a)
 	}
 	return out, nil

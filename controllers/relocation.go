@@ -94,6 +94,9 @@ func (r *ServiceReconciler) settleLedger(ctx context.Context, svc *corev1.Servic
 		if err := r.syncLedgerSharingKey(ctx, ip, result.sharingKey); err != nil {
 			return err
 		}
+		if err := r.endHandOver(ctx, svc, ip); err != nil {
+			return err
+		}
 	}
 	return r.leaveLedger(ctx, released, dropUID(svc.UID))
 }

@@ -367,10 +367,11 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	if slices.Contains(result.adopted, addr) {
 		ip.Annotations[paasv1.AdoptedAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	}
+	awaiting := slices.Contains(result.adopted, addr) && awaitsDataPath(r.ipMode(), svc, addr)
 	if group != "" {
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}
-	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved, SharingKey: sharingKey}
+	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved, SharingKey: sharingKey, AwaitingDataPath: awaiting}
 	err = r.GetClient().Create(ctx, ip, paasv1.FieldOwner)
 	if err == nil {
 		r.state.ledgerCreated(ip.Name, svc.UID, ip.ResourceVersion)
@@ -445,13 +446,13 @@ func (r *ServiceReconciler) writeStatus(ctx context.Context, svc *corev1.Service
 	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
 	setKept(&cond, result.kept)
-	desired := svc.DeepCopy()
-	desired.Status.LoadBalancer.Ingress = ingressFor(result.held, cmp.Or(r.IPMode, corev1.LoadBalancerIPModeProxy))
-	meta.SetStatusCondition(&desired.Status.Conditions, cond)
 	anns, err := r.announcements(ctx, result.held, result.groupOf)
 	if err != nil {
 		return false, err
 	}
+	desired := svc.DeepCopy()
+	desired.Status.LoadBalancer.Ingress = ingressOf(svc, result.held, r.ipMode(), anns)
+	meta.SetStatusCondition(&desired.Status.Conditions, cond)
 	setAddressConflict(&desired.Status.Conditions, svc.Generation, result.conflicts)
 	announced, ok := announcedCondition(svc.Generation, anns)
 	if ok {
@@ -567,6 +568,12 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 		r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s: the Service is no longer a LoadBalancer served by vip-allocator", ingress.Join(freed))
 	}
 	return held, nil
+}
+
+// ipMode is the ipMode the status gives the Services' addresses (adoption_handover.go: an
+// adopted address waits for it).
+func (r *ServiceReconciler) ipMode() corev1.LoadBalancerIPMode {
+	return cmp.Or(r.IPMode, corev1.LoadBalancerIPModeProxy)
 }
 
 // setPending records whether key waits for something to change.

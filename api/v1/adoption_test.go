@@ -27,3 +27,31 @@ func TestHandOverExpected(t *testing.T) {
 		}
 	}
 }
+
+func TestProxyReady(t *testing.T) {
+	for _, tc := range []struct {
+		desc       string
+		awaiting   bool
+		mode       AnnounceMode
+		by, progBy []string
+		want       bool
+	}{
+		{"not awaiting the data path (allocated here, or handed over already)", false, AnnounceL2, nil, nil, true},
+		{"L2: no owner yet", true, AnnounceL2, nil, nil, false},
+		{"L2: the owner has not reported", true, AnnounceL2, []string{"n1"}, nil, false},
+		{"L2: a node that is not the owner reported", true, AnnounceL2, []string{"n1"}, []string{"n2"}, false},
+		{"L2: the owner reported", true, AnnounceL2, []string{"n1"}, []string{"n1"}, true},
+		{"L2: the owner changed; the new one has not reported", true, AnnounceL2, []string{"n2"}, []string{"n1"}, false},
+		{"L2: the new owner reported", true, AnnounceL2, []string{"n2"}, []string{"n1", "n2"}, true},
+		{"BGP: one advertiser of two reported", true, AnnounceBGP, []string{"n1", "n2"}, []string{"n2"}, false},
+		{"BGP: every advertiser reported", true, AnnounceBGP, []string{"n1", "n2"}, []string{"n2", "n1", "n3"}, true},
+		{"BGP: no advertiser yet, a node reported", true, AnnounceBGP, nil, []string{"n3"}, false},
+		{"None: no report", true, AnnounceNone, nil, nil, false},
+		{"None: a node reported", true, AnnounceNone, nil, []string{"n3"}, true},
+	} {
+		ip := &IP{Spec: IPSpec{AwaitingDataPath: tc.awaiting}, Status: IPStatus{AnnouncedBy: tc.by, ProgrammedBy: tc.progBy}}
+		if got := ip.ProxyReady(tc.mode); got != tc.want {
+			t.Errorf("%s: ProxyReady = %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}

@@ -70,6 +70,14 @@ type IPSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	ReservedBy string `json:"reservedBy,omitempty"`
+	// AwaitingDataPath is set on an address adopted from another load
+	// balancer's Service status while kube-proxy (ipMode VIP) still forwards
+	// it: the agents program it already, and the operator writes ipMode Proxy,
+	// which makes kube-proxy let go of it, only once the nodes announcing it
+	// report it in their data path (status.programmedBy); then it clears this.
+	// The operator sets and clears it.
+	// +optional
+	AwaitingDataPath bool `json:"awaitingDataPath,omitempty"`
 }
 
 // IPStatus mirrors the owner and reports where the address is announced.
@@ -83,6 +91,14 @@ type IPStatus struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=5000
 	AnnouncedBy []string `json:"announcedBy,omitempty"`
+	// ProgrammedBy names the nodes whose data path carries the address,
+	// each written by that node's agent, while spec.awaitingDataPath is set:
+	// the operator writes ipMode Proxy once every node of AnnouncedBy is
+	// among them (docs/migration.md, "The hand-over on the wire").
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5000
+	ProgrammedBy []string `json:"programmedBy,omitempty"`
 	// Conditions: Conflict (another MAC answers for the address the cluster
 	// announces), InUseOnLAN (a host answered the probe the L2 owner sends
 	// before announcing the address for the first time).

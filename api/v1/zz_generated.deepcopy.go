@@ -593,6 +593,11 @@ func (in *IPStatus) DeepCopyInto(out *IPStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.ProgrammedBy != nil {
+		in, out := &in.ProgrammedBy, &out.ProgrammedBy
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

@@ -21,6 +21,9 @@ type derived struct {
 	ds     dataplane.Service
 	served bool
 	report serviceReport
+	// awaiting are the VIPs of ds whose ledger object awaits the data path:
+	// this node reports them programmed once the planes carry them.
+	awaiting []netip.Addr
 	// addrs are the addresses of its status (any mode): a ledger object's event concerns
 	// the Services naming its address.
 	addrs []netip.Addr
@@ -40,8 +43,9 @@ type desiredState struct {
 	// byAddr maps each address in a status to the Services naming it.
 	byAddr map[netip.Addr]map[types.NamespacedName]bool
 	// refused and local are the Services with a refusal (the reporter must see them at
-	// every sync, to settle and keep their condition) and those with onLocal.
-	refused, local map[types.NamespacedName]bool
+	// every sync, to settle and keep their condition) and those with onLocal;
+	// handingOver are the served ones with VIPs awaiting the data path.
+	refused, local, handingOver map[types.NamespacedName]bool
 	// families counts the served Services with a VIP of each family: a plane with none
 	// is left untouched (syncer.go).
 	families map[dataplane.Family]int
@@ -50,7 +54,8 @@ type desiredState struct {
 func newDesiredState() *desiredState {
 	return &desiredState{byKey: map[types.NamespacedName]*derived{}, at: map[types.NamespacedName]int{},
 		byAddr: map[netip.Addr]map[types.NamespacedName]bool{}, refused: map[types.NamespacedName]bool{}, local: map[types.NamespacedName]bool{},
-		families: map[dataplane.Family]int{}}
+		handingOver: map[types.NamespacedName]bool{},
+		families:    map[dataplane.Family]int{}}
 }
 
 // set records key's new derivation; nil: the Service is gone.
@@ -65,6 +70,7 @@ func (s *desiredState) set(key types.NamespacedName, d *derived) {
 	}
 	delete(s.refused, key)
 	delete(s.local, key)
+	delete(s.handingOver, key)
 	if d == nil {
 		delete(s.byKey, key)
 		s.unserve(key)
@@ -86,6 +92,9 @@ func (s *desiredState) set(key types.NamespacedName, d *derived) {
 	if !d.served {
 		s.unserve(key)
 		return
+	}
+	if len(d.awaiting) > 0 {
+		s.handingOver[key] = true
 	}
 	s.count(d.ds, 1)
 	if i, ok := s.at[key]; ok {
@@ -170,6 +179,22 @@ func (s *desiredState) reports(derivedNow []types.NamespacedName) []serviceRepor
 	}
 	for k := range s.refused {
 		add(k)
+	}
+	return out
+}
+
+// awaitingCarried are the VIPs the served Services carry that await the data
+// path, each once.
+func (s *desiredState) awaitingCarried() []netip.Addr {
+	seen := map[netip.Addr]bool{}
+	var out []netip.Addr
+	for key := range s.handingOver {
+		for _, vip := range s.byKey[key].awaiting {
+			if !seen[vip] {
+				seen[vip] = true
+				out = append(out, vip)
+			}
+		}
 	}
 	return out
 }

@@ -176,3 +176,27 @@ func TestDesiredStateServedValues(t *testing.T) {
 		t.Fatalf("served = %+v, want a/2 with 192.0.2.7 only", s.served)
 	}
 }
+
+func TestDesiredStateAwaitingCarried(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	web, api := types.NamespacedName{Namespace: "ns", Name: "web"}, types.NamespacedName{Namespace: "ns", Name: "api"}
+	s := newDesiredState()
+	steps := []struct {
+		desc string
+		key  types.NamespacedName
+		d    *derived
+		want []netip.Addr
+	}{
+		{"web carries a, awaiting the data path", web, &derived{served: true, ds: dataplane.Service{Namespace: "ns", Name: "web", VIPs: []netip.Addr{a}}, awaiting: []netip.Addr{a}}, []netip.Addr{a}},
+		{"api shares a and carries b, handed over already", api, &derived{served: true, ds: dataplane.Service{Namespace: "ns", Name: "api", VIPs: []netip.Addr{a, b}}, awaiting: []netip.Addr{a}}, []netip.Addr{a}},
+		{"web is refused a: not carried, nothing to report for it", web, &derived{awaiting: []netip.Addr{a}}, []netip.Addr{a}},
+		{"api's address handed over (the mark cleared)", api, &derived{served: true, ds: dataplane.Service{Namespace: "ns", Name: "api", VIPs: []netip.Addr{a, b}}}, nil},
+		{"web gone", web, nil, nil},
+	}
+	for _, st := range steps {
+		s.set(st.key, st.d)
+		if got := s.awaitingCarried(); !slices.Equal(got, st.want) {
+			t.Errorf("%s: awaitingCarried = %v, want %v", st.desc, got, st.want)
+		}
+	}
+}

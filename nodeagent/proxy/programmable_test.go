@@ -103,7 +103,7 @@ func TestProgrammable(t *testing.T) {
 			svc := lb(corev1.LoadBalancerIPModeProxy, nil, tc.ingress...)
 			svc.UID = web
 			svc.Spec.LoadBalancerSourceRanges = tc.ranges
-			ds, report := programmable(dataplaneService(svc, nil, "node2"), svc, view)
+			ds, report := programmable(dataplaneService(svc, Carried(svc, false, nil), nil, "node2"), svc, view)
 			var vips, reasons []string
 			for _, v := range ds.VIPs {
 				vips = append(vips, v.String())

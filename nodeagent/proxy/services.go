@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,11 +14,28 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
-// Served reports whether the agent forwards traffic for svc: a LoadBalancer of
-// our class (or of none, unless ownClassOnly) holding at least one ingress IP
-// with ipMode Proxy. With ipMode VIP, kube-proxy or the CNI forwards instead.
-func Served(svc *corev1.Service, ownClassOnly bool) bool {
-	return lbclass.Handles(svc, ownClassOnly) && len(ingress.ProxyAddrs(svc)) > 0
+// Carried are the addresses the agent forwards traffic for of svc, a
+// LoadBalancer of our class (or of none, unless ownClassOnly): its ingress IPs
+// with ipMode Proxy and, whatever their ipMode, those awaiting the data path
+// (the operator adopted them and writes Proxy once the agents carry them:
+// trust.View.AwaitingDataPath). With ipMode VIP, kube-proxy or the CNI
+// forwards the others. Whether the ledger gives them to svc is the trust
+// rule's to say (programmable.go).
+func Carried(svc *corev1.Service, ownClassOnly bool, awaiting map[netip.Addr]bool) []netip.Addr {
+	if !lbclass.Handles(svc, ownClassOnly) {
+		return nil
+	}
+	proxied := ingress.ProxyAddrs(svc)
+	if len(awaiting) == 0 {
+		return proxied
+	}
+	var out []netip.Addr
+	for _, addr := range ingress.Addrs(svc) {
+		if awaiting[addr] || slices.Contains(proxied, addr) {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 // parseSourceRanges reads spec.loadBalancerSourceRanges as Kubernetes
@@ -53,15 +71,16 @@ func sessionAffinity(spec *corev1.ServiceSpec) time.Duration {
 	return time.Duration(secs) * time.Second
 }
 
-// dataplaneService converts a served Service and its EndpointSlices into what
-// the data plane renders. Only ready endpoints count; Local marks those on node.
+// dataplaneService converts a served Service (its Carried addresses, vips) and
+// its EndpointSlices into what the data plane renders. Only ready endpoints
+// count; Local marks those on node.
 // Source ranges with an entry that does not parse close the Service (see
 // parseSourceRanges).
-func dataplaneService(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice, node string) dataplane.Service {
+func dataplaneService(svc *corev1.Service, vips []netip.Addr, endpointSlices []discoveryv1.EndpointSlice, node string) dataplane.Service {
 	out := dataplane.Service{
 		Namespace: svc.Namespace,
 		Name:      svc.Name,
-		VIPs:      ingress.ProxyAddrs(svc),
+		VIPs:      vips,
 		Local:     svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
 		Affinity:  sessionAffinity(&svc.Spec),
 	}

@@ -25,23 +25,32 @@ func lb(mode corev1.LoadBalancerIPMode, class *string, ips ...string) *corev1.Se
 	return svc
 }
 
-func TestServed(t *testing.T) {
+func TestCarried(t *testing.T) {
 	other := "example.com/lb"
+	adopted := map[netip.Addr]bool{netip.MustParseAddr("192.0.2.1"): true}
 	for _, tc := range []struct {
 		desc         string
 		svc          *corev1.Service
 		ownClassOnly bool
-		want         bool
+		awaiting     map[netip.Addr]bool
+		want         []string
 	}{
-		{"Proxy VIP, no class", lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1"), false, true},
-		{"Proxy VIP, our class, own class only", lb(corev1.LoadBalancerIPModeProxy, ptr.To(ourClass), "192.0.2.1"), true, true},
-		{"no class while own class only", lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1"), true, false},
-		{"another class", lb(corev1.LoadBalancerIPModeProxy, &other, "192.0.2.1"), false, false},
-		{"ipMode VIP: kube-proxy's job (--ip-mode=VIP)", lb(corev1.LoadBalancerIPModeVIP, nil, "192.0.2.1"), false, false},
-		{"no IP yet", lb(corev1.LoadBalancerIPModeProxy, nil), false, false},
+		{"Proxy VIP, no class", lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1"), false, nil, []string{"192.0.2.1"}},
+		{"Proxy VIP, our class, own class only", lb(corev1.LoadBalancerIPModeProxy, ptr.To(ourClass), "192.0.2.1"), true, nil, []string{"192.0.2.1"}},
+		{"no class while own class only", lb(corev1.LoadBalancerIPModeProxy, nil, "192.0.2.1"), true, nil, nil},
+		{"another class", lb(corev1.LoadBalancerIPModeProxy, &other, "192.0.2.1"), false, nil, nil},
+		{"ipMode VIP: kube-proxy's job (--ip-mode=VIP)", lb(corev1.LoadBalancerIPModeVIP, nil, "192.0.2.1"), false, nil, nil},
+		{"ipMode VIP, awaiting the data path (adopted): carried beside kube-proxy", lb(corev1.LoadBalancerIPModeVIP, nil, "192.0.2.1"), false, adopted, []string{"192.0.2.1"}},
+		{"awaiting, another address of it not", lb(corev1.LoadBalancerIPModeVIP, nil, "192.0.2.2", "192.0.2.1"), false, adopted, []string{"192.0.2.1"}},
+		{"awaiting, another class: never ours", lb(corev1.LoadBalancerIPModeVIP, &other, "192.0.2.1"), false, adopted, nil},
+		{"no IP yet", lb(corev1.LoadBalancerIPModeProxy, nil), false, nil, nil},
 	} {
-		if got := Served(tc.svc, tc.ownClassOnly); got != tc.want {
-			t.Errorf("%s: Served = %v, want %v", tc.desc, got, tc.want)
+		var got []string
+		for _, a := range Carried(tc.svc, tc.ownClassOnly, tc.awaiting) {
+			got = append(got, a.String())
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Carried = %v, want %v", tc.desc, got, tc.want)
 		}
 	}
 }
@@ -60,7 +69,7 @@ func TestDataplaneService(t *testing.T) {
 			{Addresses: []string{"198.51.100.13"}, NodeName: ptr.To("node1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
 		},
 	}
-	got := dataplaneService(svc, []discoveryv1.EndpointSlice{slice}, "node1")
+	got := dataplaneService(svc, Carried(svc, false, nil), []discoveryv1.EndpointSlice{slice}, "node1")
 	ports := []dataplane.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}, {Name: "dns", Protocol: "UDP", Port: 5353}}
 	want := dataplane.Service{
 		Namespace: "ns", Name: "web",

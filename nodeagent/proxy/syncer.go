@@ -154,6 +154,9 @@ func (s *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		s.lastFull = time.Now()
 	}
 	s.forgetStaleFlows(ctx, derivedNow, derivedAll)
+	if err := s.reportProgrammed(ctx); err != nil { // only now: the planes carry them
+		return reconcile.Result{}, err
+	}
 	// Come back to check the canary, for the periodic full sync, and to read
 	// this node's addresses again (no event tells when they change).
 	return reconcile.Result{RequeueAfter: requeue}, nil
@@ -273,15 +276,21 @@ func (s *Syncer) deriveOne(ctx context.Context, svc *corev1.Service, view trust.
 		_, isLocal := view.Local[addr]
 		d.onLocal = d.onLocal || isLocal
 	}
-	if !Served(svc, s.Options.OwnClassOnly) {
+	vips := Carried(svc, s.Options.OwnClassOnly, view.AwaitingDataPath)
+	if len(vips) == 0 {
 		return d, nil
 	}
 	var slices discoveryv1.EndpointSliceList
 	if err := s.Client.List(ctx, &slices, client.InNamespace(svc.Namespace), client.MatchingFields{changes.ServiceNameIndex: svc.Name}); err != nil {
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	d.ds, d.report = programmable(dataplaneService(svc, slices.Items, s.Options.NodeName), svc, view)
+	d.ds, d.report = programmable(dataplaneService(svc, vips, slices.Items, s.Options.NodeName), svc, view)
 	d.served = len(d.ds.VIPs) > 0
+	for _, vip := range d.ds.VIPs {
+		if view.AwaitingDataPath[vip] {
+			d.awaiting = append(d.awaiting, vip)
+		}
+	}
 	return d, nil
 }
 
@@ -302,7 +311,7 @@ func (s *Syncer) SetupWithManager(mgr ctrl.Manager) error {
 			if ip, ok := o.(*paasv1.IP); ok && ip.Spec.Owner != nil {
 				s.changes.MarkService(types.NamespacedName{Namespace: ip.Spec.Owner.Namespace, Name: ip.Spec.Owner.Name})
 			}
-		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		}), builder.WithPredicates(ledgerChanged)).
 		Watches(&corev1.Node{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(nodeAddressesChanged)).
 		Watches(&paasv1.NodeView{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(viewAddressesChanged)).
 		Complete(s)
@@ -331,6 +340,21 @@ func marking(mark func(client.Object)) handler.EventHandler {
 		},
 	}
 }
+
+// ledgerChanged passes the ledger events that change what may be carried (its
+// spec: the generation) and, while an address awaits the data path, those that
+// change who announces it: a node that becomes its announcer reports it
+// programmed (programmed.go).
+var ledgerChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*paasv1.IP)
+		cur, okCur := e.ObjectNew.(*paasv1.IP)
+		return okOld && okCur && cur.Spec.AwaitingDataPath && !slices.Equal(old.Status.AnnouncedBy, cur.Status.AnnouncedBy)
+	},
+})
 
 // viewAddressesChanged passes the NodeView events that change a node's
 // addresses, as nodeAddressesChanged does for this node's own Node.

@@ -33,7 +33,8 @@ func Read(ctx context.Context, c client.Reader, unviewed *nodes.Unviewed, servic
 // ReadWith is Read with the Nodes' addresses already read (see
 // NodeAddresses): the announcer keeps them from pass to pass.
 func ReadWith(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, local, nodeAddrs map[netip.Addr]string) (View, error) {
-	v := View{Holders: map[netip.Addr][]types.UID{}, Reserved: map[netip.Addr]string{}, NodeAddrs: nodeAddrs, Local: local}
+	v := View{Holders: map[netip.Addr][]types.UID{}, Reserved: map[netip.Addr]string{}, NodeAddrs: nodeAddrs, Local: local,
+		AwaitingDataPath: map[netip.Addr]bool{}}
 	anyLocal := false
 	for i := range services {
 		if !lbclass.Handles(&services[i], ownClassOnly) {
@@ -57,6 +58,9 @@ func ReadWith(ctx context.Context, c client.Reader, services []corev1.Service, o
 			}
 			if ip.Reserved() {
 				v.Reserved[vip] = ip.Spec.ReservedBy
+			}
+			if ip.Spec.AwaitingDataPath {
+				v.AwaitingDataPath[vip] = true
 			}
 		}
 	}

@@ -35,6 +35,11 @@ type View struct {
 	// keepalived put them on its node's interface and keeps them there until
 	// the cutover ends, while the new path must already carry them.
 	Keepalived map[netip.Addr]bool
+	// AwaitingDataPath are the addresses whose ledger object the operator
+	// marked spec.awaitingDataPath: adopted from another load balancer's
+	// status, which kube-proxy forwards (ipMode VIP) until the operator writes
+	// Proxy, and that only once the agents carry them (package proxy).
+	AwaitingDataPath map[netip.Addr]bool
 }
 
 // Refusal is why an agent leaves one address of a Service alone, or (VIP

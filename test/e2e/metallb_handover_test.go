@@ -212,10 +212,9 @@ spec:
 //
 // The agents run before the operator adopts anything, as they do when the
 // bundle is installed before 'migrate metallb apply' (docs/migration.md): the
-// adoption writes ipMode Proxy and kube-proxy lets go of the address at once,
-// so an agent still starting then leaves it to nobody for a moment (about
-// 0.3 s, every request to the nodes failing, when all three started with the
-// operator).
+// operator writes ipMode Proxy, and kube-proxy lets go of the address on every
+// node, once the nodes announcing it report it programmed; an agent still
+// starting on another node then would leave that node's share to nobody.
 func switchFromMetalLB(t *testing.T, d *dataLab, url string, converted ...client.Object) (*curlLoop, time.Time) {
 	t.Helper()
 	for _, o := range converted {

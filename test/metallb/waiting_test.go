@@ -2,6 +2,7 @@ package metallb
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // 'migrate metallb apply' created any IPGroup. The operator serves the Service (its
 // finalizer) but leaves MetalLB's address as MetalLB wrote it: no ledger object, no
 // condition, no ipMode (kube-proxy goes on forwarding it while the agents start). When the
-// group appears the Service adopts the address, ipMode Proxy.
+// group appears the Service adopts the address, and ipMode Proxy follows the owner's report
+// that its data path carries it.
 func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
 	env := startEnv(t)
 	ctx := context.Background()
@@ -77,9 +79,31 @@ func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
 	if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 		t.Fatal(err)
 	}
-	if in := svc.Status.LoadBalancer.Ingress; in[0].IPMode == nil || *in[0].IPMode != corev1.LoadBalancerIPModeProxy {
-		t.Fatalf("adopted, the status is %+v, want ipMode Proxy", in)
+	// kube-proxy keeps the address until the node announcing it carries it too.
+	if in := svc.Status.LoadBalancer.Ingress; in[0].IPMode != nil && *in[0].IPMode != corev1.LoadBalancerIPModeVIP {
+		t.Fatalf("adopted, no node has reported its data path, and the status is %+v, want ipMode VIP", in)
 	}
+	// The owner's agent announces the address and reports it programmed.
+	agent, err := client.New(env.AgentConfig("node-a"), client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := &paasv1.IP{}
+	if err := agent.Get(ctx, client.ObjectKey{Name: vip}, ip); err != nil || !ip.Spec.AwaitingDataPath {
+		t.Fatalf("ledger %s: %v, awaitingDataPath %v; want it awaiting the agents' data path", vip, err, ip.Spec.AwaitingDataPath)
+	}
+	patch := client.MergeFrom(ip.DeepCopy())
+	ip.Status.AnnouncedBy, ip.Status.ProgrammedBy = []string{"node-a"}, []string{"node-a"}
+	if err := agent.Status().Patch(ctx, ip, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return false, err.Error()
+		}
+		in := svc.Status.LoadBalancer.Ingress
+		return len(in) == 1 && in[0].IPMode != nil && *in[0].IPMode == corev1.LoadBalancerIPModeProxy, fmt.Sprintf("the owner reported, the status is %+v, want ipMode Proxy", in)
+	})
 }
 
 func ptrString[T ~string](p *T) string {
