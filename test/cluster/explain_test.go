@@ -28,12 +28,15 @@ func (l *lab) explainHealthy(t *testing.T, ns, name string) {
 	}
 	var r explain.Report
 	l.eventually(t, 60*time.Second, "explain svc/"+name+" through pods/proxy", func() error {
-		cmd := exec.Command(filepath.Join(root, "bin", "k8s", "kubectl"), "--kubeconfig", l.kubeconfig,
-			"vip", "explain", "svc/"+name, "-n", ns, "-o", "json")
+		// kubectl takes no flag before a plugin's name: the plugin reads --kubeconfig.
+		cmd := exec.Command(filepath.Join(root, "bin", "k8s", "kubectl"), "vip", "explain", "svc/"+name, "-n", ns, "-o", "json",
+			"--kubeconfig", l.kubeconfig)
 		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return fmt.Errorf("kubectl vip explain: %v: %s", err, out)
+			return fmt.Errorf("kubectl vip explain: %v: %s%s", err, stderr.String(), out)
 		}
 		r = explain.Report{}
 		if err := json.Unmarshal(out, &r); err != nil {
