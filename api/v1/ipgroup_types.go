@@ -141,6 +141,30 @@ type Announce struct {
 	// BGP settings, used when Mode is BGP.
 	// +optional
 	BGP *BGPAnnounce `json:"bgp,omitempty"`
+
+	// Gateway is the router, per family, on the group's network that replies to
+	// the group's VIPs go back through, on nodes whose default route leaves by
+	// another network. Absent: the agent uses a gateway its node's routing
+	// table names on that interface, if any.
+	// +optional
+	Gateway *Gateway `json:"gateway,omitempty"`
+}
+
+// Gateway names a router on the group's network, one address per family.
+// +kubebuilder:validation:MinProperties=1
+type Gateway struct {
+	// IPv4 is the IPv4 router, on the subnet of the node's interface.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4 && !ip(self).isUnspecified() && !ip(self).isLoopback()",message="gateway.ipv4 must be an IPv4 address such as 192.0.2.1"
+	IPv4 string `json:"ipv4,omitempty"`
+
+	// IPv6 is the IPv6 router: an address on the node interface's subnet, or
+	// its link-local address (fe80::1).
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 6 && !ip(self).isUnspecified() && !ip(self).isLoopback()",message="gateway.ipv6 must be an IPv6 address such as 2001:db8::1 or fe80::1"
+	IPv6 string `json:"ipv6,omitempty"`
 }
 
 // BGPAnnounce configures the BGP advertisement of a group's VIPs.
