@@ -1,0 +1,84 @@
+package returnpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+)
+
+// Marker is what the Keeper needs of a data plane (dataplane.Plane has it).
+type Marker interface {
+	SetReturnMarks(marks []dataplane.ReturnMark) error
+}
+
+// Keeper keeps the node's ways back what the IPGroups and its interfaces call for: observe
+// (groups, interfaces and the main table), decide (Decide), apply (routes and rules, then the
+// planes' marks). It runs on every IPGroup change and every Period, which also repairs drift
+// and follows interfaces and routes that change without an event.
+type Keeper struct {
+	Client client.Reader
+	Planes []Marker
+	Period time.Duration
+	// Interfaces reads the node's interfaces (nil: Interfaces).
+	Interfaces func() ([]Interface, error)
+
+	missing []Missing // last reported, so each change is logged once
+}
+
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
+
+func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	var list paasv1.IPGroupList
+	if err := k.Client.List(ctx, &list); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list IPGroups: %w", err)
+	}
+	var groups []Group
+	for i := range list.Items {
+		if g, ok := GroupOf(&list.Items[i]); ok {
+			groups = append(groups, g)
+		}
+	}
+	read := k.Interfaces
+	if read == nil {
+		read = Interfaces
+	}
+	ifaces, err := read()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	plan := Decide(ifaces, groups)
+	// Routes first: a mark with no rule yet leaves by the main table, as without marks.
+	errs := []error{Apply(plan)}
+	for _, p := range k.Planes {
+		errs = append(errs, p.SetReturnMarks(plan.Marks()))
+	}
+	if !slices.Equal(plan.Missing, k.missing) {
+		for _, m := range plan.Missing {
+			ctrl.LoggerFrom(ctx).Info("no way back: replies to this group's VIPs arriving on this interface leave by the default route; set spec.announce.gateway",
+				"ipgroup", m.Group, "interface", m.Interface, "family", m.Family)
+		}
+		k.missing = plan.Missing
+	}
+	return reconcile.Result{RequeueAfter: k.Period}, errors.Join(errs...)
+}
+
+// SetupWithManager runs Reconcile on every IPGroup spec change; all come down to one request.
+func (k *Keeper) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("returnpath").
+		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{{}}
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(k)
+}
