@@ -393,7 +393,8 @@ func (s *Server) setupReturnPaths() error {
 	if !s.cfg.ReturnPaths {
 		return nil
 	}
-	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod}
+	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod,
+		Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"), NodeName: s.cfg.NodeName}
 	for _, p := range s.syncer.Planes {
 		k.Planes = append(k.Planes, p)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,9 @@ type Keeper struct {
 	Period time.Duration
 	// Interfaces reads the node's interfaces (nil: Interfaces).
 	Interfaces func() ([]Interface, error)
+	// Recorder tells on an IPGroup that this node has no way back for it (nil: only logged).
+	Recorder record.EventRecorder
+	NodeName string
 
 	missing []Missing // last reported, so each change is logged once
 }
@@ -65,14 +70,28 @@ func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		errs = append(errs, p.SetReturnMarks(plan.Marks()))
 	}
 	if !slices.Equal(plan.Missing, k.missing) {
-		for _, m := range plan.Missing {
-			ctrl.LoggerFrom(ctx).Info("no way back: replies to this group's VIPs arriving on this interface leave by the default route; set spec.announce.gateway",
-				"ipgroup", m.Group, "interface", m.Interface, "family", m.Family)
-		}
+		k.report(ctx, plan.Missing, list.Items)
 		k.missing = plan.Missing
 	}
 	return reconcile.Result{RequeueAfter: k.Period}, errors.Join(errs...)
 }
+
+// report tells, once per change, of each group this node has no way back for: in the log,
+// and as a Warning Event on the IPGroup, whose message names the node and the fix.
+func (k *Keeper) report(ctx context.Context, missing []Missing, groups []paasv1.IPGroup) {
+	for _, m := range missing {
+		field := map[dataplane.Family]string{dataplane.IPv4: "ipv4", dataplane.IPv6: "ipv6"}[m.Family]
+		msg := fmt.Sprintf("node %s: no router back on %s for %s: replies to the group's VIPs arriving there leave by the default route, on another network; set spec.announce.gateway.%s to the router on %s's network",
+			k.NodeName, m.Interface, m.Family, field, m.Interface)
+		ctrl.LoggerFrom(ctx).Info(msg, "ipgroup", m.Group)
+		if i := slices.IndexFunc(groups, func(g paasv1.IPGroup) bool { return g.Name == m.Group }); i >= 0 && k.Recorder != nil {
+			k.Recorder.Event(&groups[i], corev1.EventTypeWarning, ReasonNoWayBack, msg)
+		}
+	}
+}
+
+// ReasonNoWayBack is the reason of the Event report writes.
+const ReasonNoWayBack = "NoWayBack"
 
 // SetupWithManager runs Reconcile on every IPGroup spec change; all come down to one request.
 func (k *Keeper) SetupWithManager(mgr ctrl.Manager) error {

@@ -70,13 +70,21 @@ type Plan struct {
 }
 
 // Decide plans the ways back: one Path per interface that carries a group of a family whose
-// default route leaves by another interface, with the group's gateway (when on that
+// default route leaves by another interface (none when the node has no default route), with the group's gateway (when on that
 // interface's network) or else the one the interface's routes name. Interfaces are taken in
 // name order; when two groups on one interface name different gateways of a family, the
 // first group by name wins. Beyond MaxPaths interfaces, the rest are Missing.
 func Decide(ifaces []Interface, groups []Group) Plan {
 	ifaces = slices.SortedFunc(slices.Values(ifaces), func(a, b Interface) int { return cmp.Compare(a.Name, b.Name) })
 	groups = slices.SortedFunc(slices.Values(groups), func(a, b Group) int { return cmp.Compare(a.Name, b.Name) })
+	// Without a default route of a family, replies to off-link clients have no way out at
+	// all, and those to on-link ones leave by the right interface already.
+	elsewhere := map[dataplane.Family]bool{}
+	for _, ifi := range ifaces {
+		for fam, ok := range ifi.Default {
+			elsewhere[fam] = elsewhere[fam] || ok
+		}
+	}
 	var plan Plan
 	for _, ifi := range ifaces {
 		path := Path{Interface: ifi.Name, Index: ifi.Index, Gateways: map[dataplane.Family]netip.Addr{}}
@@ -87,7 +95,7 @@ func Decide(ifaces []Interface, groups []Group) Plan {
 			}
 			for _, p := range g.Prefixes {
 				fam := familyOf(p.Addr())
-				if ifi.Default[fam] {
+				if ifi.Default[fam] || !elsewhere[fam] {
 					continue
 				}
 				gw, ok := path.Gateways[fam]

@@ -36,6 +36,10 @@ func TestDecide(t *testing.T) {
 		ifaces: []Interface{{Name: "eth0", Index: 2, Prefixes: []netip.Prefix{pfx("192.0.2.11/24")}, Gateways: gws{v4: addr("192.0.2.254")}, Default: map[dataplane.Family]bool{v4: true}}},
 		groups: []Group{lan},
 	}, {
+		desc:   "no default route at all: nothing to add, nothing missing",
+		ifaces: []Interface{{Name: "eth0", Index: 2, Prefixes: []netip.Prefix{pfx("192.0.2.11/24")}}},
+		groups: []Group{lan},
+	}, {
 		desc:   "the group's network is not the default route's: a path via its gateway, mark and table of slot 1",
 		ifaces: []Interface{internalNIC, externalNIC},
 		groups: []Group{lan},
@@ -88,7 +92,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideBeyondMaxPaths(t *testing.T) {
-	var ifaces []Interface
+	ifaces := []Interface{internalNIC}
 	var groups []Group
 	for i := range MaxPaths + 1 {
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 11}), 24)
@@ -96,7 +100,7 @@ func TestDecideBeyondMaxPaths(t *testing.T) {
 		groups = append(groups, Group{Name: "g" + string(rune('a'+i)), Prefixes: []netip.Prefix{p.Masked()}})
 	}
 	got := Decide(ifaces, groups)
-	if len(got.Paths) != MaxPaths || got.Paths[MaxPaths-1].Mark != MarkMask || got.Paths[MaxPaths-1].Table != TableBase+MaxPaths {
+	if len(got.Paths) != MaxPaths || got.Paths[len(got.Paths)-1].Mark != MarkMask || got.Paths[MaxPaths-1].Table != TableBase+MaxPaths {
 		t.Fatalf("%d paths, the last %+v: want %d, the last with mark %#x", len(got.Paths), got.Paths[len(got.Paths)-1], MaxPaths, MarkMask)
 	}
 	if want := []Missing{{Group: "gp", Interface: "ethp", Family: v4}}; !reflect.DeepEqual(got.Missing, want) {
