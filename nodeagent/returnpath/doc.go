@@ -5,15 +5,16 @@
 //
 // It owns, for every interface that carries a VIP group and is not the one of the default
 // route: a mark (bits 24-27 of the connection and packet marks; the data planes set it,
-// dataplane.ReturnMark), a routing table of its own (TableBase + the mark's slot) holding a
+// dataplane.ReturnMark), a routing table of its own (returnplan.TableBase + the mark's slot) holding a
 // default route via the group's router on that network, and two policy rules per family
 // sending marked packets first to the main table with its default routes suppressed (so
 // the node's own subnets and specific routes, the pod network among them, still apply),
 // then to that table. A marked packet's forward lookup and its reverse-path check both
 // use them; nothing else is ever looked up there.
 //
-// The decision is pure (plan.go: interfaces and groups in, paths and what has no way back
-// out); the kernel is read (observe.go) and written (routes.go) through netlink. It must
+// The decision is pure (internal/returnplan: interfaces and groups in, paths and what has no
+// way back out); here the kernel is read (observe.go) and written (routes.go) through
+// netlink, and keeper.go runs observe, decide, apply. It must
 // never write the main table, any rule or table outside its priorities and table range, or
 // any packet mark bit outside MarkMask.
 package returnpath

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
@@ -34,12 +36,12 @@ type Keeper struct {
 	Planes []Marker
 	Period time.Duration
 	// Interfaces reads the node's interfaces (nil: Interfaces).
-	Interfaces func() ([]Interface, error)
+	Interfaces func() ([]returnplan.Interface, error)
 	// Recorder tells on an IPGroup that this node has no way back for it (nil: only logged).
 	Recorder record.EventRecorder
 	NodeName string
 
-	missing []Missing // last reported, so each change is logged once
+	missing []returnplan.Missing // last reported, so each change is logged once
 }
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
@@ -49,9 +51,9 @@ func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if err := k.Client.List(ctx, &list); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list IPGroups: %w", err)
 	}
-	var groups []Group
+	var groups []returnplan.Group
 	for i := range list.Items {
-		if g, ok := GroupOf(&list.Items[i]); ok {
+		if g, ok := returnplan.GroupOf(&list.Items[i]); ok {
 			groups = append(groups, g)
 		}
 	}
@@ -63,11 +65,11 @@ func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	plan := Decide(ifaces, groups)
+	plan := returnplan.Decide(ifaces, groups)
 	// Routes first: a mark with no rule yet leaves by the main table, as without marks.
 	errs := []error{Apply(plan)}
 	for _, p := range k.Planes {
-		errs = append(errs, p.SetReturnMarks(plan.Marks()))
+		errs = append(errs, p.SetReturnMarks(Marks(plan)))
 	}
 	if !slices.Equal(plan.Missing, k.missing) {
 		k.report(ctx, plan.Missing, list.Items)
@@ -78,9 +80,9 @@ func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 
 // report tells, once per change, of each group this node has no way back for: in the log,
 // and as a Warning Event on the IPGroup, whose message names the node and the fix.
-func (k *Keeper) report(ctx context.Context, missing []Missing, groups []paasv1.IPGroup) {
+func (k *Keeper) report(ctx context.Context, missing []returnplan.Missing, groups []paasv1.IPGroup) {
 	for _, m := range missing {
-		field := map[dataplane.Family]string{dataplane.IPv4: "ipv4", dataplane.IPv6: "ipv6"}[m.Family]
+		field := map[allocator.Family]string{allocator.IPv4: "ipv4", allocator.IPv6: "ipv6"}[m.Family]
 		msg := fmt.Sprintf("node %s: no router back on %s for %s: replies to the group's VIPs arriving there leave by the default route, on another network; set spec.announce.gateway.%s to the router on %s's network",
 			k.NodeName, m.Interface, m.Family, field, m.Interface)
 		ctrl.LoggerFrom(ctx).Info(msg, "ipgroup", m.Group)
@@ -100,4 +102,13 @@ func (k *Keeper) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(k)
+}
+
+// Marks are the data planes' side of plan: what they mark, and with which value.
+func Marks(plan returnplan.Plan) []dataplane.ReturnMark {
+	var out []dataplane.ReturnMark
+	for _, path := range plan.Paths {
+		out = append(out, dataplane.ReturnMark{Interface: path.Interface, Mark: path.Mark, Mask: returnplan.MarkMask, Destinations: path.Destinations})
+	}
+	return out
 }

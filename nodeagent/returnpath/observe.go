@@ -7,28 +7,27 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 )
 
 // Interfaces reads the node's interfaces that are up, with their global addresses, and what
 // the main table says of them: which carries the default route, which routers it reaches.
 // It only reads.
-func Interfaces() ([]Interface, error) {
+func Interfaces() ([]returnplan.Interface, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
-	byIndex := map[int]*Interface{}
+	byIndex := map[int]*returnplan.Interface{}
 	var order []int
 	for _, l := range links {
 		a := l.Attrs()
 		if a.Flags&(1<<0) == 0 || a.Flags&(1<<3) != 0 { // net.FlagUp, net.FlagLoopback
 			continue
 		}
-		byIndex[a.Index] = &Interface{Name: a.Name, Index: a.Index,
-			Gateways: map[dataplane.Family]netip.Addr{}, Default: map[dataplane.Family]bool{}}
+		byIndex[a.Index] = &returnplan.Interface{Name: a.Name, Index: a.Index,
+			Gateways: map[allocator.Family]netip.Addr{}, Default: map[allocator.Family]bool{}}
 		order = append(order, a.Index)
 	}
 	for _, f := range families {
@@ -36,7 +35,7 @@ func Interfaces() ([]Interface, error) {
 			return nil, err
 		}
 	}
-	var out []Interface
+	var out []returnplan.Interface
 	for _, i := range order {
 		out = append(out, *byIndex[i])
 	}
@@ -44,7 +43,7 @@ func Interfaces() ([]Interface, error) {
 }
 
 // readFamily adds the addresses and main-table routes of one family to byIndex.
-func readFamily(byIndex map[int]*Interface, fam dataplane.Family, nlFam int) error {
+func readFamily(byIndex map[int]*returnplan.Interface, fam allocator.Family, nlFam int) error {
 	addrs, err := netlink.AddrList(nil, nlFam)
 	if err != nil {
 		return fmt.Errorf("list %s addresses: %w", fam, err)
@@ -97,26 +96,4 @@ func readFamily(byIndex map[int]*Interface, fam dataplane.Family, nlFam int) err
 		ifi.Default[fam] = true
 	}
 	return nil
-}
-
-// GroupOf reads an IPGroup as the plan needs it; false for one that does not parse (the API
-// server validated it: a schema older than this code).
-func GroupOf(g *paasv1.IPGroup) (Group, bool) {
-	parsed, err := k8salloc.Group(g)
-	if err != nil {
-		return Group{}, false
-	}
-	out := Group{Name: g.Name, Prefixes: parsed.Parts(), Gateways: map[dataplane.Family]netip.Addr{}}
-	if a := g.Spec.Announce; a != nil {
-		out.Interfaces = a.Interfaces
-		if gw := a.Gateway; gw != nil {
-			if ip, err := netip.ParseAddr(gw.IPv4); err == nil && ip.Is4() {
-				out.Gateways[dataplane.IPv4] = ip
-			}
-			if ip, err := netip.ParseAddr(gw.IPv6); err == nil && ip.Is6() {
-				out.Gateways[dataplane.IPv6] = ip
-			}
-		}
-	}
-	return out, true
 }

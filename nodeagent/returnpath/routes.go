@@ -11,7 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 )
 
 // The priorities of the policy rules, before the main table's (32766). At RulePriority a
@@ -20,8 +21,8 @@ import (
 const RulePriority = 31000
 
 // rulesOf are the two rules of a path with a gateway of family nlFam.
-func rulesOf(p Path, nlFam int) []netlink.Rule {
-	mask := MarkMask
+func rulesOf(p returnplan.Path, nlFam int) []netlink.Rule {
+	mask := returnplan.MarkMask
 	main := netlink.NewRule()
 	main.Family, main.Priority, main.Mark, main.Mask = nlFam, RulePriority, p.Mark, &mask
 	main.Table, main.SuppressPrefixlen = unix.RT_TABLE_MAIN, 0
@@ -41,29 +42,31 @@ func keyOf(r netlink.Rule) ruleKey {
 }
 
 // ours reports whether r is one of this package's rules: at our priorities, matching a mark
-// within MarkMask.
+// within returnplan.MarkMask.
 func ours(r netlink.Rule) bool {
-	return (r.Priority == RulePriority || r.Priority == RulePriority+1) && r.Mask != nil && *r.Mask == MarkMask
+	return (r.Priority == RulePriority || r.Priority == RulePriority+1) && r.Mask != nil && *r.Mask == returnplan.MarkMask
 }
 
 // ownTable reports whether t is one of this package's tables.
-func ownTable(t int) bool { return t > TableBase && t <= TableBase+MaxPaths }
+func ownTable(t int) bool {
+	return t > returnplan.TableBase && t <= returnplan.TableBase+returnplan.MaxPaths
+}
 
 var families = []struct {
-	fam   dataplane.Family
+	fam   allocator.Family
 	nlFam int
-}{{dataplane.IPv4, netlink.FAMILY_V4}, {dataplane.IPv6, netlink.FAMILY_V6}}
+}{{allocator.IPv4, netlink.FAMILY_V4}, {allocator.IPv6, netlink.FAMILY_V6}}
 
 // Apply makes the node's policy rules and own tables hold exactly plan's paths, and lets the
 // reverse-path filter honour the mark on their interfaces. It reads what is there first and
 // changes only what differs, so calling it again repairs drift and costs nothing otherwise.
-func Apply(plan Plan) error {
+func Apply(plan returnplan.Plan) error {
 	var errs []error
 	for _, f := range families {
 		errs = append(errs, applyRules(plan, f.fam, f.nlFam), applyRoutes(plan, f.fam, f.nlFam))
 	}
 	for _, p := range plan.Paths {
-		if p.Gateways[dataplane.IPv4].IsValid() {
+		if p.Gateways[allocator.IPv4].IsValid() {
 			errs = append(errs, srcValidMark(p.Interface))
 		}
 	}
@@ -71,9 +74,9 @@ func Apply(plan Plan) error {
 }
 
 // Cleanup removes every rule and route this package ever wrote.
-func Cleanup() error { return Apply(Plan{}) }
+func Cleanup() error { return Apply(returnplan.Plan{}) }
 
-func applyRules(plan Plan, fam dataplane.Family, nlFam int) error {
+func applyRules(plan returnplan.Plan, fam allocator.Family, nlFam int) error {
 	want := map[ruleKey]netlink.Rule{}
 	for _, p := range plan.Paths {
 		if p.Gateways[fam].IsValid() {
@@ -109,7 +112,7 @@ func applyRules(plan Plan, fam dataplane.Family, nlFam int) error {
 }
 
 // applyRoutes makes each own table hold its path's default route of fam, and nothing else.
-func applyRoutes(plan Plan, fam dataplane.Family, nlFam int) error {
+func applyRoutes(plan returnplan.Plan, fam allocator.Family, nlFam int) error {
 	want := map[int]netlink.Route{}
 	for _, p := range plan.Paths {
 		if gw := p.Gateways[fam]; gw.IsValid() {
@@ -144,8 +147,8 @@ func applyRoutes(plan Plan, fam dataplane.Family, nlFam int) error {
 	return errors.Join(errs...)
 }
 
-func defaultDst(fam dataplane.Family) *net.IPNet {
-	if fam == dataplane.IPv4 {
+func defaultDst(fam allocator.Family) *net.IPNet {
+	if fam == allocator.IPv4 {
 		return &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
 	}
 	return &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}

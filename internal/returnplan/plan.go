@@ -1,14 +1,16 @@
-package returnpath
+package returnplan
 
 import (
 	"cmp"
 	"net/netip"
 	"slices"
 
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
-// The marks and tables this package owns. Slot n (1..MaxPaths) is mark n<<MarkShift and table
+// The marks and routing tables of the ways back, which the agent owns. Slot n (1..MaxPaths) is mark n<<MarkShift and table
 // TableBase+n. kube-proxy uses mark bits 14 and 15 and the agent's masquerade bit defaults to
 // 21: bits 24-27 are clear of both.
 const (
@@ -26,10 +28,10 @@ type Interface struct {
 	Prefixes []netip.Prefix
 	// Gateways are the routers the main table reaches by this interface, per family: the
 	// gateway of a default route by it first, else of any route by it.
-	Gateways map[dataplane.Family]netip.Addr
+	Gateways map[allocator.Family]netip.Addr
 	// Default holds the families whose main-table default route leaves by this interface:
 	// their replies already go back this way.
-	Default map[dataplane.Family]bool
+	Default map[allocator.Family]bool
 }
 
 // Group is a VIP group as the plan needs it.
@@ -41,7 +43,7 @@ type Group struct {
 	// with a subnet overlapping the group.
 	Interfaces []string
 	// Gateways are announce.gateway, per family.
-	Gateways map[dataplane.Family]netip.Addr
+	Gateways map[allocator.Family]netip.Addr
 }
 
 // Path is the way back of one interface.
@@ -53,14 +55,14 @@ type Path struct {
 	// Destinations are the group prefixes whose connections arriving here are marked.
 	Destinations []netip.Prefix
 	// Gateways are the routers of the table's default routes, per family.
-	Gateways map[dataplane.Family]netip.Addr
+	Gateways map[allocator.Family]netip.Addr
 }
 
 // Missing is a group reachable on an interface with no router known to send its replies
 // back that way, for one family: they leave by the default route.
 type Missing struct {
 	Group, Interface string
-	Family           dataplane.Family
+	Family           allocator.Family
 }
 
 // Plan is what the node should hold.
@@ -79,7 +81,7 @@ func Decide(ifaces []Interface, groups []Group) Plan {
 	groups = slices.SortedFunc(slices.Values(groups), func(a, b Group) int { return cmp.Compare(a.Name, b.Name) })
 	// Without a default route of a family, replies to off-link clients have no way out at
 	// all, and those to on-link ones leave by the right interface already.
-	elsewhere := map[dataplane.Family]bool{}
+	elsewhere := map[allocator.Family]bool{}
 	for _, ifi := range ifaces {
 		for fam, ok := range ifi.Default {
 			elsewhere[fam] = elsewhere[fam] || ok
@@ -87,7 +89,7 @@ func Decide(ifaces []Interface, groups []Group) Plan {
 	}
 	var plan Plan
 	for _, ifi := range ifaces {
-		path := Path{Interface: ifi.Name, Index: ifi.Index, Gateways: map[dataplane.Family]netip.Addr{}}
+		path := Path{Interface: ifi.Name, Index: ifi.Index, Gateways: map[allocator.Family]netip.Addr{}}
 		var missing []Missing
 		for _, g := range groups {
 			if !carries(ifi, g) {
@@ -141,9 +143,9 @@ func carries(ifi Interface, g Group) bool {
 
 // gatewayOn is g's gateway of fam when ifi reaches it directly (on one of its subnets, or
 // IPv6 link-local), else the one ifi's routes name; the zero Addr when neither.
-func gatewayOn(ifi Interface, g Group, fam dataplane.Family) netip.Addr {
+func gatewayOn(ifi Interface, g Group, fam allocator.Family) netip.Addr {
 	if gw := g.Gateways[fam]; gw.IsValid() {
-		if gw.IsLinkLocalUnicast() && fam == dataplane.IPv6 {
+		if gw.IsLinkLocalUnicast() && fam == allocator.IPv6 {
 			return gw
 		}
 		for _, p := range ifi.Prefixes {
@@ -172,18 +174,31 @@ func groupOf(groups []Group, d netip.Prefix) string {
 	return ""
 }
 
-func familyOf(a netip.Addr) dataplane.Family {
+func familyOf(a netip.Addr) allocator.Family {
 	if a.Unmap().Is4() {
-		return dataplane.IPv4
+		return allocator.IPv4
 	}
-	return dataplane.IPv6
+	return allocator.IPv6
 }
 
-// Marks are the data planes' side of the plan: what they mark, and with which value.
-func (p Plan) Marks() []dataplane.ReturnMark {
-	var out []dataplane.ReturnMark
-	for _, path := range p.Paths {
-		out = append(out, dataplane.ReturnMark{Interface: path.Interface, Mark: path.Mark, Mask: MarkMask, Destinations: path.Destinations})
+// GroupOf reads an IPGroup as the plan needs it; false for one that does not parse (the API
+// server validated it: a schema older than this code).
+func GroupOf(g *paasv1.IPGroup) (Group, bool) {
+	parsed, err := k8salloc.Group(g)
+	if err != nil {
+		return Group{}, false
 	}
-	return out
+	out := Group{Name: g.Name, Prefixes: parsed.Parts(), Gateways: map[allocator.Family]netip.Addr{}}
+	if a := g.Spec.Announce; a != nil {
+		out.Interfaces = a.Interfaces
+		if gw := a.Gateway; gw != nil {
+			if ip, err := netip.ParseAddr(gw.IPv4); err == nil && ip.Is4() {
+				out.Gateways[allocator.IPv4] = ip
+			}
+			if ip, err := netip.ParseAddr(gw.IPv6); err == nil && ip.Is6() {
+				out.Gateways[allocator.IPv6] = ip
+			}
+		}
+	}
+	return out, true
 }

@@ -1,24 +1,24 @@
-package returnpath
+package returnplan
 
 import (
 	"net/netip"
 	"reflect"
 	"testing"
 
-	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 )
 
 var (
-	v4, v6 = dataplane.IPv4, dataplane.IPv6
+	v4, v6 = allocator.IPv4, allocator.IPv6
 	pfx    = netip.MustParsePrefix
 	addr   = netip.MustParseAddr
 )
 
-type gws = map[dataplane.Family]netip.Addr
+type gws = map[allocator.Family]netip.Addr
 
 // internalNIC carries the node's InternalIP and its default routes of both families.
 var internalNIC = Interface{Name: "eth0", Index: 2, Prefixes: []netip.Prefix{pfx("203.0.113.11/24"), pfx("2001:db8:a::11/64")},
-	Gateways: gws{v4: addr("203.0.113.1"), v6: addr("2001:db8:a::1")}, Default: map[dataplane.Family]bool{v4: true, v6: true}}
+	Gateways: gws{v4: addr("203.0.113.1"), v6: addr("2001:db8:a::1")}, Default: map[allocator.Family]bool{v4: true, v6: true}}
 
 // externalNIC is on the VIPs' network, with no route of the main table by it.
 var externalNIC = Interface{Name: "eth1", Index: 3, Prefixes: []netip.Prefix{pfx("192.0.2.11/24"), pfx("2001:db8:b::11/64")}}
@@ -33,7 +33,7 @@ func TestDecide(t *testing.T) {
 		want   Plan
 	}{{
 		desc:   "one NIC: the default route's interface carries the group, nothing to add",
-		ifaces: []Interface{{Name: "eth0", Index: 2, Prefixes: []netip.Prefix{pfx("192.0.2.11/24")}, Gateways: gws{v4: addr("192.0.2.254")}, Default: map[dataplane.Family]bool{v4: true}}},
+		ifaces: []Interface{{Name: "eth0", Index: 2, Prefixes: []netip.Prefix{pfx("192.0.2.11/24")}, Gateways: gws{v4: addr("192.0.2.254")}, Default: map[allocator.Family]bool{v4: true}}},
 		groups: []Group{lan},
 	}, {
 		desc:   "no default route at all: nothing to add, nothing missing",
@@ -108,18 +108,7 @@ func TestDecideBeyondMaxPaths(t *testing.T) {
 	}
 }
 
-func TestMarks(t *testing.T) {
-	plan := Decide([]Interface{internalNIC, externalNIC}, []Group{{Name: "b", Prefixes: []netip.Prefix{pfx("192.0.2.0/24")}, Gateways: gws{v4: addr("192.0.2.1")}}})
-	want := []dataplane.ReturnMark{{Interface: "eth1", Mark: 0x1000000, Mask: 0xf000000, Destinations: []netip.Prefix{pfx("192.0.2.0/24")}}}
-	if got := plan.Marks(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("Marks: got %+v, want %+v", got, want)
-	}
-	if got := (Plan{}).Marks(); got != nil {
-		t.Fatalf("no paths, marks %+v: want none, so a one-NIC node's rules stay as they were", got)
-	}
-}
-
-func withGateway(ifi Interface, fam dataplane.Family, gw string) Interface {
+func withGateway(ifi Interface, fam allocator.Family, gw string) Interface {
 	ifi.Gateways = gws{fam: addr(gw)}
 	return ifi
 }
