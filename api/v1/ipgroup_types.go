@@ -207,6 +207,22 @@ const (
 	// until the admin releases them (ReleaseAddressesAnnotation) or deletes
 	// the Services. The message counts and names them.
 	IPGroupAddressesKept = "AddressesKept"
+	// IPGroupReturnPath is about nodes on several networks whose default route
+	// leaves by another network than the one the group's VIPs arrive on: True
+	// when every such node has a router back on the group's network
+	// (announce.gateway, or one its routing table names there), False
+	// (ReasonNoRouterBack) naming those without one. Absent when no node that
+	// may carry the group's VIPs is on several networks.
+	IPGroupReturnPath = "ReturnPath"
+)
+
+// Reasons of IPGroupReturnPath.
+const (
+	// ReasonRouterKnown: every node that needs a way back has a router for it.
+	ReasonRouterKnown = "RouterKnown"
+	// ReasonNoRouterBack: some node has no router back on the group's network;
+	// replies to the VIPs arriving there leave by its default route.
+	ReasonNoRouterBack = "NoRouterBack"
 )
 
 // Reasons of IPGroupAddressesKept.

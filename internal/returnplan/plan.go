@@ -202,3 +202,22 @@ func GroupOf(g *paasv1.IPGroup) (Group, bool) {
 	}
 	return out, true
 }
+
+// Published reads the interfaces a node's agent published (paasv1.NodeInterfacesAnnotation)
+// as the plan needs them: what the operator knows of the node.
+func Published(ifaces []paasv1.NodeInterface) []Interface {
+	var out []Interface
+	for _, p := range ifaces {
+		ifi := Interface{Name: p.Name, Prefixes: p.Addrs, Gateways: map[allocator.Family]netip.Addr{}, Default: map[allocator.Family]bool{}}
+		for _, r := range p.Routers {
+			if fam := familyOf(r); !ifi.Gateways[fam].IsValid() {
+				ifi.Gateways[fam] = r.Unmap()
+			}
+		}
+		for _, f := range p.Default {
+			ifi.Default[allocator.Family(f)] = true
+		}
+		out = append(out, ifi)
+	}
+	return out
+}

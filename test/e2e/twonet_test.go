@@ -10,9 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
@@ -151,6 +153,16 @@ func testTwoNetworks(t *testing.T, plane string) {
 		}
 	})
 	d.startAgents(t, "--dataplane", plane)
+	eventually(t, "IPGroup b says its nodes have a way back", func() error {
+		var g paasv1.IPGroup
+		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: "b"}, &g); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(g.Status.Conditions, paasv1.IPGroupReturnPath); c == nil || c.Reason != paasv1.ReasonRouterKnown || !strings.Contains(c.Message, "2 node(s)") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
 	for _, tc := range []struct {
 		name, group string
 		local       bool
