@@ -208,13 +208,36 @@ func testTwoNetworks(t *testing.T, plane string) {
 		eventually(t, "curl through "+vip+" after the failover", func() error { _, err := d.curl(vipURL(vip)); return err })
 		d.startAgent(t, from, "--dataplane", plane)
 	})
+	// Renumbering changes the main tables' connected routes: compared before.
+	if after := d.mainTables(); after != before {
+		t.Fatalf("the main tables changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	t.Run("the external network renumbered: the router and the nodes' addresses on B", func(t *testing.T) {
+		// Deleting an interface's primary address deletes its secondaries too: delete first.
+		d.in("router", "ip", "addr", "del", "192.0.2.1/24", "dev", "eth0")
+		d.in("router", "ip", "addr", "add", "192.0.2.30/24", "dev", "eth0")
+		for i, n := range twoNetNodes {
+			d.in(n, "ip", "addr", "del", fmt.Sprintf("192.0.2.%d/24", 11+i), "dev", "eth1")
+			d.in(n, "ip", "addr", "add", fmt.Sprintf("192.0.2.%d/24", 21+i), "dev", "eth1")
+		}
+		var g paasv1.IPGroup
+		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: "b"}, &g); err != nil {
+			t.Fatal(err)
+		}
+		g.Spec.Announce.Gateway.IPv4 = "192.0.2.30"
+		if err := d.env.Admin.Update(context.Background(), &g); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "curl through "+vip+" on the renumbered network", func() error { _, err := d.curl(vipURL(vip)); return err })
+		owner := d.announcer(vip)
+		if route := d.in(owner, "ip", "route", "show", "table", "5301"); !strings.HasPrefix(route, "default via 192.0.2.30 dev eth1") {
+			t.Fatalf("%s's way back after the renumbering: %s", owner, route)
+		}
+	})
 	// What docs/announcement.md shows.
 	t.Logf("node1's policy rules:\n%s\n%s\nnode1's table 5301:\n%s\n%s\nnode1's VIPA-RETURN:\n%s\n%s", d.in("node1", "ip", "-4", "rule"), d.in("node1", "ip", "-6", "rule"),
 		d.in("node1", "ip", "-4", "route", "show", "table", "5301"), d.in("node1", "ip", "-6", "route", "show", "table", "5301"),
 		d.in("node1", "nft", "list", "chain", "ip", "mangle", "VIPA-RETURN"), d.in("node1", "nft", "list", "chain", "ip6", "mangle", "VIPA-RETURN"))
-	if after := d.mainTables(); after != before {
-		t.Fatalf("the main tables changed:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
 	t.Run("agent cleanup removes the rules and tables", func(t *testing.T) {
 		for _, n := range twoNetNodes {
 			d.stopAgent(n)
