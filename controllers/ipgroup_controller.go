@@ -127,7 +127,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	setReadyCondition(&desired.Status, group.Generation, parsed, parseErr)
 	setOverlappingCondition(&desired.Status, group, parseErr, overlapping, described)
 	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
-	setReturnPathCondition(&desired.Status, group, nodes.Items, r.OnCordon)
+	setReturnPathCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
 	meta.SetStatusCondition(&desired.Status.Conditions, kept)
 	desired.Status.ObservedGeneration = group.Generation
 	if parsed != nil {

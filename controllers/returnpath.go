@@ -17,8 +17,8 @@ import (
 // group announced by None): the agents' own
 // decision (returnplan.Decide) over what each published of its interfaces and routes. What a
 // node's agent publishes only decides what the condition says of that node.
-func setReturnPathCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node, onCordon election.OnCordon) {
-	g, ok := returnplan.GroupOf(group)
+func setReturnPathCondition(status *paasv1.IPGroupStatus, group *paasv1.IPGroup, nodes []corev1.Node, peers []paasv1.BGPPeer, onCordon election.OnCordon) {
+	g, ok := returnplan.GroupOf(group, peers)
 	// A group the agents do not announce (None) reaches the nodes by static routes: every
 	// node may get its traffic.
 	c, announced := election.CandidacyOf(group)

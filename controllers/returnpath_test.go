@@ -53,7 +53,7 @@ func TestReturnPathCondition(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			var status paasv1.IPGroupStatus
 			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: paasv1.IPGroupReturnPath, Status: metav1.ConditionUnknown, Reason: "Stale"})
-			setReturnPathCondition(&status, tc.group, tc.nodes, election.OnCordonHandover)
+			setReturnPathCondition(&status, tc.group, tc.nodes, nil, election.OnCordonHandover)
 			c := meta.FindStatusCondition(status.Conditions, paasv1.IPGroupReturnPath)
 			if tc.wantStatus == "" {
 				if c != nil {

@@ -44,6 +44,9 @@ type Group struct {
 	Interfaces []string
 	// Gateways are announce.gateway, per family.
 	Gateways map[allocator.Family]netip.Addr
+	// Peers are the addresses of the BGP peers a BGP group is advertised to: an interface
+	// on a peer's subnet carries the group, and the peer is its router back.
+	Peers []netip.Addr
 }
 
 // Path is the way back of one interface.
@@ -126,7 +129,8 @@ func Decide(ifaces []Interface, groups []Group) Plan {
 	return plan
 }
 
-// carries reports whether g's VIPs arrive on ifi.
+// carries reports whether g's VIPs arrive on ifi: it is named in announce.interfaces, or
+// else one of its subnets overlaps the group or holds a BGP peer of the group.
 func carries(ifi Interface, g Group) bool {
 	if len(g.Interfaces) > 0 {
 		return slices.Contains(g.Interfaces, ifi.Name)
@@ -138,23 +142,30 @@ func carries(ifi Interface, g Group) bool {
 			}
 		}
 	}
-	return false
+	return slices.ContainsFunc(g.Peers, func(p netip.Addr) bool { return onLink(ifi, p) })
 }
 
-// gatewayOn is g's gateway of fam when ifi reaches it directly (on one of its subnets, or
-// IPv6 link-local), else the one ifi's routes name; the zero Addr when neither.
+// gatewayOn is the router of fam back from ifi: g's gateway when ifi reaches it directly,
+// else a BGP peer of g on ifi's subnets (the router that sends the VIPs' traffic there),
+// else the one ifi's routes name; the zero Addr when none.
 func gatewayOn(ifi Interface, g Group, fam allocator.Family) netip.Addr {
-	if gw := g.Gateways[fam]; gw.IsValid() {
-		if gw.IsLinkLocalUnicast() && fam == allocator.IPv6 {
-			return gw
-		}
-		for _, p := range ifi.Prefixes {
-			if p.Masked().Contains(gw) {
-				return gw
-			}
+	if gw := g.Gateways[fam]; gw.IsValid() && onLink(ifi, gw) {
+		return gw
+	}
+	for _, p := range g.Peers {
+		if familyOf(p) == fam && onLink(ifi, p) {
+			return p
 		}
 	}
 	return ifi.Gateways[fam]
+}
+
+// onLink reports whether ifi reaches a directly: on one of its subnets, or IPv6 link-local.
+func onLink(ifi Interface, a netip.Addr) bool {
+	if a.Is6() && a.IsLinkLocalUnicast() {
+		return true
+	}
+	return slices.ContainsFunc(ifi.Prefixes, func(p netip.Prefix) bool { return p.Masked().Contains(a) })
 }
 
 func appendMissing(ms []Missing, m Missing) []Missing {
@@ -181,9 +192,9 @@ func familyOf(a netip.Addr) allocator.Family {
 	return allocator.IPv6
 }
 
-// GroupOf reads an IPGroup as the plan needs it; false for one that does not parse (the API
+// GroupOf reads an IPGroup, with the BGPPeers that exist, as the plan needs it; false for one that does not parse (the API
 // server validated it: a schema older than this code).
-func GroupOf(g *paasv1.IPGroup) (Group, bool) {
+func GroupOf(g *paasv1.IPGroup, peers []paasv1.BGPPeer) (Group, bool) {
 	parsed, err := k8salloc.Group(g)
 	if err != nil {
 		return Group{}, false
@@ -191,6 +202,9 @@ func GroupOf(g *paasv1.IPGroup) (Group, bool) {
 	out := Group{Name: g.Name, Prefixes: parsed.Parts(), Gateways: map[allocator.Family]netip.Addr{}}
 	if a := g.Spec.Announce; a != nil {
 		out.Interfaces = a.Interfaces
+		if a.Mode == paasv1.AnnounceBGP {
+			out.Peers = peersOf(a.BGP, peers)
+		}
 		if gw := a.Gateway; gw != nil {
 			if ip, err := netip.ParseAddr(gw.IPv4); err == nil && ip.Is4() {
 				out.Gateways[allocator.IPv4] = ip
@@ -201,6 +215,21 @@ func GroupOf(g *paasv1.IPGroup) (Group, bool) {
 		}
 	}
 	return out, true
+}
+
+// peersOf are the addresses of the peers a BGP group is advertised to: those bgp names,
+// or all.
+func peersOf(bgp *paasv1.BGPAnnounce, peers []paasv1.BGPPeer) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range peers {
+		if bgp != nil && len(bgp.Peers) > 0 && !slices.Contains(bgp.Peers, p.Name) {
+			continue
+		}
+		if a, err := netip.ParseAddr(p.Spec.PeerAddress); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
 }
 
 // Published reads the interfaces a node's agent published (paasv1.NodeInterfacesAnnotation)

@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 )
 
@@ -81,6 +84,18 @@ func TestDecide(t *testing.T) {
 			{Interface: "eth1", Index: 3, Mark: 0x1000000, Table: 5301, Destinations: []netip.Prefix{pfx("192.0.2.0/24")}, Gateways: gws{v4: addr("192.0.2.1")}},
 			{Interface: "eth2", Index: 4, Mark: 0x2000000, Table: 5302, Destinations: []netip.Prefix{pfx("198.51.100.128/25"), pfx("198.51.100.200/29")}, Gateways: gws{v4: addr("198.51.100.1")}},
 		}},
+	}, {
+		desc:   "a BGP group: its peer on an interface's subnet carries it there and is the router back",
+		ifaces: []Interface{internalNIC, externalNIC},
+		groups: []Group{{Name: "bgp", Prefixes: []netip.Prefix{pfx("198.51.100.0/24")}, Peers: []netip.Addr{addr("203.0.113.254"), addr("192.0.2.254")}}},
+		want: Plan{Paths: []Path{{Interface: "eth1", Index: 3, Mark: 0x1000000, Table: 5301,
+			Destinations: []netip.Prefix{pfx("198.51.100.0/24")}, Gateways: gws{v4: addr("192.0.2.254")}}}},
+	}, {
+		desc:   "a BGP group's own gateway wins over its peer",
+		ifaces: []Interface{internalNIC, externalNIC},
+		groups: []Group{{Name: "bgp", Prefixes: []netip.Prefix{pfx("198.51.100.0/24")}, Peers: []netip.Addr{addr("192.0.2.254")}, Gateways: gws{v4: addr("192.0.2.1")}}},
+		want: Plan{Paths: []Path{{Interface: "eth1", Index: 3, Mark: 0x1000000, Table: 5301,
+			Destinations: []netip.Prefix{pfx("198.51.100.0/24")}, Gateways: gws{v4: addr("192.0.2.1")}}}},
 	}} {
 		t.Run(tc.desc, func(t *testing.T) {
 			got := Decide(tc.ifaces, tc.groups)
@@ -111,4 +126,33 @@ func TestDecideBeyondMaxPaths(t *testing.T) {
 func withGateway(ifi Interface, fam allocator.Family, gw string) Interface {
 	ifi.Gateways = gws{fam: addr(gw)}
 	return ifi
+}
+
+func TestGroupOf(t *testing.T) {
+	peers := []paasv1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "192.0.2.254"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "203.0.113.254"}},
+	}
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp"}, Spec: paasv1.IPGroupSpec{Segment: "198.51.100.0/24",
+		Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{Peers: []string{"b"}},
+			Gateway: &paasv1.Gateway{IPv6: "fe80::1"}}}}
+	want := Group{Name: "bgp", Prefixes: []netip.Prefix{pfx("198.51.100.0/24")}, Gateways: gws{v6: addr("fe80::1")}, Peers: []netip.Addr{addr("192.0.2.254")}}
+	if got, ok := GroupOf(g, peers); !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("GroupOf: %+v, %v; want %+v", got, ok, want)
+	}
+	g.Spec.Announce.Mode = paasv1.AnnounceL2 // peers only count for BGP
+	want.Peers = nil
+	if got, _ := GroupOf(g, peers); !reflect.DeepEqual(got, want) {
+		t.Fatalf("GroupOf of an L2 group: %+v; want %+v", got, want)
+	}
+}
+
+func TestPublished(t *testing.T) {
+	got := Published([]paasv1.NodeInterface{{Name: "eth0", Addrs: []netip.Prefix{pfx("203.0.113.11/24")},
+		Routers: []netip.Addr{addr("203.0.113.1"), addr("2001:db8:a::1")}, Default: []string{"IPv4"}}})
+	want := []Interface{{Name: "eth0", Prefixes: []netip.Prefix{pfx("203.0.113.11/24")},
+		Gateways: gws{v4: addr("203.0.113.1"), v6: addr("2001:db8:a::1")}, Default: map[allocator.Family]bool{v4: true}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Published: %+v; want %+v", got, want)
+	}
 }

@@ -44,16 +44,20 @@ type Keeper struct {
 	missing []returnplan.Missing // last reported, so each change is logged once
 }
 
-// +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=paas.org,resources=ipgroups;bgppeers,verbs=get;list;watch
 
 func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	var list paasv1.IPGroupList
 	if err := k.Client.List(ctx, &list); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list IPGroups: %w", err)
 	}
+	var peers paasv1.BGPPeerList
+	if err := k.Client.List(ctx, &peers); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list BGPPeers: %w", err)
+	}
 	var groups []returnplan.Group
 	for i := range list.Items {
-		if g, ok := returnplan.GroupOf(&list.Items[i]); ok {
+		if g, ok := returnplan.GroupOf(&list.Items[i], peers.Items); ok {
 			groups = append(groups, g)
 		}
 	}
@@ -95,12 +99,16 @@ func (k *Keeper) report(ctx context.Context, missing []returnplan.Missing, group
 // ReasonNoWayBack is the reason of the Event report writes.
 const ReasonNoWayBack = "NoWayBack"
 
-// SetupWithManager runs Reconcile on every IPGroup spec change; all come down to one request.
+// SetupWithManager runs Reconcile on every IPGroup and BGPPeer spec change; all come down to
+// one request.
 func (k *Keeper) SetupWithManager(mgr ctrl.Manager) error {
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{}}
+	})
+	changed := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	return ctrl.NewControllerManagedBy(mgr).Named("returnpath").
-		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-			return []reconcile.Request{{}}
-		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&paasv1.IPGroup{}, one, changed).
+		Watches(&paasv1.BGPPeer{}, one, changed).
 		Complete(k)
 }
 
