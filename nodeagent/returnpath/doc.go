@@ -10,11 +10,12 @@
 // sending marked packets first to the main table with its default routes suppressed (so
 // the node's own subnets and specific routes, the pod network among them, still apply),
 // then to that table. A marked packet's forward lookup and its reverse-path check both
-// use them; nothing else is ever looked up there.
+// use them (the latter once the interface's src_valid_mark is on, which the package sets);
+// nothing else is ever looked up there.
 //
 // The decision is pure (internal/returnplan: interfaces and groups in, paths and what has no
 // way back out); here the kernel is read (observe.go) and written (routes.go) through
-// netlink, and keeper.go runs observe, decide, apply. It must
-// never write the main table, any rule or table outside its priorities and table range, or
-// any packet mark bit outside MarkMask.
+// netlink, and keeper.go runs observe, decide, apply. It must never write the main table,
+// any rule or table outside its priorities and table range, any sysctl but src_valid_mark
+// of the interfaces it marks, or any packet mark bit outside returnplan.MarkMask.
 package returnpath

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
@@ -67,7 +68,7 @@ func Apply(plan returnplan.Plan) error {
 	}
 	for _, p := range plan.Paths {
 		if p.Gateways[allocator.IPv4].IsValid() {
-			errs = append(errs, srcValidMark(p.Interface))
+			errs = append(errs, srcValidMark(p.Interface, p.Index))
 		}
 	}
 	return errors.Join(errs...)
@@ -160,16 +161,29 @@ func sameRoute(r, w netlink.Route) bool {
 	return isDefault && r.LinkIndex == w.LinkIndex && r.Gw.Equal(w.Gw) && len(r.MultiPath) == 0
 }
 
-// srcValidMark makes the reverse-path filter of ifname look the request's source up with its
-// packet mark, so a strict filter judges it by the interface's own table. It changes nothing
-// for packets without a mark, and is left on when the path goes.
-func srcValidMark(ifname string) error {
-	p := filepath.Join("/proc/sys/net/ipv4/conf", filepath.Base(ifname), "src_valid_mark")
-	if b, err := os.ReadFile(p); err == nil && len(b) > 0 && b[0] == '1' {
-		return nil
+// srcValidMark makes the reverse-path filter of the interface look the request's source up
+// with its packet mark, so a strict filter judges it by the interface's own table (the
+// request's destination is already the endpoint then, so no rule on it could). It changes
+// nothing for packets without a mark, and is left on when the path goes. It is set through
+// netlink (RTM_SETLINK, IFLA_INET_CONF), as `ip` would, not /proc/sys: that is read-only in
+// the agent's container, which has NET_ADMIN but is not privileged.
+func srcValidMark(name string, index int) error {
+	if b, err := os.ReadFile(filepath.Join("/proc/sys/net/ipv4/conf", filepath.Base(name), "src_valid_mark")); err == nil && len(b) > 0 && b[0] == '1' {
+		return nil // reading is allowed, and spares a write every check
 	}
-	if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
-		return fmt.Errorf("set %s: %w", p, err)
+	const (
+		iflaInetConf        = 1  // IFLA_INET_CONF, in IFLA_AF_SPEC's AF_INET
+		ipv4DevconfSrcVmark = 24 // IPV4_DEVCONF_SRC_VMARK
+	)
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(index)
+	req.AddData(msg)
+	spec := nl.NewRtAttr(unix.IFLA_AF_SPEC, nil)
+	spec.AddRtAttr(unix.AF_INET, nil).AddRtAttr(iflaInetConf, nil).AddRtAttr(ipv4DevconfSrcVmark, nl.Uint32Attr(1))
+	req.AddData(spec)
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+		return fmt.Errorf("set src_valid_mark of interface %d: %w", index, err)
 	}
 	return nil
 }

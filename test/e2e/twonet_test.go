@@ -182,6 +182,15 @@ func testTwoNetworks(t *testing.T, plane string) {
 			}
 		})
 	}
+	// The strict reverse-path filter honours the mark on eth1 only: the agent set it there
+	// (through netlink), nowhere else.
+	for _, n := range twoNetNodes {
+		for conf, want := range map[string]string{"all": "0", "eth0": "0", "eth1": "1"} {
+			if v := strings.TrimSpace(d.in(n, "cat", "/proc/sys/net/ipv4/conf/"+conf+"/src_valid_mark")); v != want {
+				t.Fatalf("%s: net.ipv4.conf.%s.src_valid_mark is %s, want %s", n, conf, v, want)
+			}
+		}
+	}
 	t.Run("a planned move keeps the open connection", func(t *testing.T) {
 		from := d.announcer(vip)
 		held := d.heldConnection(t, vipHostPort(vip))
