@@ -391,7 +391,9 @@ func (s *Server) publishSelf(ctx context.Context) {
 // setupReturnPaths runs the returnpath.Keeper over the data planes, when on.
 func (s *Server) setupReturnPaths() error {
 	if !s.cfg.ReturnPaths {
-		return nil
+		// Off means replies by the main table: an earlier run's rules and tables go (its
+		// marks, without them, steer nothing; `agent cleanup` removes those too).
+		return returnpath.Cleanup()
 	}
 	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod,
 		Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"), NodeName: s.cfg.NodeName}
