@@ -51,6 +51,7 @@ func runAgent(args []string) error {
 	fs.DurationVar(&c.Probe.Recheck, "new-address-recheck", 5*time.Minute, "how often the L2 owner of an address found in use on the LAN probes it again; silence clears the verdict")
 	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
+	fs.BoolVar(&c.ReturnPaths, "return-paths", true, "send the replies to a VIP back by the interface its requests came in on, to that network's router (connection marks and policy routing of the agent's own); false: by the main routing table")
 	qps := fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
 	// The burst is a node's claims when it comes to own many VIPs at once (a
 	// batch of new Services, a failover): bounded by those VIPs, not by time,

@@ -92,6 +92,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	setReadyCondition(&desired.Status, group.Generation, seen.parsed, seen.parseErr)
 	setOverlappingCondition(&desired.Status, group, seen.parseErr, seen.overlapping, seen.described)
 	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
+	setReturnPathCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
 	meta.SetStatusCondition(&desired.Status.Conditions, kept)
 	desired.Status.ObservedGeneration = group.Generation
 	if seen.parsed != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/proxy"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/returnpath"
 )
 
 // Config is the running agent's configuration: its flags.
@@ -68,6 +69,9 @@ type Config struct {
 	// ConnectionHandoff sends the open connections of VIPs taken over in a
 	// planned move on to their previous owner.
 	ConnectionHandoff bool
+	// ReturnPaths sends the replies to a VIP back by the interface its
+	// requests came in on (package returnpath); off: by the main table.
+	ReturnPaths bool
 	// DaemonSet ("namespace/name") runs this agent: on stop its rules are
 	// removed when it is gone (uninstall); empty: always kept.
 	DaemonSet              string
@@ -157,6 +161,9 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := (&nodes.ViewPublisher{Client: s.mgr.GetClient(), NodeName: cfg.NodeName}).SetupWithManager(s.mgr); err != nil {
+		return nil, err
+	}
+	if err := s.setupReturnPaths(); err != nil {
 		return nil, err
 	}
 	if err := s.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -403,8 +410,23 @@ func (s *Server) publishSelf(ctx context.Context) {
 	}
 }
 
+// setupReturnPaths runs the returnpath.Keeper over the data planes, when on.
+func (s *Server) setupReturnPaths() error {
+	if !s.cfg.ReturnPaths {
+		// Off means replies by the main table: an earlier run's rules and tables go (its
+		// marks, without them, steer nothing; `agent cleanup` removes those too).
+		return returnpath.Cleanup()
+	}
+	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod,
+		Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"), NodeName: s.cfg.NodeName}
+	for _, p := range s.syncer.Planes {
+		k.Planes = append(k.Planes, p)
+	}
+	return k.SetupWithManager(s.mgr)
+}
+
 // CleanupRules removes every rule, chain and table any agent wrote on this
-// node, with either data plane (`vip-allocator agent cleanup`, and an
+// node (the policy routing rules and tables of package returnpath too), with either data plane (`vip-allocator agent cleanup`, and an
 // uninstall).
 func CleanupRules() error {
 	var errs []error
@@ -412,6 +434,9 @@ func CleanupRules() error {
 		if err := dataplane.CleanupAll(dataplane.Config{Family: fam}); err != nil {
 			errs = append(errs, fmt.Errorf("clean up %s rules: %w", fam, err))
 		}
+	}
+	if err := returnpath.Cleanup(); err != nil {
+		errs = append(errs, fmt.Errorf("clean up the ways back: %w", err))
 	}
 	return errors.Join(errs...)
 }

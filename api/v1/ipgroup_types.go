@@ -141,6 +141,30 @@ type Announce struct {
 	// BGP settings, used when Mode is BGP.
 	// +optional
 	BGP *BGPAnnounce `json:"bgp,omitempty"`
+
+	// Gateway is the router, per family, on the group's network that replies to
+	// the group's VIPs go back through, on nodes whose default route leaves by
+	// another network. Absent: the agent uses a gateway its node's routing
+	// table names on that interface, if any.
+	// +optional
+	Gateway *Gateway `json:"gateway,omitempty"`
+}
+
+// Gateway names a router on the group's network, one address per family.
+// +kubebuilder:validation:MinProperties=1
+type Gateway struct {
+	// IPv4 is the IPv4 router, on the subnet of the node's interface.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4 && !ip(self).isUnspecified() && !ip(self).isLoopback()",message="gateway.ipv4 must be an IPv4 address such as 192.0.2.1"
+	IPv4 string `json:"ipv4,omitempty"`
+
+	// IPv6 is the IPv6 router: an address on the node interface's subnet, or
+	// its link-local address (fe80::1).
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 6 && !ip(self).isUnspecified() && !ip(self).isLoopback()",message="gateway.ipv6 must be an IPv6 address such as 2001:db8::1 or fe80::1"
+	IPv6 string `json:"ipv6,omitempty"`
 }
 
 // BGPAnnounce configures the BGP advertisement of a group's VIPs.
@@ -183,6 +207,22 @@ const (
 	// until the admin releases them (ReleaseAddressesAnnotation) or deletes
 	// the Services. The message counts and names them.
 	IPGroupAddressesKept = "AddressesKept"
+	// IPGroupReturnPath is about nodes on several networks whose default route
+	// leaves by another network than the one the group's VIPs arrive on: True
+	// when every such node has a router back on the group's network
+	// (announce.gateway, or one its routing table names there), False
+	// (ReasonNoRouterBack) naming those without one. Absent when no node that
+	// may carry the group's VIPs is on several networks.
+	IPGroupReturnPath = "ReturnPath"
+)
+
+// Reasons of IPGroupReturnPath.
+const (
+	// ReasonRouterKnown: every node that needs a way back has a router for it.
+	ReasonRouterKnown = "RouterKnown"
+	// ReasonNoRouterBack: some node has no router back on the group's network;
+	// replies to the VIPs arriving there leave by its default route.
+	ReasonNoRouterBack = "NoRouterBack"
 )
 
 // Reasons of IPGroupAddressesKept.

@@ -30,6 +30,13 @@ type NodeInterface struct {
 	Name  string         `json:"name"`
 	MAC   string         `json:"mac,omitempty"`
 	Addrs []netip.Prefix `json:"addrs"`
+	// Routers are the routers the node's main routing table reaches by this
+	// interface, at most one per family (a default route's first), and
+	// Default the families ("IPv4", "IPv6") whose default route leaves by it:
+	// the operator reads from them whether replies to a group's VIPs have a
+	// way back (the IPGroup condition ReturnPath).
+	Routers []netip.Addr `json:"routers,omitempty"`
+	Default []string     `json:"default,omitempty"`
 }
 
 // ParseNodeInterfaces reads a NodeInterfacesAnnotation value; nil for a

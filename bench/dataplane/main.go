@@ -7,6 +7,8 @@
 //   - a one-Service change at that size (partial Sync) and a Sync with no change;
 //   - the baseline: the same rules written one go-iptables call per rule, for a few hundred
 //     Services, extrapolated linearly to 10,000;
+//   - with -return-marks (the default), all of it on a node on two networks: the connections
+//     to one interface's VIPs marked for the way back (mangle VIPA-RETURN) before the first Sync;
 //   - the resident memory after the 10,000-Service syncs (each plane, family and size runs in a
 //     process of its own, so the high-water mark is its own);
 //   - ratios of the full and one-Service Syncs at the largest size: each plane against the
@@ -98,7 +100,7 @@ func main() {
 // runChild measures one plane, family and size in a process of its own, so that its memory
 // high-water mark is its own, and collects its figures for the ratios.
 func runChild(spec string) error {
-	cmd := exec.Command(os.Args[0], "-one", spec)
+	cmd := exec.Command(os.Args[0], "-one", spec, fmt.Sprintf("-return-marks=%v", *withReturnMarks))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -211,6 +213,9 @@ func benchSyncs(backend string, fam dataplane.Family, n int) error {
 		dp, err = dataplane.NewIPTables(dataplane.Config{Family: fam, Backend: backend})
 	}
 	if err != nil {
+		return err
+	}
+	if err := setReturnMarks(dp, backend, fam, n); err != nil {
 		return err
 	}
 	svcs := services(fam, n)

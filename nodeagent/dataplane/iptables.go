@@ -63,6 +63,10 @@ type IPTables struct {
 	// says whether this agent ever wrote it.
 	handoffs       Handoffs
 	handoffTouched bool
+	// returnMarks is the payload VIPA-RETURN holds ("": unknown, rewrite it);
+	// returnTouched says whether this agent ever wrote it (returnmark.go).
+	returnMarks   string
+	returnTouched bool
 	// tookOver is set once the other plane's rules are gone (see Sync).
 	tookOver bool
 }
@@ -126,7 +130,8 @@ func (d *IPTables) Sync(services []Service, full bool) (SyncStats, error) {
 		Services:    services,
 	}
 	if full {
-		d.handoffs = nil // drift repair: the next SetHandoffs rewrites VIPA-HANDOFF too
+		// Drift repair: the next SetHandoffs and SetReturnMarks rewrite their chains too.
+		d.handoffs, d.returnMarks = nil, ""
 		f, err := d.inspect()
 		if err != nil {
 			d.last = nil
@@ -239,7 +244,7 @@ func (d *IPTables) Healthy() bool {
 			return false
 		}
 	}
-	return true
+	return d.returnMarksInPlace()
 }
 
 // Cleanup removes every jump rule and every VIPA- chain of this family, touching nothing else.
@@ -248,9 +253,10 @@ func Cleanup(cfg Config) error {
 	return cleanupIPTables(cfg, false)
 }
 
-// cleanupIPTables is Cleanup, leaving the connection handoff (VIPA-HANDOFF) when keepHandoff:
-// the nftables plane uses it, and removes the rest after taking over from this plane.
-func cleanupIPTables(cfg Config, keepHandoff bool) error {
+// cleanupIPTables is Cleanup, leaving the chains of the mangle table (mangleChains) when
+// keepMangle: the nftables plane uses them, and removes the rest after taking over from this
+// plane.
+func cleanupIPTables(cfg Config, keepMangle bool) error {
 	d, err := NewIPTables(cfg)
 	if err != nil {
 		return err
@@ -267,9 +273,11 @@ func cleanupIPTables(cfg Config, keepHandoff bool) error {
 	// Jumps first: a chain still referenced cannot be deleted. Each is deleted by its own
 	// spelling, so a jump someone else wrote to our chain goes too.
 	// Only tables the dump shows: listing one the node lacks would create it (nft backend).
-	candidates := jumps
-	if !keepHandoff {
-		candidates = append(slices.Clone(jumps), handoffJump)
+	candidates := slices.Clone(jumps)
+	if !keepMangle {
+		for _, c := range sortedMangleChains() {
+			candidates = append(candidates, mangleChains[c]...)
+		}
 	}
 	var ours []jump
 	for _, j := range candidates {
@@ -293,9 +301,11 @@ func cleanupIPTables(cfg Config, keepHandoff bool) error {
 			return fmt.Errorf("delete chains: %w", err)
 		}
 	}
-	if !keepHandoff && bytes.Contains(dump, []byte(":"+chainHandoff+" ")) {
-		if err := d.ipt.ClearAndDeleteChain(handoffJump.table, chainHandoff); err != nil {
-			return fmt.Errorf("delete %s: %w", chainHandoff, err)
+	for _, c := range sortedMangleChains() {
+		if !keepMangle && bytes.Contains(dump, []byte(":"+c+" ")) {
+			if err := d.ipt.ClearAndDeleteChain("mangle", c); err != nil {
+				return fmt.Errorf("delete %s: %w", c, err)
+			}
 		}
 	}
 	return nil

@@ -37,13 +37,6 @@ func renderHandoffs(fam Family, h Handoffs) string {
 	return string(b)
 }
 
-// forgetHandoffs makes the next SetHandoffs rewrite VIPA-HANDOFF (drift repair).
-func (d *IPTables) forgetHandoffs() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.handoffs = nil
-}
-
 // SetHandoffs makes VIPA-HANDOFF hand over exactly the VIPs of h of this Dataplane's family.
 // Nothing is written while h is empty and nothing was ever handed over, so a node that never
 // took a VIP over keeps its mangle table untouched.

@@ -153,6 +153,7 @@ func testIPTables(t *testing.T, backend string, fam Family) {
 	}
 
 	testHandoffs(t, d, backend, fam)
+	testReturnMarks(t, d, backend, fam)
 
 	// A restarted agent (new Dataplane) starts with a full Sync and finds the old chains.
 	d2, err := NewIPTables(cfg)

@@ -124,7 +124,7 @@ func (n *NFTables) sync(services []Service, full bool, changed map[string]bool) 
 	if p.full {
 		stats.Rules, stats.Chains, err = n.writeFull(p.state)
 		if n.handoff != nil {
-			n.handoff.forgetHandoffs() // drift repair covers VIPA-HANDOFF too
+			n.handoff.forgetMangle() // drift repair covers VIPA-HANDOFF and VIPA-RETURN too
 		}
 	} else {
 		stats.Rules, err = n.writeChanges(p)
@@ -180,6 +180,9 @@ func (n *NFTables) Healthy() bool {
 		return false
 	}
 	if ok, err := tableExists(c, n.layout.table); err != nil || !ok {
+		return false
+	}
+	if n.handoff != nil && !n.handoff.mangleInPlace() {
 		return false
 	}
 	for chain, want := range n.layout.ruleCounts(len(n.last.maps), len(n.last.affinity)) {

@@ -43,7 +43,10 @@ func testNFTables(t *testing.T, fam Family) {
 	nft("add", "chain", ip, "someone-else", "c", "{ type nat hook prerouting priority dstnat; }")
 	nft("add", "rule", ip, "someone-else", "c", ip, "daddr", f.vip, "counter")
 	cmd(t, tool("nft", fam, ""), "-t", "nat", "-A", "PREROUTING", "-d", f.vip+f.bits, "-j", "RETURN")
+	// Both mangle chains the planes jump from exist on such a node: iptables-nft creates a
+	// built-in chain on first use and keeps it, empty, when our jump goes.
 	cmd(t, tool("nft", fam, ""), "-t", "mangle", "-A", "PREROUTING", "-j", "RETURN")
+	cmd(t, tool("nft", fam, ""), "-t", "mangle", "-A", "OUTPUT", "-j", "RETURN")
 	before := nft("list", "ruleset")
 
 	n, err := NewNFTables(Config{Family: fam})
@@ -135,6 +138,7 @@ func testNFTables(t *testing.T, fam Family) {
 
 	// Handoffs stay in iptables, on the node's backend.
 	testHandoffs(t, n, n.handoff.Backend(), fam)
+	testReturnMarks(t, n, n.handoff.Backend(), fam)
 
 	// A restarted agent replaces the table in its first (full) Sync.
 	n2, err := NewNFTables(Config{Family: fam})

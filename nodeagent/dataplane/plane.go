@@ -20,6 +20,9 @@ type Plane interface {
 	Healthy() bool
 	// SetHandoffs makes mid-stream TCP of the VIPs in h go to their previous owner (handoff.go).
 	SetHandoffs(h Handoffs) error
+	// SetReturnMarks marks the connections to VIPs by the interface they arrive on, so that
+	// policy routing sends their replies back that way (returnmark.go).
+	SetReturnMarks(marks []ReturnMark) error
 }
 
 // ChangeSyncer is a Plane whose partial Sync can be told which Services (by

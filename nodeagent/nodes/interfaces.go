@@ -13,6 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/returnpath"
 )
 
 // LocalInterfaces lists this node's interfaces that can announce a VIP: up,
@@ -21,6 +24,10 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	routed, err := returnpath.Interfaces()
+	if err != nil {
+		return nil, err
 	}
 	var out []paasv1.NodeInterface
 	for _, ifi := range ifaces {
@@ -40,10 +47,29 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 			entry.Addrs = append(entry.Addrs, p)
 		}
 		if len(entry.Addrs) > 0 {
-			out = append(out, entry)
+			out = append(out, withRoutes(entry, routed))
 		}
 	}
 	return out, nil
+}
+
+// withRoutes adds to entry what the main routing table says of its interface (routed,
+// read by returnpath.Interfaces): its routers and the families of the default route by it.
+func withRoutes(entry paasv1.NodeInterface, routed []returnplan.Interface) paasv1.NodeInterface {
+	for _, r := range routed {
+		if r.Name != entry.Name {
+			continue
+		}
+		for _, fam := range []allocator.Family{allocator.IPv4, allocator.IPv6} {
+			if gw := r.Gateways[fam]; gw.IsValid() {
+				entry.Routers = append(entry.Routers, gw)
+			}
+			if r.Default[fam] {
+				entry.Default = append(entry.Default, string(fam))
+			}
+		}
+	}
+	return entry
 }
 
 // LocalAddresses maps every address of this node's network namespace, on any
