@@ -160,3 +160,26 @@ func TestEstablishedNodes(t *testing.T) {
 		t.Errorf("tor-a only: %v", got)
 	}
 }
+
+// TestWithOwnSessions: this node's session entries are its speaker's live
+// ones, whatever the status says (a previous run's Established); the other
+// nodes' stay as written.
+func TestWithOwnSessions(t *testing.T) {
+	peers := []paasv1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "r1"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
+			{Node: "a", State: paasv1.SessionEstablished}, {Node: "b", State: paasv1.SessionEstablished}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r2"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
+			{Node: "a", State: paasv1.SessionEstablished}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r3"}},
+	}
+	got := withOwnSessions(peers, "a", []bgp.Session{{Peer: "r1", State: "Active"}, {Peer: "r3", State: paasv1.SessionEstablished}})
+	if up := establishedNodes(got, nil); !up["b"] || up["a"] != true {
+		t.Errorf("established %v: want b (its own entry) and a (live on r3)", up)
+	}
+	if up := establishedNodes(got, []string{"r1", "r2"}); up["a"] {
+		t.Errorf("a established toward r1 or r2 (%v): its speaker has r1 Active and no r2 session", got)
+	}
+	if peers[0].Status.Sessions[0].State != paasv1.SessionEstablished {
+		t.Errorf("the observed peers were changed: %+v", peers[0].Status.Sessions)
+	}
+}
