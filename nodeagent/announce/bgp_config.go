@@ -186,12 +186,14 @@ func establishedNodes(peers []paasv1.BGPPeer, names []string) map[string]bool {
 	return out
 }
 
-// withOwnSessions is peers with self's session entries as its speaker has
-// them now (live): the entries on the BGPPeers' status may still be the ones
-// a previous run of this agent wrote, an Established session of a killed
-// agent among them, and this node would list itself as advertising with a
-// session not up yet. The peers are copies; the other nodes' entries stay
-// as their agents wrote them.
+// withOwnSessions is peers with self's session entries kept only where its
+// speaker has the session in the same state now: the entries on the
+// BGPPeers' status may still be the ones a previous run of this agent wrote
+// (an Established session of a killed agent), and this node would list
+// itself as advertising before its session is up again. It lists itself
+// once its speaker and its status agree, as the node that prunes the
+// advertisers, which sees only the status, does. The peers are copies; the
+// other nodes' entries stay as their agents wrote them.
 func withOwnSessions(peers []paasv1.BGPPeer, self string, live []bgp.Session) []paasv1.BGPPeer {
 	state := map[string]string{}
 	for _, s := range live {
@@ -200,16 +202,10 @@ func withOwnSessions(peers []paasv1.BGPPeer, self string, live []bgp.Session) []
 	out := make([]paasv1.BGPPeer, len(peers))
 	for i, p := range peers {
 		out[i] = p
-		sessions := make([]paasv1.BGPSession, 0, len(p.Status.Sessions)+1)
-		for _, s := range p.Status.Sessions {
-			if s.Node != self {
-				sessions = append(sessions, s)
-			}
-		}
-		if st, ok := state[p.Name]; ok {
-			sessions = append(sessions, paasv1.BGPSession{Node: self, State: st})
-		}
-		out[i].Status.Sessions = sessions
+		out[i].Status.Sessions = slices.DeleteFunc(slices.Clone(p.Status.Sessions), func(s paasv1.BGPSession) bool {
+			st, ok := state[p.Name]
+			return s.Node == self && (!ok || st != s.State)
+		})
 	}
 	return out
 }

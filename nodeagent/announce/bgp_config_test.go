@@ -161,8 +161,9 @@ func TestEstablishedNodes(t *testing.T) {
 	}
 }
 
-// TestWithOwnSessions: this node's session entries are its speaker's live
-// ones, whatever the status says (a previous run's Established); the other
+// TestWithOwnSessions: this node's session entries count only where its
+// speaker has the session in the same state (a previous run's Established
+// does not; a live one not on the status yet does not either); the other
 // nodes' stay as written.
 func TestWithOwnSessions(t *testing.T) {
 	peers := []paasv1.BGPPeer{
@@ -171,15 +172,23 @@ func TestWithOwnSessions(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "r2"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
 			{Node: "a", State: paasv1.SessionEstablished}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "r3"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r4"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
+			{Node: "a", State: paasv1.SessionEstablished}}}},
 	}
-	got := withOwnSessions(peers, "a", []bgp.Session{{Peer: "r1", State: "Active"}, {Peer: "r3", State: paasv1.SessionEstablished}})
-	if up := establishedNodes(got, nil); !up["b"] || up["a"] != true {
-		t.Errorf("established %v: want b (its own entry) and a (live on r3)", up)
+	live := []bgp.Session{{Peer: "r1", State: "Active"}, {Peer: "r3", State: paasv1.SessionEstablished}, {Peer: "r4", State: paasv1.SessionEstablished}}
+	got := withOwnSessions(peers, "a", live)
+	for _, tc := range []struct {
+		peers []string
+		a     bool
+	}{{[]string{"r1"}, false}, {[]string{"r2"}, false}, {[]string{"r3"}, false}, {[]string{"r4"}, true}} {
+		if up := establishedNodes(got, tc.peers); up["a"] != tc.a {
+			t.Errorf("a established toward %v: %v, want %v (status and speaker agree only on r4)", tc.peers, up["a"], tc.a)
+		}
 	}
-	if up := establishedNodes(got, []string{"r1", "r2"}); up["a"] {
-		t.Errorf("a established toward r1 or r2 (%v): its speaker has r1 Active and no r2 session", got)
+	if up := establishedNodes(got, []string{"r1"}); !up["b"] {
+		t.Errorf("b's own entry on r1 dropped: %+v", got[0].Status.Sessions)
 	}
-	if peers[0].Status.Sessions[0].State != paasv1.SessionEstablished {
+	if peers[0].Status.Sessions[0].State != paasv1.SessionEstablished || len(peers[0].Status.Sessions) != 2 {
 		t.Errorf("the observed peers were changed: %+v", peers[0].Status.Sessions)
 	}
 }

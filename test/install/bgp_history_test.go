@@ -23,7 +23,9 @@ func testAgentBGPHistory(t *testing.T, operator, agentA, agentB client.Client) {
 	join := func(n string) paasv1.Failover {
 		return paasv1.Failover{At: now, To: n, Cause: paasv1.FailoverElectionChange, GapMilliseconds: ptr.To[int64](3)}
 	}
-	leave := func(n string, c paasv1.FailoverCause) paasv1.Failover { return paasv1.Failover{At: now, From: n, Cause: c} }
+	leave := func(n string, c paasv1.FailoverCause) paasv1.Failover {
+		return paasv1.Failover{At: now, From: n, Cause: c}
+	}
 	add := func(by []string, e ...paasv1.Failover) func(*paasv1.IPStatus) {
 		return func(s *paasv1.IPStatus) {
 			if by != nil {
