@@ -13,8 +13,9 @@ import (
 )
 
 // TestBGPGolden: a Service whose address a BGP group announces, advertised
-// by node1 and node2 (node3 is cordoned); node2's session is up but its
-// agent has not sent the route: ✗ at step 4, naming the session.
+// by node1 and node2 (node3 is cordoned: its join and its leave are in the
+// history); node2's session is up but its agent has not sent the route: ✗
+// at step 4, naming the session.
 func TestBGPGolden(t *testing.T) {
 	const addr = "192.0.2.50"
 	o := lab()
@@ -25,8 +26,11 @@ func TestBGPGolden(t *testing.T) {
 	o.Groups = append(o.Groups, paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "routed"},
 		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.48/28", AutoAssign: ptr.To(false), Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}})
 	o.IPs = append(o.IPs, paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: addr, Labels: map[string]string{paasv1.IPGroupLabel: "routed"}},
-		Spec:   paasv1.IPSpec{Address: addr, Owner: &paasv1.IPOwner{Namespace: "default", Name: "api", UID: "uid-api"}},
-		Status: paasv1.IPStatus{AnnouncedBy: []string{"node1", "node2"}}})
+		Spec: paasv1.IPSpec{Address: addr, Owner: &paasv1.IPOwner{Namespace: "default", Name: "api", UID: "uid-api"}},
+		Status: paasv1.IPStatus{AnnouncedBy: []string{"node1", "node2"}, History: []paasv1.Failover{
+			{At: metav1.NewTime(time.Date(2026, 11, 29, 8, 1, 0, 0, time.UTC)), To: "node3", Cause: paasv1.FailoverElectionChange, GapMilliseconds: ptr.To[int64](4)},
+			{At: metav1.NewTime(time.Date(2026, 11, 29, 8, 2, 0, 0, time.UTC)), From: "node3", Cause: paasv1.FailoverExcluded, GapMilliseconds: ptr.To[int64](2)},
+		}}})
 	since := metav1.NewTime(time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC))
 	o.Peers = []paasv1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor1"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
 		{Node: "node1", State: bgpEstablished, Since: &since, BFD: "Up"}, {Node: "node2", State: bgpEstablished, Since: &since, BFD: "Up"},

@@ -102,7 +102,7 @@ func (p *printer) vip(v VIP) {
 	}
 	p.step(1, 5, "history", v.History.Check)
 	for _, f := range v.History.Entries {
-		p.line(3, fmt.Sprintf("%s  %s -> %s  %s  %s", f.At.UTC().Format(time.RFC3339), f.From, f.To, f.Cause, gap(f)))
+		p.line(3, fmt.Sprintf("%s  %s  %s  %s", f.At.UTC().Format(time.RFC3339), move(f), f.Cause, gap(f)))
 	}
 }
 

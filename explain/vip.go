@@ -71,9 +71,22 @@ func historyCheck(ip *paasv1.IP) History {
 		return h
 	}
 	last := h.Entries[len(h.Entries)-1]
-	h.Reason = fmt.Sprintf("%d move(s), the last %s -> %s (%s) at %s", len(h.Entries), last.From, last.To, last.Cause,
+	h.Reason = fmt.Sprintf("%d move(s), the last %s (%s) at %s", len(h.Entries), move(last), last.Cause,
 		last.At.UTC().Format(time.RFC3339))
 	return h
+}
+
+// move spells a history entry's change: a move of an L2 address from one
+// node to another, or a node joining or leaving a BGP address's advertisers.
+func move(f paasv1.Failover) string {
+	switch {
+	case f.From == "":
+		return f.To + " joined"
+	case f.To == "":
+		return f.From + " left"
+	default:
+		return f.From + " -> " + f.To
+	}
 }
 
 // gap spells a failover's measured gap.

@@ -357,7 +357,7 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 	speaker.GracefulShutdown = s.cfg.BGPGracefulShutdown
 	speaker.OnBFDChange(announce.CountBFDChange)
 	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: s.cfg.NodeName, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace),
-		GracefulShutdown: s.cfg.BGPGracefulShutdown}
+		GracefulShutdown: s.cfg.BGPGracefulShutdown, HistoryLimit: s.cfg.FailoverHistory}
 	return a
 }
 

@@ -106,39 +106,56 @@ type IPStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// History are the last layer-2 ownership changes of the address, oldest
-	// first: each written by the agent that took the address over, in the
-	// same write that names it in AnnouncedBy. The agents keep the last 10
-	// (--failover-history); the first announcement of an address is none.
+	// History are the last changes of the node(s) announcing the address,
+	// oldest first. Layer 2: each ownership change, written by the agent that
+	// took the address over, in the same write that names it in
+	// AnnouncedBy; the first announcement of an address is none. BGP: each
+	// change of the advertisers, written in the write that makes it: a node
+	// that starts advertising records its join (From empty), a node that
+	// stops records its leave (To empty), and the agent that prunes the
+	// advertisers records each node it drops (a dead one included). The
+	// agents keep the last 10 (--failover-history).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	History []Failover `json:"history,omitempty"`
 }
 
-// Failover is one change of the node announcing an address.
+// Failover is one change of the node announcing an address (layer 2), or of
+// the set of nodes advertising it (BGP: one node joining or leaving).
 type Failover struct {
-	// At is when the new owner's agent noticed the change: the first event
-	// (the agents' liveness, a Node, the Services) of the pass that gave it
-	// the address.
+	// At is when the writing agent noticed the change: the first event
+	// (the agents' liveness, a Node, the Services, the BGP sessions) of the
+	// pass that decided it.
 	// +required
 	At metav1.Time `json:"at"`
-	// From is the node that announced the address before.
+	// From is the node that announced the address before; empty for a BGP
+	// node joining the advertisers.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	From string `json:"from"`
-	// To is the node that announces it now, the one that wrote the entry.
+	// To is the node that announces it now, the one that wrote the entry;
+	// empty for a BGP node leaving the advertisers (From).
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	To string `json:"to"`
-	// Cause is why the address moved, as the new owner's election saw it.
+	// Cause is why the address moved, as the writer's election saw it. For a
+	// BGP join it is ElectionChange; for a BGP leave, the leaving node's
+	// state (ElectionChange for one alive and eligible: its Service's
+	// endpoints left it, or its sessions to the group's peers are down).
 	// +required
 	Cause FailoverCause `json:"cause"`
-	// GapMilliseconds is the time from At to the new owner's first
+	// GapMilliseconds, layer 2: the time from At to the new owner's first
 	// gratuitous ARP (IPv6: unsolicited Neighbor Advertisement) for the
 	// address; absent when that announcement was not seen sent in time (its
-	// send failed). It leaves out how long the old owner's death took to be
-	// noticed (see docs/troubleshooting.md).
+	// send failed). BGP: the time from At to the return of the writing
+	// node's GoBGP call that advertised its route (join), or withdrew it or
+	// marked it for graceful shutdown (leave): the route handed to the
+	// node's BGP speaker, not yet received by the routers; absent for a node
+	// pruned by another (its routes go when its sessions do, which only the
+	// routers see) and for a join or leave that followed no change of the
+	// route (its session came up or went down). Neither leaves in how long a
+	// dead node's death took to be noticed (see docs/troubleshooting.md).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	GapMilliseconds *int64 `json:"gapMilliseconds,omitempty"`

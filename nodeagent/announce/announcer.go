@@ -145,6 +145,9 @@ func (a *Announcer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if noticed != 0 {
 		o.noticed = time.Unix(0, noticed)
 	}
+	if a.BGP != nil && a.BGP.Speaker != nil {
+		o.peers = withOwnSessions(o.peers, a.NodeName, a.BGP.Speaker.Sessions(ctx))
+	}
 	d, next := decide(announcerPolicy{self: a.NodeName, handoverDelay: a.HandoverDelay, speaksBGP: a.BGP != nil, probe: a.Probe}, o, a.last)
 	a.last = next
 	a.probeDue(ctx, d.probe)

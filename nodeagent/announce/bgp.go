@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -36,6 +37,9 @@ type BGPAnnouncer struct {
 	// shutdown before its withdrawal (see bgpGracefulShutdown); 0: withdrawn
 	// at once.
 	GracefulShutdown time.Duration
+	// HistoryLimit is how many changes each IP object keeps in
+	// status.history (0: DefaultHistoryLimit; at most MaxHistoryLimit).
+	HistoryLimit int
 
 	// prev are the routes the last pass decided (unmarked), leaving those in
 	// graceful shutdown; only apply (the announcer's one worker) uses them.
@@ -48,6 +52,9 @@ type BGPAnnouncer struct {
 	withdrawAt time.Time
 	// records is what this node writes on the ledger about the BGP VIPs.
 	records advertiserRecords
+	// routes is the last change of this node's route for each BGP VIP
+	// (see advertiserEntries).
+	routes  map[netip.Addr]routeChange
 	wake    chan struct{}
 	skipped map[string]string // peers left out, logged once per reason
 }
@@ -80,6 +87,7 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 	if entered := len(leaving) - overlap(leaving, b.leaving); entered > 0 {
 		ctrl.LoggerFrom(ctx).Info("routes in graceful shutdown before their withdrawal", "routes", entered, "for", b.GracefulShutdown)
 	}
+	flips := routeFlips(b.prev, routes)
 	b.prev, b.leaving = routes, leaving
 	b.mu.Lock()
 	b.withdrawAt = time.Time{}
@@ -90,9 +98,26 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 	if err := b.Speaker.Advertise(ctx, advertise); err != nil {
 		return fmt.Errorf("advertise: %w", err)
 	}
+	b.noteRoutes(flips, records.noticed, time.Now())
 	bgpRoutes.Set(float64(len(advertise)))
 	b.setRecords(records)
 	return nil
+}
+
+// noteRoutes remembers the route changes an Advertise call that returned at
+// done made, noticed at noticed.
+func (b *BGPAnnouncer) noteRoutes(flips map[netip.Addr]bool, noticed, done time.Time) {
+	if len(flips) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.routes == nil {
+		b.routes = map[netip.Addr]routeChange{}
+	}
+	for vip, advertised := range flips {
+		b.routes[vip] = routeChange{noticed: noticed, done: done, advertised: advertised}
+	}
 }
 
 func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string) {
@@ -154,6 +179,8 @@ func (b *BGPAnnouncer) skippedSessions() []bgp.Session {
 func (b *BGPAnnouncer) setRecords(records advertiserRecords) {
 	b.mu.Lock()
 	b.records = records
+	// A VIP no longer among the BGP VIPs has no change left to record.
+	maps.DeleteFunc(b.routes, func(vip netip.Addr, _ routeChange) bool { _, ok := records.listed[vip]; return !ok })
 	if b.wake == nil {
 		b.wake = make(chan struct{}, 1)
 	}
@@ -188,7 +215,7 @@ func (b *BGPAnnouncer) RecordAdvertisers(ctx context.Context) error {
 				return nil
 			}
 			keep, prune := records.pruned[vip]
-			err := b.record(ctx, vip, listed, prune, keep)
+			err := b.record(ctx, vip, records, listed, prune, keep)
 			conflicted = conflicted || apierrors.IsConflict(err)
 			if err != nil && !apierrors.IsConflict(err) {
 				ctrl.LoggerFrom(ctx).Error(err, "record the advertisers of a VIP", "vip", vip)
@@ -201,10 +228,11 @@ func (b *BGPAnnouncer) RecordAdvertisers(ctx context.Context) error {
 	}
 }
 
-// record writes this node's part of vip's advertisers (see nextAnnouncedBy).
-// Several nodes write one list: each write carries the resourceVersion it
-// read, and a conflict is retried.
-func (b *BGPAnnouncer) record(ctx context.Context, vip netip.Addr, listed, prune bool, keep []string) error {
+// record writes this node's part of vip's advertisers (see nextAnnouncedBy)
+// as the pass that decided records saw them, and each change it makes in
+// the VIP's history (advertiserEntries). Several nodes write one list: each
+// write carries the resourceVersion it read, and a conflict is retried.
+func (b *BGPAnnouncer) record(ctx context.Context, vip netip.Addr, records advertiserRecords, listed, prune bool, keep []string) error {
 	var ip paasv1.IP
 	if err := b.Client.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(vip)}, &ip); err != nil {
 		return client.IgnoreNotFound(err)
@@ -213,10 +241,20 @@ func (b *BGPAnnouncer) record(ctx context.Context, vip netip.Addr, listed, prune
 	if slices.Equal(ip.Status.AnnouncedBy, nodes) || len(ip.Status.AnnouncedBy) == 0 && len(nodes) == 0 {
 		return nil
 	}
+	b.mu.Lock()
+	route, ok := b.routes[vip]
+	b.mu.Unlock()
+	entries := advertiserEntries(b.NodeName, ip.Status.AnnouncedBy, nodes, records.alive, records.noticed, route, ok)
 	patch := client.MergeFromWithOptions(ip.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	ip.Status.AnnouncedBy = nodes
+	for _, e := range entries {
+		ip.Status.History = appendHistory(ip.Status.History, e, b.HistoryLimit)
+	}
 	if err := b.Client.Status().Patch(ctx, &ip, patch); err != nil {
 		return fmt.Errorf("record %s as advertised by %v: %w", vip, nodes, err)
+	}
+	for _, e := range entries {
+		ctrl.LoggerFrom(ctx).Info("advertisers changed", "vip", vip, "from", e.From, "to", e.To, "cause", e.Cause, "gapMilliseconds", e.GapMilliseconds)
 	}
 	return nil
 }

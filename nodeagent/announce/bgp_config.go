@@ -185,3 +185,27 @@ func establishedNodes(peers []paasv1.BGPPeer, names []string) map[string]bool {
 	}
 	return out
 }
+
+// withOwnSessions is peers with self's session entries kept only where its
+// speaker has the session in the same state now: the entries on the
+// BGPPeers' status may still be the ones a previous run of this agent wrote
+// (an Established session of a killed agent), and this node would list
+// itself as advertising before its session is up again. It lists itself
+// once its speaker and its status agree, as the node that prunes the
+// advertisers, which sees only the status, does. The peers are copies; the
+// other nodes' entries stay as their agents wrote them.
+func withOwnSessions(peers []paasv1.BGPPeer, self string, live []bgp.Session) []paasv1.BGPPeer {
+	state := map[string]string{}
+	for _, s := range live {
+		state[s.Peer] = s.State
+	}
+	out := make([]paasv1.BGPPeer, len(peers))
+	for i, p := range peers {
+		out[i] = p
+		out[i].Status.Sessions = slices.DeleteFunc(slices.Clone(p.Status.Sessions), func(s paasv1.BGPSession) bool {
+			st, ok := state[p.Name]
+			return s.Node == self && (!ok || st != s.State)
+		})
+	}
+	return out
+}

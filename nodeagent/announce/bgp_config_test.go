@@ -160,3 +160,35 @@ func TestEstablishedNodes(t *testing.T) {
 		t.Errorf("tor-a only: %v", got)
 	}
 }
+
+// TestWithOwnSessions: this node's session entries count only where its
+// speaker has the session in the same state (a previous run's Established
+// does not; a live one not on the status yet does not either); the other
+// nodes' stay as written.
+func TestWithOwnSessions(t *testing.T) {
+	peers := []paasv1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "r1"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
+			{Node: "a", State: paasv1.SessionEstablished}, {Node: "b", State: paasv1.SessionEstablished}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r2"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
+			{Node: "a", State: paasv1.SessionEstablished}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r3"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r4"}, Status: paasv1.BGPPeerStatus{Sessions: []paasv1.BGPSession{
+			{Node: "a", State: paasv1.SessionEstablished}}}},
+	}
+	live := []bgp.Session{{Peer: "r1", State: "Active"}, {Peer: "r3", State: paasv1.SessionEstablished}, {Peer: "r4", State: paasv1.SessionEstablished}}
+	got := withOwnSessions(peers, "a", live)
+	for _, tc := range []struct {
+		peers []string
+		a     bool
+	}{{[]string{"r1"}, false}, {[]string{"r2"}, false}, {[]string{"r3"}, false}, {[]string{"r4"}, true}} {
+		if up := establishedNodes(got, tc.peers); up["a"] != tc.a {
+			t.Errorf("a established toward %v: %v, want %v (status and speaker agree only on r4)", tc.peers, up["a"], tc.a)
+		}
+	}
+	if up := establishedNodes(got, []string{"r1"}); !up["b"] {
+		t.Errorf("b's own entry on r1 dropped: %+v", got[0].Status.Sessions)
+	}
+	if peers[0].Status.Sessions[0].State != paasv1.SessionEstablished || len(peers[0].Status.Sessions) != 2 {
+		t.Errorf("the observed peers were changed: %+v", peers[0].Status.Sessions)
+	}
+}

@@ -125,6 +125,10 @@ func decide(p announcerPolicy, o observation, m carryover) (decision, carryover)
 			}
 		}
 		d.advertise, d.record.pruned, d.record.listed, d.record.drained = decideBGP(p.self, bgpVIPs, o.alive, o.peers)
+		d.record.noticed, d.record.alive = o.noticed, o.alive
+		if d.record.noticed.IsZero() {
+			d.record.noticed = o.now
+		}
 	}
 	// Cut off from most agents (our link is down, or a partition): the
 	// others elect owners without us, so we must go quiet rather than

@@ -28,6 +28,11 @@ type advertiserRecords struct {
 	// cordoned, draining or excluded: the routes it withdraws in graceful
 	// shutdown (see bgpGracefulShutdown). Written on no ledger.
 	drained map[netip.Addr]bool
+	// noticed is when the pass that decided these noticed what changed, and
+	// alive its alive nodes: a change of advertisers each write makes is
+	// recorded in the VIP's history from them (advertiserEntries).
+	noticed time.Time
+	alive   []election.Node
 }
 
 // decideBGP is the pure BGP side of a pass: the routes this node advertises

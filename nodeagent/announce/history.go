@@ -84,20 +84,29 @@ func takeoverOf(self string, vip netip.Addr, elected map[netip.Addr]string, o ob
 	default:
 		return takeover{}, false
 	}
-	i := slices.IndexFunc(o.alive, func(n election.Node) bool { return n.Name == t.from })
-	switch {
-	case i < 0:
-		t.cause = paasv1.FailoverOwnerDead
-	case o.alive[i].Draining:
-		t.cause = paasv1.FailoverPlannedMove
-	case o.alive[i].Excluded || o.alive[i].Cordoned:
-		t.cause = paasv1.FailoverExcluded
-	case !fromElection && (len(others) > 1 || (!known && previousOwner(self, vip, elected, o) != t.from)):
+	t.cause = nodeCause(t.from, o.alive)
+	if t.cause == paasv1.FailoverElectionChange && !fromElection &&
+		(len(others) > 1 || (!known && previousOwner(self, vip, elected, o) != t.from)) {
 		t.cause = paasv1.FailoverConflict
-	default:
-		t.cause = paasv1.FailoverElectionChange
 	}
 	return t, true
+}
+
+// nodeCause is why a VIP leaves node, from its state among the alive nodes:
+// not alive (OwnerDead), draining (PlannedMove), excluded or cordoned
+// (Excluded), else alive and eligible (ElectionChange).
+func nodeCause(node string, alive []election.Node) paasv1.FailoverCause {
+	i := slices.IndexFunc(alive, func(n election.Node) bool { return n.Name == node })
+	switch {
+	case i < 0:
+		return paasv1.FailoverOwnerDead
+	case alive[i].Draining:
+		return paasv1.FailoverPlannedMove
+	case alive[i].Excluded || alive[i].Cordoned:
+		return paasv1.FailoverExcluded
+	default:
+		return paasv1.FailoverElectionChange
+	}
 }
 
 // failoverEntry is the history entry of takeover t of a VIP by node to,

@@ -91,6 +91,9 @@ func TestIdentities(t *testing.T) {
 	t.Run("ledger status: each agent records only its own node as announcing", func(t *testing.T) {
 		testAgentIPStatus(t, operator, agentA, agentB)
 	})
+	t.Run("IP status: BGP joins only of the writer's node, leaves only of a node the write removes", func(t *testing.T) {
+		testAgentBGPHistory(t, operator, agentA, agentB)
+	})
 	t.Run("IP status: the probe's verdict InUseOnLAN only on addresses never announced", func(t *testing.T) {
 		testInUseOnLAN(t, admin, operator, agentA, agentB)
 	})
