@@ -30,6 +30,11 @@ type NodeInterface struct {
 	Name  string         `json:"name"`
 	MAC   string         `json:"mac,omitempty"`
 	Addrs []netip.Prefix `json:"addrs"`
+	// Gateways are the next hops of the node's default routes (IPv4 and
+	// IPv6) through this interface: a router on the link, which no Service
+	// may be given. The node says so itself, so they are its claims, like
+	// Addrs.
+	Gateways []netip.Addr `json:"gateways,omitempty"`
 }
 
 // ParseNodeInterfaces reads a NodeInterfacesAnnotation value; nil for a

@@ -16,11 +16,17 @@ import (
 )
 
 // LocalInterfaces lists this node's interfaces that can announce a VIP: up,
-// not loopback, with their global unicast addresses.
+// not loopback, with their global unicast addresses and the default gateways
+// through them. A gateway through an interface with no such address (an
+// unnumbered link) is not published: no VIP is announced there either.
 func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	gateways, err := defaultGateways()
+	if err != nil {
+		return nil, err
 	}
 	var out []paasv1.NodeInterface
 	for _, ifi := range ifaces {
@@ -31,7 +37,7 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 		if err != nil {
 			return nil, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
 		}
-		entry := paasv1.NodeInterface{Name: ifi.Name, MAC: ifi.HardwareAddr.String()}
+		entry := paasv1.NodeInterface{Name: ifi.Name, MAC: ifi.HardwareAddr.String(), Gateways: gateways[ifi.Index]}
 		for _, a := range addrs {
 			p, err := netip.ParsePrefix(a.String())
 			if err != nil || !p.Addr().IsGlobalUnicast() {
