@@ -307,6 +307,19 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		ask(ctx, q, statusDelay, func() []string { return r.catalog.overlapping(addr, addr, "") })
 	}
+	peerEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], peers ...client.Object) {
+		ask(ctx, q, 0, func() []string {
+			out := r.catalog.groupsOfMode(paasv1.AnnounceBGP)
+			for _, o := range peers {
+				if p, ok := o.(*paasv1.BGPPeer); ok {
+					if addr, err := netip.ParseAddr(p.Spec.PeerAddress); err == nil {
+						out = append(out, r.catalog.overlapping(addr.Unmap(), addr.Unmap(), "")...)
+					}
+				}
+			}
+			return out
+		})
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipgroup").
 		For(&paasv1.IPGroup{}, builder.WithPredicates(groupChanged)).
@@ -346,16 +359,21 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				}
 			},
 		}).
-		// BGPPeers: which nodes can advertise a BGP group's VIPs.
-		Watches(&paasv1.BGPPeer{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			var out []reconcile.Request
-			_ = r.catalog.query(ctx, c, func() {
-				for _, name := range r.catalog.groupsOfMode(paasv1.AnnounceBGP) {
-					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		// BGPPeers: which nodes can advertise a BGP group's VIPs, and the
+		// addresses they reserve (status.reserved of the groups holding them).
+		Watches(&paasv1.BGPPeer{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				peerEvent(ctx, q, e.Object)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					peerEvent(ctx, q, e.ObjectOld, e.ObjectNew)
 				}
-			})
-			return out
-		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				peerEvent(ctx, q, e.Object)
+			},
+		}).
 		Watches(&paasv1.IP{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				groupsHolding(ctx, e.Object, q)
