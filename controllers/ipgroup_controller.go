@@ -90,14 +90,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var held []netip.Addr
-	for _, ip := range [][]paasv1.IP{own, others} {
-		for i := range ip {
-			if addr, ok := ip[i].Addr(); ok {
-				held = append(held, addr)
-			}
-		}
-	}
+	counts := countLedger(parsed, own, others)
 
 	step, kept := decideProtection(protectionOf(group, parsed, own), group.Generation)
 	if err := r.protect(ctx, group, step); err != nil {
@@ -121,7 +114,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	desired := group.DeepCopy()
-	setCapacity(&desired.Status, parsed, held, reservations)
+	setCapacity(&desired.Status, parsed, counts, reservations)
 	desired.Status.Relocating = countRelocating(group.Name, usableUnlessDeleting(group, parsed), own)
 	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
 	setReadyCondition(&desired.Status, group.Generation, parsed, parseErr)
@@ -192,9 +185,44 @@ func (r *IPGroupReconciler) protect(ctx context.Context, group *paasv1.IPGroup, 
 	return nil
 }
 
-// setCapacity counts the group's addresses: usable ones, those held, and
-// those reserved in the cluster (available counts neither).
-func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.Addr, reservations []allocator.Reservation) {
+// ledgerCounts are the group's ledger objects as its status counts them.
+type ledgerCounts struct {
+	// held are the addresses Services (or legacy VirtualIPs) hold; records
+	// those no one holds that are kept as records of a host on the LAN using
+	// them (lanRecord).
+	held, records []netip.Addr
+	// inUseOnLAN counts the group's addresses a host on the LAN answered for.
+	inUseOnLAN int64
+}
+
+// countLedger reads the ledger objects that may hold g's addresses (g nil: a
+// group that hands out nothing, which counts no address in use on the LAN).
+func countLedger(g *allocator.Group, ledgers ...[]paasv1.IP) ledgerCounts {
+	var out ledgerCounts
+	for _, ip := range ledgers {
+		for i := range ip {
+			addr, ok := ip[i].Addr()
+			if !ok {
+				continue
+			}
+			if _, inUse := ip[i].InUseOnLAN(); inUse && g != nil && g.Usable(addr) {
+				out.inUseOnLAN++
+			}
+			if lanRecord(&ip[i]) {
+				out.records = append(out.records, addr)
+			} else {
+				out.held = append(out.held, addr)
+			}
+		}
+	}
+	return out
+}
+
+// setCapacity counts the group's addresses: usable ones, those held, those
+// in use on the LAN and those reserved in the cluster (available counts none
+// of the last three).
+func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, counts ledgerCounts, reservations []allocator.Reservation) {
+	status.InUseOnLAN = counts.inUseOnLAN
 	if g == nil {
 		status.Capacity, status.Allocated, status.Available, status.Reserved = "", 0, "", ""
 		return
@@ -202,22 +230,26 @@ func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.
 	a := allocator.New()
 	a.SetGroups([]*allocator.Group{g})
 	a.SetReserved(reservations)
-	var n, heldReserved int64
-	for _, addr := range held {
+	var n, taken int64 // taken: held or recorded, and not reserved (counted there)
+	for _, addr := range counts.held {
 		if g.Usable(addr) {
 			n++
-			if _, ok := a.ReservedIn(g, addr); ok {
-				heldReserved++ // a conflict: counted as allocated, not twice
+			if _, ok := a.ReservedIn(g, addr); !ok {
+				taken++
 			}
+		}
+	}
+	for _, addr := range counts.records {
+		if _, ok := a.ReservedIn(g, addr); g.Usable(addr) && !ok {
+			taken++
 		}
 	}
 	capacity, reserved := g.Capacity(), a.ReservedCount(g)
 	status.Capacity = capacity.String()
 	status.Allocated = n
 	status.Reserved = reserved.String()
-	free := new(big.Int).Sub(capacity, big.NewInt(n))
-	free.Sub(free, reserved).Add(free, big.NewInt(heldReserved))
-	status.Available = free.String()
+	free := new(big.Int).Sub(capacity, big.NewInt(taken))
+	status.Available = free.Sub(free, reserved).String()
 }
 
 func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *allocator.Group, parseErr error) {
@@ -386,6 +418,8 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				if e.ObjectOld.GetLabels()[paasv1.IPGroupLabel] != e.ObjectNew.GetLabels()[paasv1.IPGroupLabel] {
 					groupsHolding(ctx, e.ObjectOld, q)
 					groupsHolding(ctx, e.ObjectNew, q)
+				} else if onLANChanged(e.ObjectOld.(*paasv1.IP), e.ObjectNew.(*paasv1.IP)) {
+					groupsHolding(ctx, e.ObjectNew, q)
 				}
 			},
 		})
@@ -414,6 +448,14 @@ var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredic
 			e.ObjectOld.(*paasv1.IPGroup).ReleasesAddresses() != e.ObjectNew.(*paasv1.IPGroup).ReleasesAddresses()
 	},
 })
+
+// onLANChanged reports a change of what status.inUseOnLAN and allocated
+// count of an IP: its InUseOnLAN verdict, or its becoming a record of it.
+func onLANChanged(old, cur *paasv1.IP) bool {
+	_, was := old.InUseOnLAN()
+	_, is := cur.InUseOnLAN()
+	return was != is || lanRecord(old) != lanRecord(cur)
+}
 
 // nodeAnnouncingChanged reports a change of what decides whether a node can
 // announce: labels, cordon, published interfaces. Status heartbeats are not.

@@ -15,10 +15,9 @@ import (
 )
 
 // Node claims, the operator's side. A Node's agent publishes the node's
-// interface addresses and default gateways (k8salloc.NodeClaims); an agent
-// is not trusted with
-// the cluster, so one of those addresses a Service holds is a conflict of
-// that node alone. The Service keeps the address with no AddressConflict and
+// interface addresses and default gateways (k8salloc.NodeClaims); an agent is
+// not trusted with the cluster, so one of those addresses a Service holds is
+// a conflict of that node alone. The Service keeps the address with no AddressConflict and
 // no spec.reservedBy on its ledger object (the agents go on carrying it), the
 // ledger object names the claiming nodes (paasv1.ClaimedByAnnotation), each
 // such Node gets a Warning Event, and the agents never elect a claiming node
