@@ -40,9 +40,15 @@ func defaultGateways() (map[int][]netip.Addr, error) {
 	}
 	for link := range out {
 		slices.SortFunc(out[link], netip.Addr.Compare)
+		// The NodeView holds at most this many per interface (its CRD's
+		// bound): more would make the view unwritable.
+		out[link] = out[link][:min(len(out[link]), maxGateways)]
 	}
 	return out, nil
 }
+
+// maxGateways is NodeViewInterface.Gateways' MaxItems.
+const maxGateways = 16
 
 // isDefault reports a default route's destination (0.0.0.0/0, ::/0, or none).
 func isDefault(dst *net.IPNet) bool {
