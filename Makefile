@@ -76,8 +76,9 @@ packages:
 metallb:
 	hack/metallb.sh
 
-## promtool: Prometheus' promtool (hack/promtool/go.mod pins it) from its Go module into bin/, once;
-## test/monitoring checks and unit-tests the alerting rules with it
+## promtool: Prometheus' promtool and Prometheus (hack/promtool/go.mod pins them) from their Go module
+## into bin/, once; test/monitoring checks and unit-tests the alerting rules with promtool, e2e
+## TestPrometheusAlerts scrapes the lab's agents with Prometheus
 promtool:
 	hack/promtool.sh >/dev/null
 

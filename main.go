@@ -3,6 +3,11 @@
 //	vip-allocator operator        the manager: allocates IPs to LoadBalancer Services
 //	vip-allocator agent           the node agent: iptables from VIP:port to endpoints
 //	vip-allocator agent cleanup   removes every rule the agent wrote
+//	vip-allocator explain         why an address answers or not, step by step
+//
+// Linked (or copied) as kubectl-vip on the PATH it is also the kubectl plugin
+// "kubectl vip": kubectl runs it with the words after "vip", so
+// `kubectl vip explain svc/web` is `vip-allocator explain svc/web`.
 //
 // One image holds it; the operator deploys the agent as a DaemonSet of that image.
 package main

@@ -25,6 +25,9 @@ commands:
   migrate metallb plan   what MetalLB's pools, advertisements and peers become, and the address
                          each Service keeps (dry run)
   migrate metallb apply  create the IPGroups and BGPPeers the plan shows
+  explain                why an address answers or not: svc/NAME, ip ADDRESS, ipgroup NAME or
+                         node NAME, step by step (also "kubectl vip explain" through a
+                         kubectl-vip link to this binary)
 
 Run "vip-allocator <command> -h" for the flags of a command.`
 
@@ -40,6 +43,8 @@ func Run(args []string) error {
 		return runAgent(args[1:])
 	case "migrate":
 		return runMigrate(args[1:])
+	case "explain":
+		return runExplain(args[1:])
 	case "-h", "--help", "help":
 		fmt.Println(usage)
 		return nil

@@ -33,7 +33,7 @@ func TestUsageNamesRunnableCommands(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"operator", "agent", "agent cleanup", "migrate plan", "migrate all",
-		"migrate upgrade", "migrate metallb plan", "migrate metallb apply"} {
+		"migrate upgrade", "migrate metallb plan", "migrate metallb apply", "explain"} {
 		if !listed[want] {
 			t.Errorf("usage does not list %q", want)
 		}

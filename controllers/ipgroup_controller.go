@@ -16,19 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
-	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
@@ -65,34 +60,11 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	var parsed *allocator.Group
-	var parseErr error
-	var overlapping []string
-	var described map[string]string
-	r.catalog.observe(group)
-	if err := r.catalog.query(ctx, r.GetClient(), func() {
-		parsed, parseErr = r.catalog.parsed(group)
-		overlapping = r.catalog.groupsOverlapping(parsed, group.Name)
-		described = map[string]string{}
-		for _, name := range overlapping {
-			described[name] = r.catalog.describe(name)
-		}
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	// The group's own ledger objects, and those that may hold its addresses
-	// under another label: an overlapping group's, the original operator's.
-	own, err := ledgerOfGroups(ctx, r.GetClient(), group.Name)
+	seen, err := r.observe(ctx, group)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	others, err := ledgerOfGroups(ctx, r.GetClient(), append(overlapping, unlabelledGroup)...)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	counts := countLedger(parsed, own, others)
-
-	step, kept := decideProtection(protectionOf(group, parsed, own), group.Generation)
+	step, kept := decideProtection(protectionOf(group, seen.parsed, seen.own), group.Generation)
 	if err := r.protect(ctx, group, step); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -114,16 +86,16 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	desired := group.DeepCopy()
-	setCapacity(&desired.Status, parsed, counts, reservations)
-	desired.Status.Relocating = countRelocating(group.Name, usableUnlessDeleting(group, parsed), own)
+	setCapacity(&desired.Status, seen.parsed, seen.counts, reservations)
+	desired.Status.Relocating = countRelocating(group.Name, usableUnlessDeleting(group, seen.parsed), seen.own)
 	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
-	setReadyCondition(&desired.Status, group.Generation, parsed, parseErr)
-	setOverlappingCondition(&desired.Status, group, parseErr, overlapping, described)
+	setReadyCondition(&desired.Status, group.Generation, seen.parsed, seen.parseErr)
+	setOverlappingCondition(&desired.Status, group, seen.parseErr, seen.overlapping, seen.described)
 	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
 	meta.SetStatusCondition(&desired.Status.Conditions, kept)
 	desired.Status.ObservedGeneration = group.Generation
-	if parsed != nil {
-		total, _ := new(big.Float).SetInt(parsed.Capacity()).Float64()
+	if seen.parsed != nil {
+		total, _ := new(big.Float).SetInt(seen.parsed.Capacity()).Float64()
 		addressesTotal.WithLabelValues(group.Name).Set(total)
 		addressesInUse.WithLabelValues(group.Name).Set(float64(desired.Status.Allocated))
 	}
@@ -134,6 +106,46 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("patch status of IPGroup %s: %w", group.Name, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// groupSeen is what one reconcile reads about a group besides the cluster's
+// nodes, peers and reservations.
+type groupSeen struct {
+	parsed      *allocator.Group
+	parseErr    error
+	overlapping []string          // groups whose segments overlap this one's
+	described   map[string]string // each overlapping group's segments, for the condition
+	own         []paasv1.IP       // the ledger objects labelled with this group
+	counts      ledgerCounts      // the ledger objects inside the group's segments
+}
+
+// observe reads the group through the catalog and its ledger objects, together
+// with those that may hold its addresses under another label: an overlapping
+// group's, the original operator's.
+func (r *IPGroupReconciler) observe(ctx context.Context, group *paasv1.IPGroup) (groupSeen, error) {
+	var seen groupSeen
+	r.catalog.observe(group)
+	if err := r.catalog.query(ctx, r.GetClient(), func() {
+		seen.parsed, seen.parseErr = r.catalog.parsed(group)
+		seen.overlapping = r.catalog.groupsOverlapping(seen.parsed, group.Name)
+		seen.described = map[string]string{}
+		for _, name := range seen.overlapping {
+			seen.described[name] = r.catalog.describe(name)
+		}
+	}); err != nil {
+		return seen, err
+	}
+	own, err := ledgerOfGroups(ctx, r.GetClient(), group.Name)
+	if err != nil {
+		return seen, err
+	}
+	others, err := ledgerOfGroups(ctx, r.GetClient(), append(seen.overlapping, unlabelledGroup)...)
+	if err != nil {
+		return seen, err
+	}
+	seen.own = own
+	seen.counts = countLedger(seen.parsed, own, others)
+	return seen, nil
 }
 
 // usableUnlessDeleting is parsed, or nil (it allows nothing) when the group
@@ -293,146 +305,20 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexLedgerByGroup(mgr); err != nil {
 		return err
 	}
-	c := mgr.GetClient()
-	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], names []string, after time.Duration) {
-		for _, name := range names {
-			req := reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
-			if after > 0 {
-				q.AddAfter(req, after)
-			} else {
-				q.Add(req)
-			}
-		}
-	}
-	ask := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration, f func() []string) {
-		var names []string
-		if err := r.catalog.query(ctx, c, func() { names = f() }); err != nil {
-			logf.FromContext(ctx).Error(err, "read IPGroups to map an event; every group is reconciled at its next change")
-			return
-		}
-		enqueue(q, names, after)
-	}
-	// An IPGroup's change: the groups its parts overlap, before and after.
-	groupEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		ask(ctx, q, 0, func() []string {
-			var out []string
-			for _, o := range objs {
-				if g, err := k8salloc.Group(o.(*paasv1.IPGroup)); err == nil {
-					out = append(out, r.catalog.overlappingPrefixes(g.Parts(), o.GetName())...)
-				}
-			}
-			return out
-		})
-	}
-	nodeEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *corev1.Node) {
-		ask(ctx, q, statusDelay, func() []string { return r.catalog.groupsForNode(old, cur, r.OnCordon) })
-	}
-	groupsHolding := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		// The group the ledger names counts the address as relocating when it
-		// no longer contains it.
-		if name := o.GetLabels()[paasv1.IPGroupLabel]; name != "" {
-			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}, statusDelay)
-		}
-		addr, ok := o.(*paasv1.IP).Addr()
-		if !ok {
-			return
-		}
-		ask(ctx, q, statusDelay, func() []string { return r.catalog.overlapping(addr, addr, "") })
-	}
-	peerEvent := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], peers ...client.Object) {
-		ask(ctx, q, 0, func() []string {
-			out := r.catalog.groupsOfMode(paasv1.AnnounceBGP)
-			for _, o := range peers {
-				if p, ok := o.(*paasv1.BGPPeer); ok {
-					if addr, err := netip.ParseAddr(p.Spec.PeerAddress); err == nil {
-						out = append(out, r.catalog.overlapping(addr.Unmap(), addr.Unmap(), "")...)
-					}
-				}
-			}
-			return out
-		})
-	}
+	ev := groupEvents{r: r, c: mgr.GetClient()}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipgroup").
 		For(&paasv1.IPGroup{}, builder.WithPredicates(groupChanged)).
-		Watches(&paasv1.IPGroup{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				r.catalog.observe(e.Object.(*paasv1.IPGroup))
-				groupEvent(ctx, q, e.Object)
-			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				// The catalog holds specs: a status or metadata write changes nothing in it.
-				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-					r.catalog.observe(e.ObjectNew.(*paasv1.IPGroup))
-					groupEvent(ctx, q, e.ObjectOld, e.ObjectNew)
-				}
-			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				if g, ok := e.Object.(*paasv1.IPGroup); ok {
-					r.catalog.forget(g.Name, g.UID)
-					groupEvent(ctx, q, e.Object)
-				}
-			},
-		}).
+		Watches(&paasv1.IPGroup{}, ev.groups()).
 		// Nodes: which can announce (labels, cordon, interfaces) and what they reserve.
-		Watches(&corev1.Node{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				nodeEvent(ctx, q, nil, e.Object.(*corev1.Node))
-			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-				if nodeAnnouncingChanged(old, cur) || reservationsChanged(old, cur) {
-					nodeEvent(ctx, q, old, cur)
-				}
-			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				if n, ok := e.Object.(*corev1.Node); ok {
-					nodeEvent(ctx, q, n, nil)
-				}
-			},
-		}).
+		Watches(&corev1.Node{}, ev.nodes()).
 		// BGPPeers: which nodes can advertise a BGP group's VIPs, and the
-		// addresses they reserve (status.reserved of the groups holding them).
-		Watches(&paasv1.BGPPeer{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				peerEvent(ctx, q, e.Object)
-			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-					peerEvent(ctx, q, e.ObjectOld, e.ObjectNew)
-				}
-			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				peerEvent(ctx, q, e.Object)
-			},
-		}).
-		Watches(&paasv1.IP{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				groupsHolding(ctx, e.Object, q)
-			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				groupsHolding(ctx, e.Object, q)
-			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				// Relabelled to another group (relocation.go): both recount.
-				if e.ObjectOld.GetLabels()[paasv1.IPGroupLabel] != e.ObjectNew.GetLabels()[paasv1.IPGroupLabel] {
-					groupsHolding(ctx, e.ObjectOld, q)
-					groupsHolding(ctx, e.ObjectNew, q)
-				} else if onLANChanged(e.ObjectOld.(*paasv1.IP), e.ObjectNew.(*paasv1.IP)) {
-					groupsHolding(ctx, e.ObjectNew, q)
-				}
-			},
-		})
+		// addresses they reserve.
+		Watches(&paasv1.BGPPeer{}, ev.peers()).
+		Watches(&paasv1.IP{}, ev.ledger())
 	if r.Reserved.watchServiceCIDRs {
 		// Service CIDRs are reserved: status.reserved counts them (rare: every group).
-		b = b.Watches(&networkingv1.ServiceCIDR{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				ask(ctx, q, statusDelay, r.catalog.all)
-			},
-			DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				ask(ctx, q, statusDelay, r.catalog.all)
-			},
-		})
+		b = b.Watches(&networkingv1.ServiceCIDR{}, ev.serviceCIDRs())
 	}
 	return b.Complete(r)
 }
@@ -448,14 +334,6 @@ var groupChanged = predicate.Or[client.Object](predicate.GenerationChangedPredic
 			e.ObjectOld.(*paasv1.IPGroup).ReleasesAddresses() != e.ObjectNew.(*paasv1.IPGroup).ReleasesAddresses()
 	},
 })
-
-// onLANChanged reports a change of what status.inUseOnLAN and allocated
-// count of an IP: its InUseOnLAN verdict, or its becoming a record of it.
-func onLANChanged(old, cur *paasv1.IP) bool {
-	_, was := old.InUseOnLAN()
-	_, is := cur.InUseOnLAN()
-	return was != is || lanRecord(old) != lanRecord(cur)
-}
 
 // nodeAnnouncingChanged reports a change of what decides whether a node can
 // announce: labels, cordon, published interfaces. Status heartbeats are not.

@@ -19,12 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/facts"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/gossip"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
@@ -229,6 +231,9 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		return err
 	}
 	a := s.announcer(g)
+	if err := s.serveFacts(a, g); err != nil {
+		return err
+	}
 	s.shutdown = &shutdown{gossip: g.cluster, l2: a.Speaker, bgp: a.BGP.Speaker, handoverDelay: s.cfg.HandoverDelay, bgpGracefulShutdown: s.cfg.BGPGracefulShutdown,
 		sleep: time.Sleep, log: ctrl.Log,
 		leaving: leavingPolicy(s.cfg.OnStop, readNode(s.direct, s.cfg.NodeName))}
@@ -236,6 +241,23 @@ func (s *Server) startAnnouncing(ctx context.Context) error {
 		return err
 	}
 	return s.addAnnounceRunnables(a, g)
+}
+
+// serveFacts serves what this agent knows of its node to explain, beside
+// its metrics and authorized like them (package facts). Metrics served in
+// the clear (--metrics-secure=false) get no such neighbour: what a node
+// carries and holds in its kernel is not for anyone on the LAN.
+func (s *Server) serveFacts(a *announce.Announcer, g *joined) error {
+	if !s.cfg.MetricsSecure {
+		ctrl.Log.Info("not serving " + agentfacts.Path + ": metrics are served without authorization (--metrics-secure=false)")
+		return nil
+	}
+	h := &facts.Handler{NodeName: s.cfg.NodeName, OnCordon: string(cmp.Or(s.cfg.OnCordon, election.OnCordonHandover)),
+		Alive: gossip.Liveness{Cluster: g.cluster}.AliveDraining, Answering: a.Speaker.Owned, Planes: s.syncer.Planes, Announced: a.Speaker.FirstAnnounced, AdjOut: a.BGP.Speaker.AdjOut, Now: time.Now}
+	if err := s.mgr.AddMetricsServerExtraHandler(agentfacts.Path, h); err != nil {
+		return fmt.Errorf("serve %s: %w", agentfacts.Path, err)
+	}
+	return nil
 }
 
 // joined is this agent's place in the gossip: the cluster, the node index it

@@ -1,6 +1,9 @@
 //go:build tools
 
-// Package promtool pins promtool's module for hack/promtool.sh.
+// Package promtool pins the module of promtool and Prometheus for hack/promtool.sh.
 package promtool
 
-import _ "github.com/prometheus/prometheus/cmd/promtool"
+import (
+	_ "github.com/prometheus/prometheus/cmd/prometheus"
+	_ "github.com/prometheus/prometheus/cmd/promtool"
+)

@@ -491,7 +491,7 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 	}
 	var auto []*Group
 	for _, g := range a.groups {
-		if g.AutoAssign && g.HasFamily(fam) && a.admits(g, req) {
+		if NotAdmitted(g, fam, req) == "" {
 			auto = append(auto, g)
 		}
 	}

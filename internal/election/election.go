@@ -166,24 +166,47 @@ func Selects(c Candidacy, n Node) bool {
 
 // Allowed reports whether n may carry a VIP that asks c, wherever its
 // interfaces are: the whole test for BGP, where the router reaches any node.
-func Allowed(n Node, c Candidacy) bool {
-	if n.Cordoned || n.Draining || n.Excluded {
-		return false
+func Allowed(n Node, c Candidacy) bool { return NotAllowed(n, c) == "" }
+
+// NotAllowed is why n may not carry a VIP that asks c, wherever its
+// interfaces are ("" when it may): Allowed's test, told to a person.
+func NotAllowed(n Node, c Candidacy) Refusal {
+	switch {
+	case n.Draining:
+		return RefusedDraining
+	case n.Excluded:
+		return RefusedExcluded
+	case n.Cordoned:
+		return RefusedCordoned
+	case !Selects(c, n):
+		return RefusedSelector
+	case c.LocalNodes != nil && !c.LocalNodes[n.Name]:
+		return RefusedNoLocalEndpoint
 	}
-	if !Selects(c, n) {
-		return false
-	}
-	return c.LocalNodes == nil || c.LocalNodes[n.Name]
+	return ""
 }
 
 // Eligible reports whether n may carry vip on layer 2 and on which interface:
 // it must be Allowed, not claim vip (Claims), and have an interface on the
 // VIP's subnet.
 func Eligible(n Node, vip netip.Addr, c Candidacy) (iface string, ok bool) {
+	iface, why := NotEligible(n, vip, c)
+	return iface, why == ""
+}
+
+// NotEligible is why n may not carry vip on layer 2 ("" when it may, with
+// the interface it answers on): Eligible's test, told to a person.
+func NotEligible(n Node, vip netip.Addr, c Candidacy) (iface string, why Refusal) {
 	if Claims(n, vip, true) {
-		return "", false
+		return "", RefusedClaims
 	}
-	return EligibleIn(n, netip.PrefixFrom(vip, vip.BitLen()), c)
+	if why := NotAllowed(n, c); why != "" {
+		return "", why
+	}
+	if iface, ok := onSubnet(n.Interfaces, netip.PrefixFrom(vip, vip.BitLen()), c.Interfaces); ok {
+		return iface, ""
+	}
+	return "", RefusedNoInterface
 }
 
 // Claims reports whether n's agent says vip is n's own: an address of one of

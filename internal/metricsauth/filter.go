@@ -116,9 +116,21 @@ func (g *gatekeeper) filter(log logr.Logger, next http.Handler) (http.Handler, e
 	}), nil
 }
 
-// bearerToken is the token of an "Authorization: Bearer <token>" header.
+// ProxiedTokenHeader carries a caller's bearer token ("Bearer <token>")
+// through the API server's pods/proxy subresource, which authenticates the
+// Authorization header itself and removes it before proxying. The token is
+// reviewed exactly like one in Authorization; a request with both is judged
+// by Authorization alone.
+const ProxiedTokenHeader = "X-Vip-Allocator-Authorization"
+
+// bearerToken is the token of an "Authorization: Bearer <token>" header, or
+// else of the same in ProxiedTokenHeader.
 func bearerToken(req *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(strings.TrimSpace(req.Header.Get("Authorization")), " ")
+	value := req.Header.Get("Authorization")
+	if value == "" {
+		value = req.Header.Get(ProxiedTokenHeader)
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(value), " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", false

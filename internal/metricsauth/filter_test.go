@@ -117,6 +117,7 @@ func TestFilter(t *testing.T) {
 		after         time.Duration // the clock moves this much before the step
 		method        string        // GET unless set
 		authorization string        // the Authorization header
+		proxied       string        // the ProxiedTokenHeader header
 		want          int
 		// New reviews the step makes: 0 means the answer came from the cache.
 		wantTokenReviews, wantAccessReviews int32
@@ -139,6 +140,9 @@ func TestFilter(t *testing.T) {
 		{desc: "an error is not cached", authorization: "Bearer api-down", want: http.StatusInternalServerError, wantTokenReviews: 1},
 		{desc: "the SubjectAccessReview fails", authorization: "Bearer sar-fails-token", want: http.StatusInternalServerError, wantTokenReviews: 1, wantAccessReviews: 1},
 		{desc: "its error is not cached either", authorization: "Bearer sar-fails-token", want: http.StatusInternalServerError, wantAccessReviews: 1},
+		{desc: "through the API server's proxy: the reader's token in the proxied header", proxied: "Bearer scraper-token", want: http.StatusOK},
+		{desc: "a forged token in the proxied header", after: time.Minute, proxied: "Bearer forged", want: http.StatusUnauthorized, wantTokenReviews: 1},
+		{desc: "Authorization alone judges a request that has both", authorization: "Bearer agent-token", proxied: "Bearer scraper-token", want: http.StatusForbidden, wantTokenReviews: 1, wantAccessReviews: 1},
 	} {
 		now = now.Add(step.after)
 		tokenReviews, accessReviews := api.tokenReviews.Load(), api.accessReviews.Load()
@@ -149,6 +153,9 @@ func TestFilter(t *testing.T) {
 		req := httptest.NewRequest(method, "/metrics", nil)
 		if step.authorization != "" {
 			req.Header.Set("Authorization", step.authorization)
+		}
+		if step.proxied != "" {
+			req.Header.Set(ProxiedTokenHeader, step.proxied)
 		}
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, req)

@@ -82,16 +82,7 @@ func testUDPFlowFollowsEndpoint(t *testing.T, plane string) {
 			}
 		}()
 	}
-	var d Plane
-	var err error
-	if plane == PlaneNFTables {
-		d, err = NewNFTables(Config{Family: IPv4})
-	} else {
-		d, err = NewIPTables(Config{Family: IPv4, Backend: plane})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := openPlane(t, plane, IPv4)
 	dns := func(endpoint string) Service {
 		return Service{Namespace: "kube-system", Name: "dns", VIPs: addrs("192.0.2.53"),
 			Ports: []Port{{Name: "dns", Protocol: UDP, Port: 53}}, Endpoints: []Endpoint{ep(endpoint, false, "dns/UDP/5353")}}

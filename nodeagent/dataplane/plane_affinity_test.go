@@ -43,16 +43,7 @@ func testAffinityTraffic(t *testing.T, plane string, local bool) {
 	for _, a := range affinityEndpoints {
 		serveOwnAddress(t, a+":8080")
 	}
-	var d Plane
-	var err error
-	if plane == PlaneNFTables {
-		d, err = NewNFTables(Config{Family: IPv4})
-	} else {
-		d, err = NewIPTables(Config{Family: IPv4, Backend: plane})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := openPlane(t, plane, IPv4)
 	svc := func(affinity time.Duration, eps ...string) []Service {
 		s := Service{Namespace: "default", Name: "web", VIPs: addrs("192.0.2.10"), Local: local, Affinity: affinity,
 			Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}}

@@ -26,7 +26,7 @@ import (
 func enterNetns(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
+		t.Fatal("needs root to create network namespaces (make test runs as root)")
 	}
 	_, leave, err := netnstest.Enter("vipa-dp-test")
 	if err != nil {
@@ -86,6 +86,23 @@ func rulesOf(dump, chain string) []string {
 }
 
 // fixture is the test's addresses in one family.
+// openPlane opens the plane a test names: PlaneNFTables, or an iptables
+// backend ("nft", "legacy").
+func openPlane(t *testing.T, plane string, fam Family) Plane {
+	t.Helper()
+	var p Plane
+	var err error
+	if plane == PlaneNFTables {
+		p, err = NewNFTables(Config{Family: fam})
+	} else {
+		p, err = NewIPTables(Config{Family: fam, Backend: plane})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 type fixture struct {
 	vip, vip2, ep1, ep2, ep3, bits string
 }

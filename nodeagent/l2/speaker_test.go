@@ -34,7 +34,7 @@ func newSegment6(t *testing.T) *segment { return newSegmentOf(t, true) }
 
 func newSegmentOf(t *testing.T, ipv6 bool) *segment {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
+		t.Fatal("needs root to create network namespaces (make test runs as root)")
 	}
 	_, leave, err := netnstest.Enter("vipa-l2")
 	if err != nil {

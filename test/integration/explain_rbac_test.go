@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
+)
+
+// config/rbac/explain_role.yaml on the real API server: the explain token
+// (a TokenRequest, the one write explain makes) goes only to whom the Role
+// vip-allocator-explainer is bound, for the explain ServiceAccount alone; and
+// that token may get the agents' debug path and nothing else.
+var _ = Describe("the explain token", func() {
+	ctx := context.Background()
+	ns := testenv.OperatorNamespace
+	person := func(name string) kubernetes.Interface {
+		GinkgoHelper()
+		u, err := env.AddUser(envtest.User{Name: name, Groups: []string{"system:authenticated"}}, env.AdminConfig)
+		Expect(err).NotTo(HaveOccurred())
+		return kubernetes.NewForConfigOrDie(u.Config())
+	}
+	token := func(k kubernetes.Interface, sa string) (string, error) {
+		tr, err := k.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa,
+			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return tr.Status.Token, nil
+	}
+	forbidden := func(err error) {
+		GinkgoHelper()
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want Forbidden, got %v", err)
+	}
+
+	It("goes to the explainer alone, and reads /debug/vips only", func() {
+		admin := kubernetes.NewForConfigOrDie(env.AdminConfig)
+		_, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "oncall-explains"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "vip-allocator-explainer"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "oncall"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		oncall, stranger := person("oncall"), person("stranger")
+
+		var tok string
+		Eventually(func() (err error) { tok, err = token(oncall, agentfacts.ExplainServiceAccount); return err }).Should(Succeed())
+		_, err = token(oncall, "vip-allocator-agent")
+		forbidden(err) // the agents' identity is not the explainer's to take
+		_, err = token(stranger, agentfacts.ExplainServiceAccount)
+		forbidden(err)
+		_, err = oncall.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		forbidden(err) // the agents' pods only, in their namespace
+
+		review, err := admin.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: tok}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(review.Status.Authenticated).To(BeTrue())
+		may := func(attrs authzv1.SubjectAccessReviewSpec) bool {
+			GinkgoHelper()
+			attrs.User, attrs.Groups = review.Status.User.Username, review.Status.User.Groups
+			sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: attrs}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return sar.Status.Allowed
+		}
+		Expect(may(authzv1.SubjectAccessReviewSpec{NonResourceAttributes: &authzv1.NonResourceAttributes{Path: agentfacts.Path, Verb: "get"}})).To(BeTrue())
+		Expect(may(authzv1.SubjectAccessReviewSpec{NonResourceAttributes: &authzv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}})).To(BeFalse())
+		Expect(may(authzv1.SubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets"}})).To(BeFalse())
+		Expect(may(authzv1.SubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "pods", Subresource: "proxy"}})).To(BeFalse())
+	})
+})
