@@ -107,6 +107,9 @@ func (r rawOperatorFlags) complete(o *OperatorOptions) error {
 	if err != nil {
 		return fmt.Errorf("--agent-args: %w", err)
 	}
+	if _, err := checkAgentArgs(extra); err != nil {
+		return fmt.Errorf("--agent-args: %w", err)
+	}
 	o.Agent.ExtraArgs = extra
 
 	return nil

@@ -86,7 +86,7 @@ func (r *IPGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	desired := group.DeepCopy()
-	setCapacity(&desired.Status, seen.parsed, seen.held, reservations)
+	setCapacity(&desired.Status, seen.parsed, seen.counts, reservations)
 	desired.Status.Relocating = countRelocating(group.Name, usableUnlessDeleting(group, seen.parsed), seen.own)
 	servicesRelocating.WithLabelValues(group.Name).Set(float64(desired.Status.Relocating))
 	setReadyCondition(&desired.Status, group.Generation, seen.parsed, seen.parseErr)
@@ -117,7 +117,7 @@ type groupSeen struct {
 	overlapping []string          // groups whose segments overlap this one's
 	described   map[string]string // each overlapping group's segments, for the condition
 	own         []paasv1.IP       // the ledger objects labelled with this group
-	held        []netip.Addr      // every address held inside the group's segments
+	counts      ledgerCounts      // the ledger objects inside the group's segments
 }
 
 // observe reads the group through the catalog and its ledger objects, together
@@ -145,13 +145,7 @@ func (r *IPGroupReconciler) observe(ctx context.Context, group *paasv1.IPGroup) 
 		return seen, err
 	}
 	seen.own = own
-	for _, ip := range [][]paasv1.IP{own, others} {
-		for i := range ip {
-			if addr, ok := ip[i].Addr(); ok {
-				seen.held = append(seen.held, addr)
-			}
-		}
-	}
+	seen.counts = countLedger(seen.parsed, own, others)
 	return seen, nil
 }
 
@@ -204,9 +198,44 @@ func (r *IPGroupReconciler) protect(ctx context.Context, group *paasv1.IPGroup, 
 	return nil
 }
 
-// setCapacity counts the group's addresses: usable ones, those held, and
-// those reserved in the cluster (available counts neither).
-func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.Addr, reservations []allocator.Reservation) {
+// ledgerCounts are the group's ledger objects as its status counts them.
+type ledgerCounts struct {
+	// held are the addresses Services (or legacy VirtualIPs) hold; records
+	// those no one holds that are kept as records of a host on the LAN using
+	// them (lanRecord).
+	held, records []netip.Addr
+	// inUseOnLAN counts the group's addresses a host on the LAN answered for.
+	inUseOnLAN int64
+}
+
+// countLedger reads the ledger objects that may hold g's addresses (g nil: a
+// group that hands out nothing, which counts no address in use on the LAN).
+func countLedger(g *allocator.Group, ledgers ...[]paasv1.IP) ledgerCounts {
+	var out ledgerCounts
+	for _, ip := range ledgers {
+		for i := range ip {
+			addr, ok := ip[i].Addr()
+			if !ok {
+				continue
+			}
+			if _, inUse := ip[i].InUseOnLAN(); inUse && g != nil && g.Usable(addr) {
+				out.inUseOnLAN++
+			}
+			if lanRecord(&ip[i]) {
+				out.records = append(out.records, addr)
+			} else {
+				out.held = append(out.held, addr)
+			}
+		}
+	}
+	return out
+}
+
+// setCapacity counts the group's addresses: usable ones, those held, those
+// in use on the LAN and those reserved in the cluster (available counts none
+// of the last three).
+func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, counts ledgerCounts, reservations []allocator.Reservation) {
+	status.InUseOnLAN = counts.inUseOnLAN
 	if g == nil {
 		status.Capacity, status.Allocated, status.Available, status.Reserved = "", 0, "", ""
 		return
@@ -214,22 +243,26 @@ func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, held []netip.
 	a := allocator.New()
 	a.SetGroups([]*allocator.Group{g})
 	a.SetReserved(reservations)
-	var n, heldReserved int64
-	for _, addr := range held {
+	var n, taken int64 // taken: held or recorded, and not reserved (counted there)
+	for _, addr := range counts.held {
 		if g.Usable(addr) {
 			n++
-			if _, ok := a.ReservedIn(g, addr); ok {
-				heldReserved++ // a conflict: counted as allocated, not twice
+			if _, ok := a.ReservedIn(g, addr); !ok {
+				taken++
 			}
+		}
+	}
+	for _, addr := range counts.records {
+		if _, ok := a.ReservedIn(g, addr); g.Usable(addr) && !ok {
+			taken++
 		}
 	}
 	capacity, reserved := g.Capacity(), a.ReservedCount(g)
 	status.Capacity = capacity.String()
 	status.Allocated = n
 	status.Reserved = reserved.String()
-	free := new(big.Int).Sub(capacity, big.NewInt(n))
-	free.Sub(free, reserved).Add(free, big.NewInt(heldReserved))
-	status.Available = free.String()
+	free := new(big.Int).Sub(capacity, big.NewInt(taken))
+	status.Available = free.Sub(free, reserved).String()
 }
 
 func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *allocator.Group, parseErr error) {
@@ -280,8 +313,9 @@ func (r *IPGroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&paasv1.IPGroup{}, ev.groups()).
 		// Nodes: which can announce (labels, cordon, interfaces) and what they reserve.
 		Watches(&corev1.Node{}, ev.nodes()).
-		// BGPPeers: which nodes can advertise a BGP group's VIPs.
-		Watches(&paasv1.BGPPeer{}, ev.peers(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// BGPPeers: which nodes can advertise a BGP group's VIPs, and the
+		// addresses they reserve.
+		Watches(&paasv1.BGPPeer{}, ev.peers()).
 		Watches(&paasv1.IP{}, ev.ledger())
 	if r.Reserved.watchServiceCIDRs {
 		// Service CIDRs are reserved: status.reserved counts them (rare: every group).

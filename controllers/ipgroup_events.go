@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,17 +106,31 @@ func (e groupEvents) nodes() handler.Funcs {
 	}
 }
 
-// peers: a BGPPeer's change touches every BGP group.
-func (e groupEvents) peers() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var out []reconcile.Request
-		_ = e.r.catalog.query(ctx, e.c, func() {
-			for _, name := range e.r.catalog.groupsOfMode(paasv1.AnnounceBGP) {
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+// peers: a BGPPeer's change (its spec) touches every BGP group, and the
+// groups holding its address before and after (status.reserved).
+func (e groupEvents) peers() handler.Funcs {
+	touched := func(ctx context.Context, q requestQueue, peers ...client.Object) {
+		e.ask(ctx, q, 0, func() []string {
+			out := e.r.catalog.groupsOfMode(paasv1.AnnounceBGP)
+			for _, o := range peers {
+				if p, ok := o.(*paasv1.BGPPeer); ok {
+					if addr, err := netip.ParseAddr(p.Spec.PeerAddress); err == nil {
+						out = append(out, e.r.catalog.overlapping(addr.Unmap(), addr.Unmap(), "")...)
+					}
+				}
 			}
+			return out
 		})
-		return out
-	})
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, ev event.CreateEvent, q requestQueue) { touched(ctx, q, ev.Object) },
+		DeleteFunc: func(ctx context.Context, ev event.DeleteEvent, q requestQueue) { touched(ctx, q, ev.Object) },
+		UpdateFunc: func(ctx context.Context, ev event.UpdateEvent, q requestQueue) {
+			if ev.ObjectOld.GetGeneration() != ev.ObjectNew.GetGeneration() {
+				touched(ctx, q, ev.ObjectOld, ev.ObjectNew)
+			}
+		},
+	}
 }
 
 // ledger: an IP object's coming or going touches the group its label names
@@ -140,6 +155,8 @@ func (e groupEvents) ledger() handler.Funcs {
 			if ev.ObjectOld.GetLabels()[paasv1.IPGroupLabel] != ev.ObjectNew.GetLabels()[paasv1.IPGroupLabel] {
 				holding(ctx, ev.ObjectOld, q)
 				holding(ctx, ev.ObjectNew, q)
+			} else if onLANChanged(ev.ObjectOld.(*paasv1.IP), ev.ObjectNew.(*paasv1.IP)) {
+				holding(ctx, ev.ObjectNew, q)
 			}
 		},
 	}
@@ -152,4 +169,12 @@ func (e groupEvents) serviceCIDRs() handler.Funcs {
 		CreateFunc: func(ctx context.Context, _ event.CreateEvent, q requestQueue) { every(ctx, q) },
 		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q requestQueue) { every(ctx, q) },
 	}
+}
+
+// onLANChanged reports a change of what status.inUseOnLAN and allocated
+// count of an IP: its InUseOnLAN verdict, or its becoming a record of it.
+func onLANChanged(old, cur *paasv1.IP) bool {
+	_, was := old.InUseOnLAN()
+	_, is := cur.InUseOnLAN()
+	return was != is || lanRecord(old) != lanRecord(cur)
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // Node claims, the operator's side. A Node's agent publishes the node's
-// interface addresses (k8salloc.NodeClaims); an agent is not trusted with
-// the cluster, so one of those addresses a Service holds is a conflict of
-// that node alone. The Service keeps the address with no AddressConflict and
+// interface addresses and default gateways (k8salloc.NodeClaims); an agent is
+// not trusted with the cluster, so one of those addresses a Service holds is
+// a conflict of that node alone. The Service keeps the address with no AddressConflict and
 // no spec.reservedBy on its ledger object (the agents go on carrying it), the
 // ledger object names the claiming nodes (paasv1.ClaimedByAnnotation), each
 // such Node gets a Warning Event, and the agents never elect a claiming node
@@ -92,6 +92,6 @@ func (r *ServiceReconciler) claimEvent(ctx context.Context, ip *paasv1.IP, addr 
 		holder = "Service " + o.Namespace + "/" + o.Name
 	}
 	r.GetRecorder().Eventf(node, corev1.EventTypeWarning, paasv1.EventClaimsServiceAddress,
-		"Node %s claims %s (%s, in its annotation %s) but the ledger (IP %s) gives it to %s: the Service keeps the address and the other nodes carry it, this node never does; remove the address from the node, or find out why its agent publishes it",
+		"Node %s claims %s (%s, in its annotation %s) but the ledger (IP %s) gives it to %s: the Service keeps the address and the other nodes carry it, this node never does; remove the address from the node (or the route through it), or find out why its agent publishes it",
 		c.Node, addr, c.Holder, paasv1.NodeInterfacesAnnotation, ip.Name, holder)
 }

@@ -27,12 +27,12 @@ import (
 )
 
 // Reserved addresses, the operator's side: the cluster's own addresses (Nodes'
-// status.addresses, pod CIDRs, Service CIDRs) and what each Node's agent
-// claims for it (its interface addresses, its subnets' network and broadcast
-// addresses) are read from the informer cache into the allocator, which never
+// status.addresses, pod CIDRs, Service CIDRs, BGPPeers' addresses) and what
+// each Node's agent claims for it (its interface addresses, its default
+// gateways, its subnets' network and broadcast addresses) are read from the informer cache into the allocator, which never
 // hands one out (internal/allocator/reserved.go). Node and ServiceCIDR events
 // refresh them at once and requeue the Services that now hold, or no longer
-// hold, a reserved or claimed address. A Service holding a reserved address
+// hold, a reserved or claimed address (BGPPeer events too). A Service holding a reserved address
 // keeps it, its ledger object gets spec.reservedBy (the agents stop
 // programming it) and the Service the condition vip.paas.org/AddressConflict
 // with an Event. A claimed one is the claiming node's conflict only
@@ -86,11 +86,15 @@ func (s *ReservedSource) list(ctx context.Context, c client.Reader) ([]allocator
 			return nil, fmt.Errorf("list ServiceCIDRs: %w", err)
 		}
 	}
-	return k8salloc.Reservations(nodes.Items, cidrs.Items, s.serviceCIDRs), nil
+	var peers paasv1.BGPPeerList
+	if err := c.List(ctx, &peers, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list BGPPeers: %w", err)
+	}
+	return append(k8salloc.Reservations(nodes.Items, cidrs.Items, s.serviceCIDRs), k8salloc.PeerReservations(peers.Items)...), nil
 }
 
-// watch calls refresh on every Node or ServiceCIDR change that may change
-// the reserved addresses.
+// watch calls refresh on every Node, ServiceCIDR or BGPPeer change that may
+// change the reserved addresses.
 func (s *ReservedSource) watch(b *ctrl.Builder, refresh func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request])) *ctrl.Builder {
 	h := handler.Funcs{
 		CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -106,6 +110,7 @@ func (s *ReservedSource) watch(b *ctrl.Builder, refresh func(context.Context, wo
 		},
 	}
 	b = b.Watches(&corev1.Node{}, h)
+	b = b.Watches(&paasv1.BGPPeer{}, h)
 	if s.watchServiceCIDRs {
 		b = b.Watches(&networkingv1.ServiceCIDR{}, h)
 	}
@@ -115,6 +120,9 @@ func (s *ReservedSource) watch(b *ctrl.Builder, refresh func(context.Context, wo
 // reservationsChanged reports a change of what a Node or ServiceCIDR reserves;
 // status heartbeats are not.
 func reservationsChanged(old, cur client.Object) bool {
+	if op, ok := old.(*paasv1.BGPPeer); ok {
+		return op.Spec.PeerAddress != cur.(*paasv1.BGPPeer).Spec.PeerAddress
+	}
 	on, ok1 := old.(*corev1.Node)
 	cn, ok2 := cur.(*corev1.Node)
 	if !ok1 || !ok2 {

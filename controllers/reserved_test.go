@@ -102,8 +102,14 @@ func TestSetCapacityLeavesReservedOut(t *testing.T) {
 	}
 	held := []netip.Addr{netip.MustParseAddr("192.0.2.5"), netip.MustParseAddr("192.0.2.9"), netip.MustParseAddr("198.51.100.1")}
 	var st paasv1.IPGroupStatus
-	setCapacity(&st, g, held, rs)
+	setCapacity(&st, g, ledgerCounts{held: held}, rs)
 	if st.Capacity != "16" || st.Allocated != 2 || st.Reserved != "4" || st.Available != "11" {
 		t.Fatalf("capacity %s allocated %d reserved %s available %s, want 16 2 4 11", st.Capacity, st.Allocated, st.Reserved, st.Available)
+	}
+	// Records of hosts on the LAN using an address: neither allocated nor
+	// available; one on a reserved address is counted there once.
+	setCapacity(&st, g, ledgerCounts{held: held, records: []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.1")}, inUseOnLAN: 2}, rs)
+	if st.Allocated != 2 || st.Reserved != "4" || st.Available != "10" || st.InUseOnLAN != 2 {
+		t.Fatalf("allocated %d reserved %s available %s in use on the LAN %d, want 2 4 10 2", st.Allocated, st.Reserved, st.Available, st.InUseOnLAN)
 	}
 }

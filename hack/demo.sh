@@ -2,8 +2,9 @@
 # make demo: the operator on a local control plane (no cluster needed).
 # Applies the original operator's IPGroup and three LoadBalancer Services: one
 # takes the next free IP, one asks for a specific IP, one asks for an excluded IP
-# and is told why it waits, and one asks for a node's address and is refused. Then (as root) a client, three nodes running the
-# agent and a backend in network namespaces: which node answers ARP for the VIP,
+# and is told why it waits, and one asks for a node's address and is refused. Then (as root) a client, a router, three nodes running the
+# agent and a backend in network namespaces: the router already has the address web
+# got, answers the probe sent before its first announcement, and web moves on; which node answers ARP for the VIP,
 # curl through it, a failover when the owner's agent is killed, and a planned move that keeps
 # an open connection.
 # KEEP=1 leaves everything running.
@@ -17,7 +18,7 @@ lab=vipdemo$$-
 inns() { local ns=$1; shift; ip netns exec "$lab$ns" "$@"; }
 teardown() {
   for p in "$dir"/*.pid; do [[ -f "$p" ]] && kill "$(cat "$p")" 2>/dev/null || true; done
-  for ns in client node1 node2 node3 backend sw; do ip netns delete "$lab$ns" 2>/dev/null || true; done
+  for ns in client router node1 node2 node3 backend sw; do ip netns delete "$lab$ns" 2>/dev/null || true; done
   "$root/hack/local-cluster.sh" down "$dir"
 }
 if [[ "${KEEP:-0}" == 1 ]]; then
@@ -87,10 +88,10 @@ if [[ $(id -u) != 0 ]]; then
   exit 0
 fi
 
-say "the data path: a client and three nodes on one LAN (192.0.2.0/24, the VIPs' segment), a backend pod on node1"
+say "the data path: a client, a router at 192.0.2.1 and three nodes on one LAN (192.0.2.0/24, the VIPs' segment), a backend pod on node1"
 # A "switch" namespace holds two bridges: lan (client .250, nodeN .25N) and
 # pods (nodeN 198.51.100.N, the backend 198.51.100.11 behind node1).
-for ns in sw client node1 node2 node3 backend; do ip netns add "$lab$ns"; inns $ns ip link set lo up; done
+for ns in sw client router node1 node2 node3 backend; do ip netns add "$lab$ns"; inns $ns ip link set lo up; done
 for br in lan pods; do inns sw ip link add $br type bridge; inns sw ip link set $br up; done
 plug() { # plug NS IFNAME BRIDGE ADDR
   ip link add "$2" netns "$lab$1" type veth peer name "$1-$2" netns "${lab}sw"
@@ -98,6 +99,9 @@ plug() { # plug NS IFNAME BRIDGE ADDR
   inns "$1" ip addr add "$4" dev "$2"; inns "$1" ip link set "$2" up
 }
 plug client eth0 lan 192.0.2.250/24
+# The LAN's router has 192.0.2.1, which web got above (no agent ran to look).
+plug router eth0 lan 192.0.2.1/24
+inns client bash -c "echo x > /dev/udp/192.0.2.1/9"; sleep 0.3 # the client talks to its router
 for n in 1 2 3; do
   plug node$n eth0 lan 192.0.2.25$n/24
   plug node$n pods pods 198.51.100.$n/24
@@ -158,7 +162,15 @@ ports: [{name: http, protocol: TCP, port: 8080}]
 endpoints: [{addresses: ["198.51.100.11"], nodeName: node1, conditions: {ready: true}}]
 YAML
 
-vip=$(kubectl get service web -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+say "web's address 192.0.2.1 was never announced: its owner probes it first (ARP probe), and the router answers"
+web_ip() { kubectl get service web -o jsonpath='{.status.loadBalancer.ingress[0].ip}'; }
+for _ in $(seq 150); do [[ "$(web_ip)" != 192.0.2.1 ]] && break; sleep 0.2; done
+echo "the router's MAC: $(inns router cat /sys/class/net/eth0/address)"
+kubectl get ips.paas.org 192.0.2.1 -o jsonpath='{range .status.conditions[?(@.type=="InUseOnLAN")]}IP 192.0.2.1: InUseOnLAN={.status} reason={.reason}{"\n"}message: {.message}{"\n"}{end}'
+kubectl get events --field-selector involvedObject.name=web,reason=AddressInUseOnLAN -o custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message
+echo "the client's neighbour entry for 192.0.2.1: $(inns client ip neigh show 192.0.2.1 dev eth0 | grep -o 'lladdr [0-9a-f:]*') (still the router's)"
+
+vip=$(web_ip)
 announcer() { kubectl get ips.paas.org "$vip" -o jsonpath='{.status.announcedBy[0]}'; }
 for _ in $(seq 100); do [[ -n "$(announcer)" ]] && break; sleep 0.2; done
 kubectl wait --for=condition=vip.paas.org/Announced service/web --timeout 30s >/dev/null

@@ -134,6 +134,12 @@ const (
 	ReasonReservedByPodCIDR     = "ReservedByPodCIDR"
 	ReasonReservedByServiceCIDR = "ReservedByServiceCIDR"
 	ReasonReservedBySubnet      = "ReservedBySubnet"
+	// ReasonReservedByGateway: a default gateway a Node's agent publishes
+	// (a router on the node's link). A Node's claim: it keeps the address
+	// out of new allocations, never from a Service that holds it.
+	ReasonReservedByGateway = "ReservedByGateway"
+	// ReasonReservedByBGPPeer: the address of a BGPPeer (a router).
+	ReasonReservedByBGPPeer = "ReservedByBGPPeer"
 )
 
 // ConditionAnnounced is the Service condition that says which node(s) make its

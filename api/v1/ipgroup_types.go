@@ -285,6 +285,15 @@ type IPGroupStatus struct {
 	// +optional
 	Reserved string `json:"reserved,omitempty"`
 
+	// InUseOnLAN is the number of the group's addresses a host on the LAN
+	// answered for when the L2 owner probed them before their first
+	// announcement (the IP objects with condition InUseOnLAN True): never
+	// announced nor handed out until a recheck finds them silent or an admin
+	// deletes the record. Neither Allocated (unless a Service still asks for
+	// one) nor Available counts them.
+	// +optional
+	InUseOnLAN int64 `json:"inUseOnLAN,omitempty"`
+
 	// Relocating counts the Services (or legacy VirtualIPs) holding an address
 	// that the ledger records as this group's but that the group no longer
 	// allows: its segment, addresses, excludedIPs or avoidBuggyIPs changed, or
@@ -323,6 +332,7 @@ type IPGroupStatus struct {
 // +kubebuilder:printcolumn:name="Capacity",type=string,JSONPath=`.status.capacity`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Relocating",type=integer,JSONPath=`.status.relocating`
+// +kubebuilder:printcolumn:name="InUseOnLAN",type=integer,JSONPath=`.status.inUseOnLAN`,priority=1
 // +kubebuilder:printcolumn:name="Reserved",type=string,JSONPath=`.status.reserved`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IPGroup struct {

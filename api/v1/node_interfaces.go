@@ -37,6 +37,11 @@ type NodeInterface struct {
 	// way back (the IPGroup condition ReturnPath).
 	Routers []netip.Addr `json:"routers,omitempty"`
 	Default []string     `json:"default,omitempty"`
+	// Gateways are the next hops of the node's default routes (IPv4 and
+	// IPv6) through this interface: a router on the link, which no Service
+	// may be given. The node says so itself, so they are its claims, like
+	// Addrs.
+	Gateways []netip.Addr `json:"gateways,omitempty"`
 }
 
 // ParseNodeInterfaces reads a NodeInterfacesAnnotation value; nil for a

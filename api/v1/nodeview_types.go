@@ -57,6 +57,14 @@ type NodeViewInterface struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=64
 	Addrs []string `json:"addrs"`
+	// Gateways are the next hops of the node's default routes through the
+	// interface, e.g. 192.0.2.1: no VIP is given one, and a node never
+	// carries a VIP it names as its gateway.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // NodeViewAddress is one of the Node's status.addresses.

@@ -49,6 +49,9 @@ type Node struct {
 	// interfaces (paasv1.NodeInterfacesAnnotation).
 	Agent      bool
 	Interfaces []Interface
+	// Gateways are the next hops of the node's default routes, as its agent
+	// published them: routers the node sends through, never its VIPs.
+	Gateways []netip.Addr
 }
 
 // OnCordon says what cordoning a node (spec.unschedulable) does to its VIPs.
@@ -94,6 +97,7 @@ func (p OnCordon) NodeOf(n *corev1.Node) Node {
 		for _, p := range ifc.Addrs {
 			out.Interfaces = append(out.Interfaces, Interface{Name: ifc.Name, Prefix: p})
 		}
+		out.Gateways = append(out.Gateways, ifc.Gateways...)
 	}
 	return out
 }
@@ -206,13 +210,19 @@ func NotEligible(n Node, vip netip.Addr, c Candidacy) (iface string, why Refusal
 }
 
 // Claims reports whether n's agent says vip is n's own: an address of one of
-// its interfaces or, on layer 2 (l2), the network or broadcast address of an
-// IPv4 subnet of /30 or wider that one is on. Such a node never carries vip,
+// its interfaces, one of its default gateways or, on layer 2 (l2), the network
+// or broadcast address of an IPv4 subnet of /30 or wider that one is on. Such
+// a node never carries vip,
 // and nothing else follows from it: what a node says about itself may only
 // ever cost that node (the operator reads the same annotation into its claims,
 // k8salloc.NodeClaims, and names the node on the address's ledger object).
 func Claims(n Node, vip netip.Addr, l2 bool) bool {
 	vip = vip.Unmap()
+	for _, gw := range n.Gateways {
+		if gw.Unmap().WithZone("") == vip {
+			return true
+		}
+	}
 	for _, i := range n.Interfaces {
 		addr := i.Prefix.Addr().Unmap()
 		if addr == vip {

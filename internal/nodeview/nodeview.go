@@ -51,6 +51,9 @@ func SpecOf(n *corev1.Node, value string) paasv1.NodeViewSpec {
 		for _, p := range ifc.Addrs {
 			out.Addrs = append(out.Addrs, p.String())
 		}
+		for _, gw := range ifc.Gateways {
+			out.Gateways = append(out.Gateways, gw.String())
+		}
 		s.Interfaces = append(s.Interfaces, out)
 	}
 	for _, a := range n.Status.Addresses {
@@ -96,7 +99,7 @@ func specEqual(a, b paasv1.NodeViewSpec) bool {
 	return a.Unschedulable == b.Unschedulable && a.Deleting == b.Deleting && maps.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.Addresses, b.Addresses) &&
 		slices.EqualFunc(a.Interfaces, b.Interfaces, func(x, y paasv1.NodeViewInterface) bool {
-			return x.Name == y.Name && x.MAC == y.MAC && slices.Equal(x.Addrs, y.Addrs)
+			return x.Name == y.Name && x.MAC == y.MAC && slices.Equal(x.Addrs, y.Addrs) && slices.Equal(x.Gateways, y.Gateways)
 		})
 }
 

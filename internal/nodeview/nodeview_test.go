@@ -15,7 +15,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
-const ifaces = `[{"name":"eth0","mac":"52:54:00:00:00:01","addrs":["192.0.2.11/24","2001:db8::11/64"]},{"name":"eth1","addrs":["198.51.100.11/24"]}]`
+const ifaces = `[{"name":"eth0","mac":"52:54:00:00:00:01","addrs":["192.0.2.11/24","2001:db8::11/64"],"gateways":["192.0.2.1","fe80::1"]},{"name":"eth1","addrs":["198.51.100.11/24"]}]`
 
 // kubeletNode is a Node as a kubelet and an agent leave it.
 func kubeletNode() *corev1.Node {
@@ -142,8 +142,11 @@ func TestDiffers(t *testing.T) {
 		{"an interface changed", func(n *corev1.Node) {
 			n.Annotations[paasv1.NodeInterfacesAnnotation] = `[{"name":"eth0","mac":"52:54:00:00:00:01","addrs":["192.0.2.12/24"]}]`
 		}, true},
+		{"a default gateway changed", func(n *corev1.Node) {
+			n.Annotations[paasv1.NodeInterfacesAnnotation] = `[{"name":"eth0","mac":"52:54:00:00:00:01","addrs":["192.0.2.12/24"],"gateways":["192.0.2.254"]}]`
+		}, true},
 		{"the same interfaces written differently (spaces)", func(n *corev1.Node) {
-			n.Annotations[paasv1.NodeInterfacesAnnotation] = `[ {"name":"eth0", "mac":"52:54:00:00:00:01", "addrs":["192.0.2.12/24"]} ]`
+			n.Annotations[paasv1.NodeInterfacesAnnotation] = `[ {"name":"eth0", "mac":"52:54:00:00:00:01", "addrs":["192.0.2.12/24"], "gateways":["192.0.2.254"]} ]`
 		}, false},
 		{"being deleted", func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
 		{"recreated under the same name (a new uid)", func(n *corev1.Node) { n.UID = "uid-a2" }, true},

@@ -19,13 +19,19 @@ import (
 )
 
 // LocalInterfaces lists this node's interfaces that can announce a VIP: up,
-// not loopback, with their global unicast addresses.
+// not loopback, with their global unicast addresses and the default gateways
+// through them. A gateway through an interface with no such address (an
+// unnumbered link) is not published: no VIP is announced there either.
 func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
 	routed, err := returnpath.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	gateways, err := defaultGateways()
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +44,7 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 		if err != nil {
 			return nil, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
 		}
-		entry := paasv1.NodeInterface{Name: ifi.Name, MAC: ifi.HardwareAddr.String()}
+		entry := paasv1.NodeInterface{Name: ifi.Name, MAC: ifi.HardwareAddr.String(), Gateways: gateways[ifi.Index]}
 		for _, a := range addrs {
 			p, err := netip.ParsePrefix(a.String())
 			if err != nil || !p.Addr().IsGlobalUnicast() {

@@ -48,6 +48,11 @@ var _ = Describe("addresses in use on the LAN", func() {
 		c := eventuallyCondition(asks, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUseOnLAN)
 		Expect(c.Message).To(ContainSubstring("02:00:00:00:00:cc"))
 		Expect(ingressIPs(getService(asks))).To(BeEmpty())
+		eventuallyGroupStatus("onlan", func(g Gomega, s paasv1.IPGroupStatus) {
+			g.Expect(s.InUseOnLAN).To(BeEquivalentTo(2))
+			g.Expect(s.Allocated).To(BeEquivalentTo(1)) // web; the records hold nothing
+			g.Expect(s.Available).To(Equal("3"))        // 6 - web - the two in use
+		})
 
 		By("across a restart, no one gets them")
 		stopOperator()
@@ -65,6 +70,7 @@ var _ = Describe("addresses in use on the LAN", func() {
 			g.Expect(ip.Spec.Owner.Name).To(Equal("asks"))
 			g.Expect(meta.FindStatusCondition(ip.Status.Conditions, paasv1.IPConditionInUseOnLAN)).To(BeNil())
 		}).Should(Succeed())
+		eventuallyGroupStatus("onlan", func(g Gomega, s paasv1.IPGroupStatus) { g.Expect(s.InUseOnLAN).To(BeEquivalentTo(1)) })
 
 		By("a person deletes the other record: the address is free")
 		Expect(k8s.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "198.51.100.252"}})).To(Succeed())

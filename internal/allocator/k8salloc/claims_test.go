@@ -68,6 +68,14 @@ func TestNodeClaimsOfHeldAddresses(t *testing.T) {
 		wantClaims:    map[string][]string{"192.0.2.10": {"evil", "evil2"}},
 		wantFree:      "192.0.2.3", // free claimed addresses are skipped
 	}, {
+		desc: "a node's default gateways: a free one stops new allocations, web's VIP named as one stays web's",
+		nodes: []corev1.Node{
+			claimingNode("gw", "192.0.2.252", `[{"name":"eth0","addrs":["192.0.2.252/24"],"gateways":["192.0.2.1","192.0.2.10"]}]`),
+		},
+		wantConflicts: map[string]string{},
+		wantClaims:    map[string][]string{"192.0.2.10": {"gw"}},
+		wantFree:      "192.0.2.2",
+	}, {
 		desc:          "the kubelet reports api's VIP as a Node's address: a reservation of the cluster",
 		nodes:         []corev1.Node{claimingNode("honest", "192.0.2.30", `[{"name":"eth0","addrs":["192.0.2.30/24"]}]`)},
 		wantConflicts: map[string]string{"ns/api": "192.0.2.30"},
@@ -109,11 +117,11 @@ func TestNodeClaimsOfHeldAddresses(t *testing.T) {
 // The operator's claims and the agents' election read one annotation: every
 // address the operator names a node for, the election keeps from that node.
 func TestNodeClaimsAgreeWithElection(t *testing.T) {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.13/30","198.51.100.1/31","2001:db8::10/64"]}]`}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","addrs":["192.0.2.250/24","192.0.2.13/30","198.51.100.1/31","2001:db8::10/64"],"gateways":["192.0.2.1","2001:db8::1"]}]`}}}
 	en := election.NodeOf(n)
 	claims := NodeClaims(n)
-	if len(claims) != 8 {
-		t.Fatalf("claims %v, want 4 addresses and the edges of 2 subnets", claims)
+	if len(claims) != 10 {
+		t.Fatalf("claims %v, want 2 gateways, 4 addresses and the edges of 2 subnets", claims)
 	}
 	for _, c := range claims {
 		addr := c.Prefix.Addr()

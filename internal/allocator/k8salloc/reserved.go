@@ -64,9 +64,10 @@ func Reservations(nodes []corev1.Node, serviceCIDRs []networkingv1.ServiceCIDR, 
 }
 
 // NodeClaims are the addresses n's agent says n has (the interfaces
-// annotation): each interface address and, for L2 groups, the network and
-// broadcast address of each IPv4 subnet it is on (the subnets an L2 VIP is
-// announced on). An agent writes them, so they are claims (Reservation.Node),
+// annotation): each interface address, each default gateway (in every group,
+// whatever its mode: a router's address is no VIP on a LAN nor behind a BGP
+// peer) and, for L2 groups, the network and broadcast address of each IPv4
+// subnet it is on (the subnets an L2 VIP is announced on). An agent writes them, so they are claims (Reservation.Node),
 // never reservations of an address a Service holds: a compromised node listing
 // other Services' VIPs must not take them from every node. A claim of a held
 // address excludes only n from carrying it (election.Claims decides the same
@@ -82,6 +83,11 @@ func NodeClaims(n *corev1.Node) []allocator.Reservation {
 	}
 	subnets := map[netip.Prefix]bool{}
 	for _, ifc := range paasv1.ParseNodeInterfaces(n.Annotations[paasv1.NodeInterfacesAnnotation]) {
+		for _, gw := range ifc.Gateways {
+			if gw = gw.Unmap().WithZone(""); gw.IsValid() {
+				add(netip.PrefixFrom(gw, gw.BitLen()), paasv1.ReasonReservedByGateway, fmt.Sprintf("the default gateway of Node %s on %s", n.Name, ifc.Name), false)
+			}
+		}
 		for _, p := range ifc.Addrs {
 			if !p.IsValid() {
 				continue
@@ -97,6 +103,23 @@ func NodeClaims(n *corev1.Node) []allocator.Reservation {
 			where := fmt.Sprintf("subnet %s (Node %s, %s)", subnet, n.Name, ifc.Name)
 			add(netip.PrefixFrom(subnet.Addr(), 32), paasv1.ReasonReservedBySubnet, "the network address of "+where, true)
 			add(netip.PrefixFrom(allocator.LastAddr(subnet), 32), paasv1.ReasonReservedBySubnet, "the broadcast address of "+where, true)
+		}
+	}
+	return out
+}
+
+// PeerReservations are the addresses of the BGPPeers: routers, which no
+// Service may be given in any group (a /32 advertised to a router for its own
+// address, or a VIP answering ARP for it, cuts the router off). Admins write
+// BGPPeers, so unlike a Node's claims they reserve a held address too (the
+// Service's AddressConflict).
+func PeerReservations(peers []paasv1.BGPPeer) []allocator.Reservation {
+	var out []allocator.Reservation
+	for _, p := range peers {
+		if addr, err := netip.ParseAddr(p.Spec.PeerAddress); err == nil {
+			addr = addr.Unmap().WithZone("")
+			out = append(out, allocator.Reservation{Prefix: netip.PrefixFrom(addr, addr.BitLen()), Kind: paasv1.ReasonReservedByBGPPeer,
+				Holder: fmt.Sprintf("the address of BGPPeer %s", p.Name)})
 		}
 	}
 	return out

@@ -28,7 +28,7 @@ func TestReservations(t *testing.T) {
 			{Type: corev1.NodeHostName, Address: "192.0.2.99"}, // a hostname slot: not an address
 			{Type: corev1.NodeInternalIP, Address: "not-an-ip"},
 		}, []string{"10.244.1.0/24", "fd00:10:244:1::/64", "garbage"},
-			`[{"name":"eth0","addrs":["192.0.2.251/24"]},{"name":"p2p","addrs":["203.0.113.1/31"]},{"name":"eth1","addrs":["198.51.100.7/24"]}]`),
+			`[{"name":"eth0","addrs":["192.0.2.251/24"],"gateways":["192.0.2.1","fe80::1"]},{"name":"p2p","addrs":["203.0.113.1/31"]},{"name":"eth1","addrs":["198.51.100.7/24"],"gateways":["198.51.100.1"]}]`),
 		node("node2", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.252"}}, nil,
 			`[{"name":"eth0","addrs":["192.0.2.252/24"]}]`), // the same subnet: node1, first, is named
 		node("node3", nil, nil, `{not json`),
@@ -46,7 +46,12 @@ func TestReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.SetGroups([]*allocator.Group{l2, routed})
-	a.SetReserved(Reservations(nodes, cidrs, configured))
+	peers := []paasv1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "tor-a"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.254"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "tor-b"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8::fe"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "hostile"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.0/24"}},
+	}
+	a.SetReserved(append(Reservations(nodes, cidrs, configured), PeerReservations(peers)...))
 
 	// What a new allocation skips, in the group that would hand the address
 	// out (the routed one outside the L2 group's segment).
@@ -77,6 +82,14 @@ func TestReservations(t *testing.T) {
 		{"203.0.113.0", "", "", ""},    // a /31 has no network or broadcast address
 		{"203.0.113.1", paasv1.ReasonReservedByNode, "the address of Node node1 on p2p", "node1"},
 		{"192.0.2.10", "", "", ""},
+		// Default gateways are claims in every group, L2 or routed.
+		{"192.0.2.1", paasv1.ReasonReservedByGateway, "the default gateway of Node node1 on eth0", "node1"},
+		{"198.51.100.1", paasv1.ReasonReservedByGateway, "the default gateway of Node node1 on eth1", "node1"},
+		// BGPPeers' addresses are the cluster's reservations (an admin wrote
+		// them); one that is no address reserves nothing.
+		{"198.51.100.254", paasv1.ReasonReservedByBGPPeer, "the address of BGPPeer tor-a", ""},
+		{"2001:db8::fe", paasv1.ReasonReservedByBGPPeer, "the address of BGPPeer tor-b", ""},
+		{"198.51.100.2", "", "", ""},
 	} {
 		r, ok := reservedFor(netip.MustParseAddr(tc.addr))
 		if ok != (tc.kind != "") || r.Kind != tc.kind || r.Holder != tc.holder || r.Node != tc.node {
