@@ -189,6 +189,24 @@ type BGPSession struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	BFDMessage string `json:"bfdMessage,omitempty"`
+	// LocalASN is the ASN the node peers as: the BGPPeer's myASN, or the
+	// node's vip.paas.org/bgp-asn annotation.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	LocalASN int64 `json:"localASN,omitempty"`
+	// RouterID is the BGP router ID the node uses: its
+	// vip.paas.org/bgp-router-id annotation, else the BGPPeers' routerID,
+	// else its IPv4 InternalIP.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	RouterID string `json:"routerID,omitempty"`
+	// SourceAddress is the address the session leaves from, when the node's
+	// vip.paas.org/bgp-source-address annotation names one of its family
+	// (absent: the kernel's choice).
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	SourceAddress string `json:"sourceAddress,omitempty"`
 }
 
 // BFD session states of BGPSession.BFD.

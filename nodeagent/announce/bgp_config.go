@@ -19,8 +19,10 @@ import (
 // passwords maps peer names to their TCP MD5 passwords (the operator copies
 // them into one Secret the agents may read); a peer whose password is not
 // there yet is left out rather than dialled without it. skipped names the
-// peers left out, with why.
-func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]string) (cfg bgp.Config, skipped map[string]string) {
+// peers left out, with why. id is what this node's annotations make it peer
+// as (nodeIdentityOf): its ASN, router ID and source addresses win over the
+// BGPPeers'; when they are invalid, every peer is left out with why.
+func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]string, id nodeIdentity) (cfg bgp.Config, skipped map[string]string) {
 	skipped = map[string]string{}
 	self := election.NodeOf(node)
 	if i := slices.IndexFunc(election.InternalIPs(node), netip.Addr.Is4); i >= 0 {
@@ -46,6 +48,10 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 			continue
 		}
 		if !election.PeerSelects(p, self) {
+			continue
+		}
+		if id.invalid != "" {
+			skipped[p.Name] = id.invalid
 			continue
 		}
 		addr, err := netip.ParseAddr(p.Spec.PeerAddress)
@@ -78,6 +84,7 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		if b := p.Spec.BFD; b != nil {
 			peer.BFD = bfdOf(b)
 		}
+		id.apply(&peer)
 		if p.Spec.PasswordSecret != nil {
 			pw, ok := passwords[p.Name]
 			if !ok {
@@ -94,6 +101,9 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 			}
 		}
 		cfg.Peers = append(cfg.Peers, peer)
+	}
+	if id.routerID.IsValid() {
+		cfg.RouterID = id.routerID
 	}
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped

@@ -61,7 +61,7 @@ func TestBGPPeersOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			cfg, skipped := bgpPeersOf(node, tt.peers, tt.passwords)
+			cfg, skipped := bgpPeersOf(node, tt.peers, tt.passwords, nodeIdentity{})
 			var names []string
 			for _, p := range cfg.Peers {
 				names = append(names, p.Name)
@@ -85,7 +85,7 @@ func TestBGPPeersOf(t *testing.T) {
 		s.PeerPort, s.HoldTime, s.KeepaliveTime, s.EBGPMultiHop = 1179, &metav1.Duration{Duration: 9 * time.Second}, &metav1.Duration{Duration: 3 * time.Second}, ptr.To(true)
 		s.PasswordSecret = &paasv1.SecretKeyRef{Name: "s", Key: "k"}
 		s.GracefulRestart = ptr.To(true)
-	})}, map[string]string{"tor": "pw"})
+	})}, map[string]string{"tor": "pw"}, nodeIdentity{})
 	want := bgp.Peer{Name: "tor", Address: netip.MustParseAddr("198.51.100.1"), Port: 1179, PeerASN: 64512, MyASN: 64513,
 		Hold: 9 * time.Second, Keepalive: 3 * time.Second, Password: "pw", MultiHop: true, GracefulRestart: true}
 	if len(cfg.Peers) != 1 || cfg.Peers[0] != want {
@@ -104,7 +104,7 @@ func TestBGPPeersOf(t *testing.T) {
 			bgp.BFD{Receive: 300 * time.Millisecond, Transmit: 300 * time.Millisecond, Multiplier: 3}},
 	}
 	for _, tt := range bfdTests {
-		cfg, _ := bgpPeersOf(node, []paasv1.BGPPeer{peer("tor", func(s *paasv1.BGPPeerSpec) { s.BFD = tt.bfd })}, nil)
+		cfg, _ := bgpPeersOf(node, []paasv1.BGPPeer{peer("tor", func(s *paasv1.BGPPeerSpec) { s.BFD = tt.bfd })}, nil, nodeIdentity{})
 		if len(cfg.Peers) != 1 || cfg.Peers[0].BFD != tt.want {
 			t.Errorf("%s: BFD %+v, want %+v", tt.desc, cfg.Peers, tt.want)
 		}

@@ -39,6 +39,9 @@ type Peer struct {
 	GracefulRestart bool
 	// BFD next to the session; the zero value: none.
 	BFD BFD
+	// Source is the address the session leaves from (the zero value: the
+	// kernel's choice).
+	Source netip.Addr
 }
 
 // Config is what the speaker peers as.
@@ -245,7 +248,8 @@ func (s *Speaker) convergePeerLocked(ctx context.Context, name string, p Peer) e
 // session: GoBGP updates timers and multi-hop in place, nothing else.
 func reconnects(old, cur Peer) bool {
 	return old.Password != cur.Password || old.Port != cur.Port || old.PeerASN != cur.PeerASN || old.MyASN != cur.MyASN ||
-		old.GracefulRestart != cur.GracefulRestart // a capability of the OPEN message
+		old.GracefulRestart != cur.GracefulRestart || // a capability of the OPEN message
+		old.Source != cur.Source // the connection's own address
 }
 
 // gracefulRestartTime is how long a router keeps a restarting node's routes.
@@ -332,6 +336,9 @@ func apiPeer(p Peer) *api.Peer {
 		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
 			PrefixLimits: &api.PrefixLimit{Family: fam, MaxPrefixes: maxPrefixes, ShutdownThresholdPct: 80}}},
 		// No Bfd: the speaker runs BFD itself (bfdSessions).
+	}
+	if p.Source.IsValid() {
+		out.Transport.LocalAddress = p.Source.String()
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
