@@ -130,12 +130,21 @@ func bfdOf(b *paasv1.BFDSettings) bgp.BFD {
 	return out
 }
 
-// routeOf is the host route of vip with its group's BGP attributes.
-func routeOf(vip netip.Addr, g *paasv1.IPGroup) bgp.Route {
+// routeOf is the route of vip with its group's BGP attributes: the host
+// route, or the covering route of the group's aggregationLength unless the
+// VIP's Service is externalTrafficPolicy Local (local). The operator gives
+// such a group's addresses to Cluster Services only; a Service that turned
+// Local while holding one keeps it, and its host route, advertised by the
+// nodes with its endpoints only, is more specific than the covering route,
+// so the router still sends its traffic there alone.
+func routeOf(vip netip.Addr, g *paasv1.IPGroup, local bool) bgp.Route {
 	r := bgp.Route{Prefix: netip.PrefixFrom(vip, vip.BitLen())}
 	an := g.Spec.Announce
 	if an == nil || an.BGP == nil {
 		return r
+	}
+	if bits := an.BGP.AggregationBits(vip); bits > 0 && bits < vip.BitLen() && !local {
+		r.Prefix = netip.PrefixFrom(vip, bits).Masked()
 	}
 	for _, c := range an.BGP.Communities {
 		std, large, isLarge, err := ParseCommunity(c)

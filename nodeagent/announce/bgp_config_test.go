@@ -114,12 +114,12 @@ func TestBGPPeersOf(t *testing.T) {
 func TestRouteOf(t *testing.T) {
 	group := &paasv1.IPGroup{Spec: paasv1.IPGroupSpec{Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{
 		Peers: []string{"tor-b", "tor-a"}, Communities: []string{"65000:100", "65000:1:2", "0:0"}, LocalPref: ptr.To[uint32](150)}}}}
-	r := routeOf(netip.MustParseAddr("203.0.113.5"), group)
+	r := routeOf(netip.MustParseAddr("203.0.113.5"), group, false)
 	if r.Prefix != netip.MustParsePrefix("203.0.113.5/32") || r.LocalPref != 150 || !slices.Equal(r.Peers, []string{"tor-a", "tor-b"}) ||
 		!slices.Equal(r.Communities, []uint32{65000<<16 | 100, 0}) || !slices.Equal(r.LargeCommunities, [][3]uint32{{65000, 1, 2}}) {
 		t.Errorf("route %+v", r)
 	}
-	if r := routeOf(netip.MustParseAddr("2001:db8::5"), &paasv1.IPGroup{}); r.Prefix.Bits() != 128 || r.Peers != nil || r.Communities != nil {
+	if r := routeOf(netip.MustParseAddr("2001:db8::5"), &paasv1.IPGroup{}, false); r.Prefix.Bits() != 128 || r.Peers != nil || r.Communities != nil {
 		t.Errorf("plain IPv6 route %+v: want a /128 to every peer, no attributes", r)
 	}
 }

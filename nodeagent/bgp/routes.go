@@ -241,11 +241,16 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
 	}
-	// The node's own host routes, any address of the family at its full length.
-	for _, host := range []struct{ set, prefix string }{{hostRoutes4, "0.0.0.0/0"}, {hostRoutes6, "::/0"}} {
+	// The node's own routes: host routes, and the covering routes of groups
+	// with an aggregationLength (at least /8, /16 for IPv6, as the API
+	// bounds it); never a default route or one wider than that.
+	for _, host := range []struct {
+		set, prefix string
+		shortest    uint32
+	}{{hostRoutes4, "0.0.0.0/0", 8}, {hostRoutes6, "::/0", 16}} {
 		bits := uint32(netip.MustParsePrefix(host.prefix).Addr().BitLen())
 		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: host.set,
-			Prefixes: []*api.Prefix{{IpPrefix: host.prefix, MaskLengthMin: bits, MaskLengthMax: bits}}})
+			Prefixes: []*api.Prefix{{IpPrefix: host.prefix, MaskLengthMin: host.shortest, MaskLengthMax: bits}}})
 		policy.Statements = append(policy.Statements, &api.Statement{
 			Name: host.set,
 			Conditions: &api.Conditions{

@@ -108,6 +108,29 @@ var _ = Describe("BGPPeer", func() {
 		Entry("not a community", "no-export"),
 	)
 
+	DescribeTable("aggregationLength: bounded, and never wider than the segment",
+		func(segment string, v4, v6 *int32, message string) {
+			g := newIPGroup("bgp-aggregate", segment)
+			g.Spec.Announce = &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{AggregationLength: v4, AggregationLengthV6: v6}}
+			err := k8s.Create(context.Background(), g)
+			if message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				Expect(k8s.Delete(context.Background(), g)).To(Succeed())
+				return
+			}
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("a /28 of a /25", "203.0.113.128/25", ptr.To[int32](28), nil, ""),
+		Entry("the segment's own length", "203.0.113.128/25", ptr.To[int32](25), nil, ""),
+		Entry("an IPv6 /120 of a /64", "2001:db8:100::/64", nil, ptr.To[int32](120), ""),
+		Entry("wider than the segment", "203.0.113.128/25", ptr.To[int32](24), nil, "must not be shorter than the segment's prefix"),
+		Entry("IPv6 wider than the segment", "2001:db8:100::/64", nil, ptr.To[int32](48), "must not be shorter than the segment's prefix"),
+		Entry("over 32", "203.0.113.128/25", ptr.To[int32](33), nil, "spec.announce.bgp.aggregationLength"),
+		Entry("under 8", "203.0.113.128/25", ptr.To[int32](4), nil, "spec.announce.bgp.aggregationLength"),
+		Entry("IPv6 over 128", "2001:db8:100::/64", nil, ptr.To[int32](129), "spec.announce.bgp.aggregationLengthV6"),
+	)
+
 	It("fills the defaults, and reports who peers and whose session is up", func() {
 		ctx := context.Background()
 		bgpNode("bgp-n1", "a")
