@@ -116,6 +116,10 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 // password: no event tells the agent the operator copied it.
 const passwordRetry = 5 * time.Second
 
+// unconfiguredRetry is how soon a pass comes back for a peer the speaker
+// could not configure.
+const unconfiguredRetry = time.Second
+
 // overlap is how many keys of a are in b.
 func overlap(a, b map[netip.Prefix]leavingRoute) int {
 	n := 0
@@ -138,8 +142,13 @@ func (b *BGPAnnouncer) retryAfter() time.Duration {
 	}
 	for _, why := range b.skipped {
 		if why == passwordNotYet && (after == 0 || passwordRetry < after) {
-			return passwordRetry
+			after = passwordRetry
 		}
+	}
+	// A peer the speaker could not configure (an unnumbered peer's router
+	// not found yet): no event says when it can.
+	if b.Speaker.Unconfigured() && (after == 0 || unconfiguredRetry < after) {
+		after = unconfiguredRetry
 	}
 	return after
 }

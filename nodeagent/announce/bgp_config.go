@@ -42,7 +42,7 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	owner := map[netip.Addr]string{}
+	owner := map[string]string{} // the peer's address or interface → the BGPPeer that has it
 	for _, p := range byAge {
 		if !p.DeletionTimestamp.IsZero() {
 			continue
@@ -54,19 +54,18 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 			skipped[p.Name] = id.invalid
 			continue
 		}
-		addr, err := netip.ParseAddr(p.Spec.PeerAddress)
+		addr, where, err := peerTarget(p)
 		if err != nil {
-			skipped[p.Name] = fmt.Sprintf("peerAddress %q: %v", p.Spec.PeerAddress, err)
+			skipped[p.Name] = err.Error()
 			continue
 		}
-		addr = addr.Unmap()
-		if first, taken := owner[addr]; taken {
-			skipped[p.Name] = fmt.Sprintf("peerAddress %s is also that of BGPPeer %s, which is older (or as old and first by name): one session per address, this BGPPeer is left out", addr, first)
+		if first, taken := owner[where]; taken {
+			skipped[p.Name] = fmt.Sprintf("%s is also that of BGPPeer %s, which is older (or as old and first by name): one session per address (or interface), this BGPPeer is left out", where, first)
 			continue
 		}
-		owner[addr] = p.Name
+		owner[where] = p.Name
 		peer := bgp.Peer{
-			Name: p.Name, Address: addr, Port: 179,
+			Name: p.Name, Address: addr, Interface: p.Spec.Interface, Port: 179,
 			PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
 			Hold: 3e9, Keepalive: 1e9,
 			MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
@@ -107,6 +106,20 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 	}
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
+}
+
+// peerTarget is where p's session goes: its address, or (unnumbered) none;
+// where names it for the one-session-per-target rule.
+func peerTarget(p *paasv1.BGPPeer) (addr netip.Addr, where string, err error) {
+	if p.Spec.Interface != "" {
+		return netip.Addr{}, "interface " + p.Spec.Interface, nil
+	}
+	addr, err = netip.ParseAddr(p.Spec.PeerAddress)
+	if err != nil {
+		return addr, "", fmt.Errorf("peerAddress %q: %w", p.Spec.PeerAddress, err)
+	}
+	addr = addr.Unmap()
+	return addr, "peerAddress " + addr.String(), nil
 }
 
 // passwordNotYet is why a peer with a password the agent has not read yet

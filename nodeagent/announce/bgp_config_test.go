@@ -53,6 +53,11 @@ func TestBGPPeersOf(t *testing.T) {
 		{"two peers with one address: the older wins, the other is left out", []paasv1.BGPPeer{
 			aged(peer("tor-a", nil), 2), aged(peer("tor-z", nil), 1), aged(peer("other", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "198.51.100.2" }), 3)},
 			nil, []string{"other", "tor-z"}, "198.51.100.11", []string{"tor-a"}},
+		{"unnumbered: one session per interface, as per address", []paasv1.BGPPeer{
+			aged(peer("swp1-b", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "swp1" }), 2),
+			aged(peer("swp1-a", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "swp1" }), 1),
+			aged(peer("tor", nil), 3)},
+			nil, []string{"swp1-a", "tor"}, "198.51.100.11", []string{"swp1-b"}},
 		{"as old: the first by name wins", []paasv1.BGPPeer{aged(peer("tor-b", nil), 1), aged(peer("tor-a", nil), 1)},
 			nil, []string{"tor-a"}, "198.51.100.11", []string{"tor-b"}},
 		{"an IPv4-mapped IPv6 address is the same address", []paasv1.BGPPeer{

@@ -102,9 +102,11 @@ func (id nodeIdentity) apply(p *bgp.Peer) {
 	if id.asn != 0 {
 		p.MyASN = id.asn
 	}
-	if p.Address.Is4() {
+	switch {
+	case p.Interface != "": // unnumbered: the link-local address of the interface
+	case p.Address.Is4():
 		p.Source = id.source4
-	} else {
+	default:
 		p.Source = id.source6
 	}
 }

@@ -27,9 +27,9 @@ func TestNodeIdentity(t *testing.T) {
 		own         func() (map[netip.Addr]string, error)
 		// wantASN, wantRouter, wantSource4, wantSource6: what both sessions
 		// peer as; wantInvalid: a text of why every peer is left out.
-		wantASN                             uint32
+		wantASN                              uint32
 		wantRouter, wantSource4, wantSource6 string
-		wantInvalid                         string
+		wantInvalid                          string
 	}{
 		{desc: "no annotation: the BGPPeers' own", wantASN: 64513, wantRouter: "192.0.2.9"},
 		{desc: "a rack's ASN on every session of the node", annotations: map[string]string{paasv1.NodeBGPASNAnnotation: "4200000001"},

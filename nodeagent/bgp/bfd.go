@@ -168,7 +168,7 @@ func (s *Speaker) watchBFD() {
 func (s *Speaker) syncBFDLocked() {
 	want := map[netip.Addr]BFD{}
 	for _, p := range s.peers {
-		if p.BFD.Enabled() {
+		if p.BFD.Enabled() && p.Interface == "" { // the API refuses bfd on unnumbered sessions
 			b := p.BFD
 			b.Source = p.Source
 			want[p.Address] = b

@@ -216,7 +216,9 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 		var others []string
 		for name, p := range peers {
 			if !slices.Contains(allowed, name) {
-				others = append(others, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
+				// Without the zone of an unnumbered peer's link-local
+				// address: GoBGP matches the neighbour's address bytes.
+				others = append(others, netip.PrefixFrom(p.Address.WithZone(""), p.Address.BitLen()).String())
 			}
 		}
 		if len(others) == 0 {

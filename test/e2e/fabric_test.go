@@ -161,4 +161,3 @@ func (d *dataLab) sessions(t testing.TB, name string) []paasv1.BGPSession {
 	}
 	return p.Status.Sessions
 }
-

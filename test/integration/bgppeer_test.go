@@ -73,6 +73,14 @@ var _ = Describe("BGPPeer", func() {
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
 		Entry("address not an IP", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "router.example" }, "peerAddress must be an IP address"),
+		Entry("neither address nor interface", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "" }, "set exactly one of peerAddress"),
+		Entry("both address and interface", func(s *paasv1.BGPPeerSpec) { s.Interface = "eth0" }, "set exactly one of peerAddress"),
+		Entry("an interface name with a slash", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "../eth0" }, "spec.interface"),
+		Entry("an interface name over 15 bytes", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "eth0123456789abcd" }, "spec.interface"),
+		Entry("unnumbered with BFD", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface, s.BFD = "", "eth0", &paasv1.BFDSettings{} },
+			"an unnumbered session (interface) is single hop and runs without bfd"),
+		Entry("unnumbered multi-hop", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface, s.EBGPMultiHop = "", "eth0", ptr.To(true) },
+			"an unnumbered session (interface) is single hop"),
 		Entry("ASN 0", func(s *paasv1.BGPPeerSpec) { s.PeerASN = 0 }, "spec.peerASN"),
 		Entry("ASN over 32 bits", func(s *paasv1.BGPPeerSpec) { s.MyASN = 1 << 32 }, "spec.myASN"),
 		Entry("port over 65535", func(s *paasv1.BGPPeerSpec) { s.PeerPort = 70000 }, "spec.peerPort"),
@@ -93,6 +101,12 @@ var _ = Describe("BGPPeer", func() {
 		Entry("BFD multiplier over 255", func(s *paasv1.BGPPeerSpec) { s.BFD = &paasv1.BFDSettings{DetectMultiplier: ptr.To[int32](256)} },
 			"spec.bfd.detectMultiplier"),
 	)
+
+	It("accepts an unnumbered peer: an interface, no address", func() {
+		p := newBGPPeer("unnumbered", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "swp1" })
+		Expect(k8s.Create(context.Background(), p)).To(Succeed())
+		Expect(k8s.Delete(context.Background(), p)).To(Succeed())
+	})
 
 	DescribeTable("the API server rejects bad communities on a BGP group",
 		func(community string) {
