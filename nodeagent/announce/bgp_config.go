@@ -64,25 +64,7 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 			continue
 		}
 		owner[where] = p.Name
-		peer := bgp.Peer{
-			Name: p.Name, Address: addr, Interface: p.Spec.Interface, Port: 179,
-			PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
-			Hold: 3e9, Keepalive: 1e9,
-			MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
-			GracefulRestart: p.Spec.GracefulRestart != nil && *p.Spec.GracefulRestart,
-		}
-		if p.Spec.PeerPort != 0 {
-			peer.Port = uint16(p.Spec.PeerPort)
-		}
-		if p.Spec.HoldTime != nil {
-			peer.Hold = p.Spec.HoldTime.Duration
-		}
-		if p.Spec.KeepaliveTime != nil {
-			peer.Keepalive = p.Spec.KeepaliveTime.Duration
-		}
-		if b := p.Spec.BFD; b != nil {
-			peer.BFD = bfdOf(b)
-		}
+		peer := peerOf(p, addr)
 		id.apply(&peer)
 		if p.Spec.PasswordSecret != nil {
 			pw, ok := passwords[p.Name]
@@ -106,6 +88,31 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 	}
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
+}
+
+// peerOf is the speaker's form of p, its session going to addr (none:
+// unnumbered), before the node's identity and the password.
+func peerOf(p *paasv1.BGPPeer, addr netip.Addr) bgp.Peer {
+	peer := bgp.Peer{
+		Name: p.Name, Address: addr, Interface: p.Spec.Interface, Port: 179,
+		PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
+		Hold: 3e9, Keepalive: 1e9,
+		MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
+		GracefulRestart: p.Spec.GracefulRestart != nil && *p.Spec.GracefulRestart,
+	}
+	if p.Spec.PeerPort != 0 {
+		peer.Port = uint16(p.Spec.PeerPort)
+	}
+	if p.Spec.HoldTime != nil {
+		peer.Hold = p.Spec.HoldTime.Duration
+	}
+	if p.Spec.KeepaliveTime != nil {
+		peer.Keepalive = p.Spec.KeepaliveTime.Duration
+	}
+	if b := p.Spec.BFD; b != nil {
+		peer.BFD = bfdOf(b)
+	}
+	return peer
 }
 
 // peerTarget is where p's session goes: its address, or (unnumbered) none;

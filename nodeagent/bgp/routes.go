@@ -243,9 +243,25 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
 	}
-	// The node's own routes: host routes, and the covering routes of groups
-	// with an aggregationLength (at least /8, /16 for IPv6, as the API
-	// bounds it); never a default route or one wider than that.
+	acceptOwnRoutes(req, policy)
+	imports := &api.Policy{Name: importPolicy, Statements: []*api.Statement{{
+		Name:       "vipa-import-own",
+		Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+	}}}
+	req.Policies = []*api.Policy{imports, policy}
+	req.Assignments = []*api.PolicyAssignment{
+		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, Policies: []*api.Policy{{Name: importPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: exportPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
+	}
+	return req
+}
+
+// acceptOwnRoutes adds to the export policy the statements that let out the
+// node's own routes: host routes, and the covering routes of groups with an
+// aggregationLength (at least /8, /16 for IPv6, as the API bounds it); never
+// a default route or one wider than that.
+func acceptOwnRoutes(req *api.SetPoliciesRequest, policy *api.Policy) {
 	for _, host := range []struct {
 		set, prefix string
 		shortest    uint32
@@ -262,17 +278,6 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
 		})
 	}
-	imports := &api.Policy{Name: importPolicy, Statements: []*api.Statement{{
-		Name:       "vipa-import-own",
-		Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
-		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
-	}}}
-	req.Policies = []*api.Policy{imports, policy}
-	req.Assignments = []*api.PolicyAssignment{
-		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, Policies: []*api.Policy{{Name: importPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
-		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: exportPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
-	}
-	return req
 }
 
 // applyPolicyLocked installs the policies when they changed, then has
