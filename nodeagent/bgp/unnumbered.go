@@ -121,13 +121,15 @@ func listenLink(ifname string) (*ndp.Conn, error) {
 }
 
 // sendAdvertisement sends one Router Advertisement of lifetime 0, with this
-// interface's MAC, to every node on the link.
+// interface's MAC, to every node on the link. Every other field is left
+// unspecified (0), so that no host on the link changes its hop limit or
+// timers after it.
 func sendAdvertisement(conn *ndp.Conn, ifname string) error {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return err
 	}
-	ra := &ndp.RouterAdvertisement{CurrentHopLimit: 64}
+	ra := &ndp.RouterAdvertisement{}
 	if len(ifi.HardwareAddr) > 0 {
 		ra.Options = append(ra.Options, &ndp.LinkLayerAddress{Direction: ndp.Source, Addr: ifi.HardwareAddr})
 	}
