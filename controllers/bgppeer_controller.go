@@ -122,7 +122,11 @@ func acceptedCondition(peer *paasv1.BGPPeer, passwordErr passwordProblem, nodes 
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, passwordErr.reason, passwordErr.message
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, paasv1.ReasonPeerAccepted
-		c.Message = fmt.Sprintf("the agents of %d node(s) peer with %s (AS %d)", nodes, peer.Spec.PeerAddress, peer.Spec.PeerASN)
+		target := peer.Spec.PeerAddress
+		if peer.Spec.Interface != "" {
+			target = "the router on interface " + peer.Spec.Interface
+		}
+		c.Message = fmt.Sprintf("the agents of %d node(s) peer with %s (AS %d)", nodes, target, peer.Spec.PeerASN)
 	}
 	return c
 }

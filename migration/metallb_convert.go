@@ -391,7 +391,7 @@ func convertPeer(peer *mlbPeer, namespace string, profiles map[string]*mlbBFDPro
 	case peer.VRF != "":
 		why = fmt.Sprintf("its session runs in VRF %s; the agents speak BGP in the default VRF only", peer.VRF)
 	case peer.Interface != "":
-		why = fmt.Sprintf("it peers unnumbered on interface %s; a BGPPeer needs the router's address", peer.Interface)
+		why = fmt.Sprintf("it peers unnumbered on interface %s; write a BGPPeer with spec.interface %s by hand (it runs without BFD and multi-hop)", peer.Interface, peer.Interface)
 	case peer.PeerAddress == "":
 		why = "it has no peerAddress"
 	case peer.PeerASN == 0:

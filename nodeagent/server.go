@@ -357,6 +357,7 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 	speaker.GracefulShutdown = s.cfg.BGPGracefulShutdown
 	speaker.OnBFDChange(announce.CountBFDChange)
 	a.BGP = &announce.BGPAnnouncer{Client: s.mgr.GetClient(), NodeName: s.cfg.NodeName, Speaker: speaker, Passwords: announce.BGPPasswords(s.direct, s.cfg.Namespace),
+		LocalAddresses:   s.cfg.LocalAddresses,
 		GracefulShutdown: s.cfg.BGPGracefulShutdown, HistoryLimit: s.cfg.FailoverHistory}
 	return a
 }

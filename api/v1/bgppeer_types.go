@@ -10,12 +10,28 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.holdTime) || !has(self.keepaliveTime) || duration(self.holdTime) == duration('0s') || duration(self.keepaliveTime).getMilliseconds() * 3 <= duration(self.holdTime).getMilliseconds()",message="keepaliveTime must be at most a third of holdTime"
 // +kubebuilder:validation:XValidation:rule="self.myASN != self.peerASN || !has(self.ebgpMultiHop) || !self.ebgpMultiHop",message="ebgpMultiHop applies to eBGP only (myASN differs from peerASN)"
 // +kubebuilder:validation:XValidation:rule="!has(self.bfd) || !has(self.ebgpMultiHop) || !self.ebgpMultiHop",message="bfd runs on single-hop sessions only (RFC 5881): remove bfd or turn ebgpMultiHop off"
+// +kubebuilder:validation:XValidation:rule="has(self.peerAddress) != has(self.interface)",message="set exactly one of peerAddress (a numbered session) and interface (an unnumbered one)"
+// +kubebuilder:validation:XValidation:rule="!has(self.interface) || ((!has(self.ebgpMultiHop) || !self.ebgpMultiHop) && !has(self.bfd))",message="an unnumbered session (interface) is single hop and runs without bfd: remove ebgpMultiHop and bfd"
 type BGPPeerSpec struct {
-	// PeerAddress is the router's IPv4 or IPv6 address.
-	// +required
+	// PeerAddress is the router's IPv4 or IPv6 address. Exactly one of
+	// peerAddress and interface is set.
+	// +optional
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="peerAddress must be an IP address, such as 192.0.2.1 or 2001:db8::1"
-	PeerAddress string `json:"peerAddress"`
+	PeerAddress string `json:"peerAddress,omitempty"`
+
+	// Interface peers "unnumbered", as FRR's 'neighbor IFACE interface':
+	// over the IPv6 link-local addresses of this network interface of each
+	// selected node, with the router at the other end of the link found by
+	// its IPv6 Router Advertisements (the node sends its own, router
+	// lifetime 0, so that the router finds it too). IPv4 VIPs are advertised
+	// with the node's IPv6 link-local next hop (RFC 8950, formerly 5549), so
+	// the link needs no IPv4 address. The link must be point to point: one
+	// router on it. Exactly one of peerAddress and interface is set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.@-]*$`
+	Interface string `json:"interface,omitempty"`
 
 	// PeerASN is the router's autonomous system number (1-4294967295).
 	// +required
@@ -189,6 +205,24 @@ type BGPSession struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	BFDMessage string `json:"bfdMessage,omitempty"`
+	// LocalASN is the ASN the node peers as: the BGPPeer's myASN, or the
+	// node's vip.paas.org/bgp-asn annotation.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	LocalASN int64 `json:"localASN,omitempty"`
+	// RouterID is the BGP router ID the node uses: its
+	// vip.paas.org/bgp-router-id annotation, else the BGPPeers' routerID,
+	// else its IPv4 InternalIP.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	RouterID string `json:"routerID,omitempty"`
+	// SourceAddress is the address the session leaves from, when the node's
+	// vip.paas.org/bgp-source-address annotation names one of its family
+	// (absent: the kernel's choice).
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	SourceAddress string `json:"sourceAddress,omitempty"`
 }
 
 // BFD session states of BGPSession.BFD.
@@ -264,6 +298,7 @@ const EventPasswordKeptLastGood = "PasswordKeptLastGood"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="Peer",type=string,JSONPath=`.spec.peerAddress`
+// +kubebuilder:printcolumn:name="Interface",type=string,JSONPath=`.spec.interface`,priority=1
 // +kubebuilder:printcolumn:name="Peer ASN",type=integer,JSONPath=`.spec.peerASN`
 // +kubebuilder:printcolumn:name="My ASN",type=integer,JSONPath=`.spec.myASN`
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`

@@ -160,6 +160,11 @@ func specRules() []string {
 		"(has(self.segment) && (isIP(e) ? cidr(self.segment).containsIP(e) : (cidr(self.segment).containsCIDR(e) || cidr(e).containsCIDR(self.segment)))) || "+
 		"(has(self.addresses) && self.addresses.exists(a, "+nearEntry+")))",
 		"every excludedIPs entry must be inside the segment or one of the addresses (an IP, or a CIDR that overlaps one)")
+	m.add("!has(self.announce) || !has(self.announce.bgp) || !has(self.segment) || !isCIDR(self.segment) || "+
+		"(cidr(self.segment).ip().family() == 4 ? "+
+		"(!has(self.announce.bgp.aggregationLength) || self.announce.bgp.aggregationLength >= cidr(self.segment).prefixLength()) : "+
+		"(!has(self.announce.bgp.aggregationLengthV6) || self.announce.bgp.aggregationLengthV6 >= cidr(self.segment).prefixLength()))",
+		"announce.bgp.aggregationLength (aggregationLengthV6 for IPv6) must not be shorter than the segment's prefix: a route wider than the group would draw traffic for addresses outside it")
 	return m.lines
 }
 

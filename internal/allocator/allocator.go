@@ -74,6 +74,9 @@ type Request struct {
 	Groups []string
 	// Labels of the Service's namespace and of the Service, for group selectors.
 	NamespaceLabels, ServiceLabels map[string]string
+	// LocalPolicy: the Service has externalTrafficPolicy Local, which a
+	// ClusterPolicyOnly group does not serve.
+	LocalPolicy bool
 	// Sharing says whether and with whom the Service may share its addresses (sharing.go).
 	Sharing Sharing
 	// Keep are addresses the key holds that it keeps even when no group that
@@ -421,7 +424,7 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		}
 	}
 	if !slices.ContainsFunc(usable, func(g *Group) bool { return a.admits(g, req) }) {
-		return fail(ErrGroupNotAllowed, "requested %s is in IPGroup %s, %s", addr, names(usable), a.whyNotAdmitted(req))
+		return fail(ErrGroupNotAllowed, "requested %s is in IPGroup %s, %s", addr, names(usable), whyNotAdmitted(req, usable))
 	}
 	if !mine {
 		if fence, ok := a.fencedBy(nil, addr, req); ok {
@@ -483,8 +486,11 @@ func (a *Allocator) candidates(fam Family, req Request) ([]*Group, error) {
 			}
 			return nil, fail(ErrNoGroup, "none of the named IPGroups %s is %s; name one %s group per family in vip.paas.org/ipgroup", strings.Join(req.Groups, ", "), fam, fam)
 		}
-		admitted := slices.DeleteFunc(named, func(g *Group) bool { return !a.admits(g, req) })
+		admitted := slices.DeleteFunc(slices.Clone(named), func(g *Group) bool { return !a.admits(g, req) })
 		if len(admitted) == 0 {
+			if req.LocalPolicy && slices.ContainsFunc(named, func(g *Group) bool { return g.ClusterPolicyOnly }) {
+				return nil, fail(ErrGroupNotAllowed, "IPGroup %s %s", strings.Join(req.Groups, ", "), clusterPolicyOnly)
+			}
 			return nil, fail(ErrGroupNotAllowed, "IPGroup %s does not admit this Service: its namespaceSelector or serviceSelector does not match", strings.Join(req.Groups, ", "))
 		}
 		return admitted, nil
@@ -523,15 +529,27 @@ func (a *Allocator) fullError(fam Family, groups []*Group) error {
 func (a *Allocator) admits(g *Group, req Request) bool { return Admits(g, req) }
 
 // Admits reports whether g may give req's Service an address: the Service
-// names no group or names g, and g's selectors match it.
+// names no group or names g, g's selectors match it, and g serves its
+// externalTrafficPolicy.
 func Admits(g *Group, req Request) bool {
 	if len(req.Groups) > 0 && !slices.Contains(req.Groups, g.Name) {
+		return false
+	}
+	if g.ClusterPolicyOnly && req.LocalPolicy {
 		return false
 	}
 	return g.Admits == nil || g.Admits(req.NamespaceLabels, req.ServiceLabels)
 }
 
-func (a *Allocator) whyNotAdmitted(req Request) string {
+// clusterPolicyOnly says why a ClusterPolicyOnly group refuses a Local Service.
+const clusterPolicyOnly = "advertises one route covering many VIPs from every node (announce.bgp.aggregationLength), " +
+	"which serves only externalTrafficPolicy Cluster: set the Service's policy to Cluster, or use a group without aggregationLength"
+
+// whyNotAdmitted says why none of groups admits req's Service.
+func whyNotAdmitted(req Request, groups []*Group) string {
+	if req.LocalPolicy && slices.ContainsFunc(groups, func(g *Group) bool { return g.ClusterPolicyOnly }) {
+		return "which " + clusterPolicyOnly
+	}
 	if len(req.Groups) > 0 {
 		return fmt.Sprintf("but the Service names IPGroup %s in vip.paas.org/ipgroup; name the group that holds the address", strings.Join(req.Groups, ", "))
 	}

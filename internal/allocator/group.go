@@ -32,6 +32,11 @@ type Group struct {
 	// Admits reports whether a Service (by its namespace's labels and its own)
 	// may use the group; nil admits every Service.
 	Admits func(namespaceLabels, serviceLabels map[string]string) bool
+	// ClusterPolicyOnly groups give addresses only to Services with
+	// externalTrafficPolicy Cluster: each node advertises one route covering
+	// many VIPs (the IPGroup's aggregationLength), which draws a VIP's traffic
+	// to nodes with no endpoint of a Local Service.
+	ClusterPolicyOnly bool
 	// L2 groups are announced on layer 2: the network and broadcast addresses
 	// of the node subnets they announce on are reserved for them.
 	L2 bool

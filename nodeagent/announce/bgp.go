@@ -19,6 +19,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
 // BGPAnnouncer is the BGP side of the announcer: it keeps the node's speaker
@@ -32,6 +33,9 @@ type BGPAnnouncer struct {
 	// Passwords reads the peers' TCP MD5 passwords by peer name, from the
 	// Secret the operator fills (see paasv1.BGPPasswordsSecret).
 	Passwords func(ctx context.Context) (map[string]string, error)
+	// LocalAddresses reads this node's own addresses, of which a source
+	// address its Node names must be one (nil: its interfaces').
+	LocalAddresses func() (map[netip.Addr]string, error)
 	// GracefulShutdown is how long a route this node stops advertising
 	// because it is cordoned, draining or excluded is advertised in graceful
 	// shutdown before its withdrawal (see bgpGracefulShutdown); 0: withdrawn
@@ -77,7 +81,9 @@ func (b *BGPAnnouncer) apply(ctx context.Context, node *corev1.Node, peers []paa
 			ctrl.LoggerFrom(ctx).Error(err, "read the BGP passwords; the last ones read stay in use")
 		}
 	}
-	cfg, skipped := bgpPeersOf(node, peers, passwords)
+	cfg, skipped := bgpPeersOf(node, peers, passwords, nodeIdentityOf(node, func() (map[netip.Addr]string, error) {
+		return nodes.OwnAddresses(b.LocalAddresses)
+	}))
 	b.logSkipped(ctx, skipped)
 	if err := b.Speaker.Configure(ctx, cfg); err != nil {
 		return fmt.Errorf("configure BGP: %w", err)
@@ -135,6 +141,10 @@ func (b *BGPAnnouncer) logSkipped(ctx context.Context, skipped map[string]string
 // password: no event tells the agent the operator copied it.
 const passwordRetry = 5 * time.Second
 
+// unconfiguredRetry is how soon a pass comes back for a peer the speaker
+// could not configure.
+const unconfiguredRetry = time.Second
+
 // overlap is how many keys of a are in b.
 func overlap(a, b map[netip.Prefix]leavingRoute) int {
 	n := 0
@@ -157,8 +167,13 @@ func (b *BGPAnnouncer) retryAfter() time.Duration {
 	}
 	for _, why := range b.skipped {
 		if why == passwordNotYet && (after == 0 || passwordRetry < after) {
-			return passwordRetry
+			after = passwordRetry
 		}
+	}
+	// A peer the speaker could not configure (an unnumbered peer's router
+	// not found yet): no event says when it can.
+	if b.Speaker.Unconfigured() && (after == 0 || unconfiguredRetry < after) {
+		after = unconfiguredRetry
 	}
 	return after
 }
@@ -279,7 +294,13 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 				bfdSessionUp.WithLabelValues(s.Peer).Set(boolGauge(s.BFD == paasv1.BFDUp))
 			}
 			entry := paasv1.BGPSession{Node: b.NodeName, State: s.State, PrefixesSent: int32(s.PrefixesSent), Message: s.Message,
-				BFD: s.BFD, BFDMessage: s.BFDMessage}
+				BFD: s.BFD, BFDMessage: s.BFDMessage, LocalASN: int64(s.LocalASN)}
+			if s.RouterID.IsValid() {
+				entry.RouterID = s.RouterID.String()
+			}
+			if s.Source.IsValid() {
+				entry.SourceAddress = s.Source.String()
+			}
 			if old, ok := written[s.Peer]; ok && old.State == s.State {
 				entry.Since = old.Since // keep the time the state was entered
 			}
@@ -320,7 +341,7 @@ func (b *BGPAnnouncer) ReportSessions(ctx context.Context) error {
 
 func sameSession(a, b paasv1.BGPSession) bool {
 	return a.State == b.State && a.PrefixesSent == b.PrefixesSent && a.Message == b.Message && a.Since.Equal(b.Since) &&
-		a.BFD == b.BFD && a.BFDMessage == b.BFDMessage
+		a.BFD == b.BFD && a.BFDMessage == b.BFDMessage && a.LocalASN == b.LocalASN && a.RouterID == b.RouterID && a.SourceAddress == b.SourceAddress
 }
 
 // CountBFDChange is the speaker's OnBFDChange: the state-change counter.

@@ -19,8 +19,10 @@ import (
 // passwords maps peer names to their TCP MD5 passwords (the operator copies
 // them into one Secret the agents may read); a peer whose password is not
 // there yet is left out rather than dialled without it. skipped names the
-// peers left out, with why.
-func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]string) (cfg bgp.Config, skipped map[string]string) {
+// peers left out, with why. id is what this node's annotations make it peer
+// as (nodeIdentityOf): its ASN, router ID and source addresses win over the
+// BGPPeers'; when they are invalid, every peer is left out with why.
+func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]string, id nodeIdentity) (cfg bgp.Config, skipped map[string]string) {
 	skipped = map[string]string{}
 	self := election.NodeOf(node)
 	if i := slices.IndexFunc(election.InternalIPs(node), netip.Addr.Is4); i >= 0 {
@@ -40,7 +42,7 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	owner := map[netip.Addr]string{}
+	owner := map[string]string{} // the peer's address or interface → the BGPPeer that has it
 	for _, p := range byAge {
 		if !p.DeletionTimestamp.IsZero() {
 			continue
@@ -48,36 +50,22 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		if !election.PeerSelects(p, self) {
 			continue
 		}
-		addr, err := netip.ParseAddr(p.Spec.PeerAddress)
+		if id.invalid != "" {
+			skipped[p.Name] = id.invalid
+			continue
+		}
+		addr, where, err := peerTarget(p)
 		if err != nil {
-			skipped[p.Name] = fmt.Sprintf("peerAddress %q: %v", p.Spec.PeerAddress, err)
+			skipped[p.Name] = err.Error()
 			continue
 		}
-		addr = addr.Unmap()
-		if first, taken := owner[addr]; taken {
-			skipped[p.Name] = fmt.Sprintf("peerAddress %s is also that of BGPPeer %s, which is older (or as old and first by name): one session per address, this BGPPeer is left out", addr, first)
+		if first, taken := owner[where]; taken {
+			skipped[p.Name] = fmt.Sprintf("%s is also that of BGPPeer %s, which is older (or as old and first by name): one session per address (or interface), this BGPPeer is left out", where, first)
 			continue
 		}
-		owner[addr] = p.Name
-		peer := bgp.Peer{
-			Name: p.Name, Address: addr, Port: 179,
-			PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
-			Hold: 3e9, Keepalive: 1e9,
-			MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
-			GracefulRestart: p.Spec.GracefulRestart != nil && *p.Spec.GracefulRestart,
-		}
-		if p.Spec.PeerPort != 0 {
-			peer.Port = uint16(p.Spec.PeerPort)
-		}
-		if p.Spec.HoldTime != nil {
-			peer.Hold = p.Spec.HoldTime.Duration
-		}
-		if p.Spec.KeepaliveTime != nil {
-			peer.Keepalive = p.Spec.KeepaliveTime.Duration
-		}
-		if b := p.Spec.BFD; b != nil {
-			peer.BFD = bfdOf(b)
-		}
+		owner[where] = p.Name
+		peer := peerOf(p, addr)
+		id.apply(&peer)
 		if p.Spec.PasswordSecret != nil {
 			pw, ok := passwords[p.Name]
 			if !ok {
@@ -95,8 +83,50 @@ func bgpPeersOf(node *corev1.Node, peers []paasv1.BGPPeer, passwords map[string]
 		}
 		cfg.Peers = append(cfg.Peers, peer)
 	}
+	if id.routerID.IsValid() {
+		cfg.RouterID = id.routerID
+	}
 	slices.SortFunc(cfg.Peers, func(a, b bgp.Peer) int { return strings.Compare(a.Name, b.Name) })
 	return cfg, skipped
+}
+
+// peerOf is the speaker's form of p, its session going to addr (none:
+// unnumbered), before the node's identity and the password.
+func peerOf(p *paasv1.BGPPeer, addr netip.Addr) bgp.Peer {
+	peer := bgp.Peer{
+		Name: p.Name, Address: addr, Interface: p.Spec.Interface, Port: 179,
+		PeerASN: uint32(p.Spec.PeerASN), MyASN: uint32(p.Spec.MyASN),
+		Hold: 3e9, Keepalive: 1e9,
+		MultiHop:        p.Spec.EBGPMultiHop != nil && *p.Spec.EBGPMultiHop,
+		GracefulRestart: p.Spec.GracefulRestart != nil && *p.Spec.GracefulRestart,
+	}
+	if p.Spec.PeerPort != 0 {
+		peer.Port = uint16(p.Spec.PeerPort)
+	}
+	if p.Spec.HoldTime != nil {
+		peer.Hold = p.Spec.HoldTime.Duration
+	}
+	if p.Spec.KeepaliveTime != nil {
+		peer.Keepalive = p.Spec.KeepaliveTime.Duration
+	}
+	if b := p.Spec.BFD; b != nil {
+		peer.BFD = bfdOf(b)
+	}
+	return peer
+}
+
+// peerTarget is where p's session goes: its address, or (unnumbered) none;
+// where names it for the one-session-per-target rule.
+func peerTarget(p *paasv1.BGPPeer) (addr netip.Addr, where string, err error) {
+	if p.Spec.Interface != "" {
+		return netip.Addr{}, "interface " + p.Spec.Interface, nil
+	}
+	addr, err = netip.ParseAddr(p.Spec.PeerAddress)
+	if err != nil {
+		return addr, "", fmt.Errorf("peerAddress %q: %w", p.Spec.PeerAddress, err)
+	}
+	addr = addr.Unmap()
+	return addr, "peerAddress " + addr.String(), nil
 }
 
 // passwordNotYet is why a peer with a password the agent has not read yet
@@ -120,12 +150,21 @@ func bfdOf(b *paasv1.BFDSettings) bgp.BFD {
 	return out
 }
 
-// routeOf is the host route of vip with its group's BGP attributes.
-func routeOf(vip netip.Addr, g *paasv1.IPGroup) bgp.Route {
+// routeOf is the route of vip with its group's BGP attributes: the host
+// route, or the covering route of the group's aggregationLength unless the
+// VIP's Service is externalTrafficPolicy Local (local). The operator gives
+// such a group's addresses to Cluster Services only; a Service that turned
+// Local while holding one keeps it, and its host route, advertised by the
+// nodes with its endpoints only, is more specific than the covering route,
+// so the router still sends its traffic there alone.
+func routeOf(vip netip.Addr, g *paasv1.IPGroup, local bool) bgp.Route {
 	r := bgp.Route{Prefix: netip.PrefixFrom(vip, vip.BitLen())}
 	an := g.Spec.Announce
 	if an == nil || an.BGP == nil {
 		return r
+	}
+	if bits := an.BGP.AggregationBits(vip); bits > 0 && bits < vip.BitLen() && !local {
+		r.Prefix = netip.PrefixFrom(vip, bits).Masked()
 	}
 	for _, c := range an.BGP.Communities {
 		std, large, isLarge, err := ParseCommunity(c)

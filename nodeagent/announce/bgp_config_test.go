@@ -53,6 +53,11 @@ func TestBGPPeersOf(t *testing.T) {
 		{"two peers with one address: the older wins, the other is left out", []paasv1.BGPPeer{
 			aged(peer("tor-a", nil), 2), aged(peer("tor-z", nil), 1), aged(peer("other", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "198.51.100.2" }), 3)},
 			nil, []string{"other", "tor-z"}, "198.51.100.11", []string{"tor-a"}},
+		{"unnumbered: one session per interface, as per address", []paasv1.BGPPeer{
+			aged(peer("swp1-b", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "swp1" }), 2),
+			aged(peer("swp1-a", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "swp1" }), 1),
+			aged(peer("tor", nil), 3)},
+			nil, []string{"swp1-a", "tor"}, "198.51.100.11", []string{"swp1-b"}},
 		{"as old: the first by name wins", []paasv1.BGPPeer{aged(peer("tor-b", nil), 1), aged(peer("tor-a", nil), 1)},
 			nil, []string{"tor-a"}, "198.51.100.11", []string{"tor-b"}},
 		{"an IPv4-mapped IPv6 address is the same address", []paasv1.BGPPeer{
@@ -61,7 +66,7 @@ func TestBGPPeersOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			cfg, skipped := bgpPeersOf(node, tt.peers, tt.passwords)
+			cfg, skipped := bgpPeersOf(node, tt.peers, tt.passwords, nodeIdentity{})
 			var names []string
 			for _, p := range cfg.Peers {
 				names = append(names, p.Name)
@@ -85,7 +90,7 @@ func TestBGPPeersOf(t *testing.T) {
 		s.PeerPort, s.HoldTime, s.KeepaliveTime, s.EBGPMultiHop = 1179, &metav1.Duration{Duration: 9 * time.Second}, &metav1.Duration{Duration: 3 * time.Second}, ptr.To(true)
 		s.PasswordSecret = &paasv1.SecretKeyRef{Name: "s", Key: "k"}
 		s.GracefulRestart = ptr.To(true)
-	})}, map[string]string{"tor": "pw"})
+	})}, map[string]string{"tor": "pw"}, nodeIdentity{})
 	want := bgp.Peer{Name: "tor", Address: netip.MustParseAddr("198.51.100.1"), Port: 1179, PeerASN: 64512, MyASN: 64513,
 		Hold: 9 * time.Second, Keepalive: 3 * time.Second, Password: "pw", MultiHop: true, GracefulRestart: true}
 	if len(cfg.Peers) != 1 || cfg.Peers[0] != want {
@@ -104,7 +109,7 @@ func TestBGPPeersOf(t *testing.T) {
 			bgp.BFD{Receive: 300 * time.Millisecond, Transmit: 300 * time.Millisecond, Multiplier: 3}},
 	}
 	for _, tt := range bfdTests {
-		cfg, _ := bgpPeersOf(node, []paasv1.BGPPeer{peer("tor", func(s *paasv1.BGPPeerSpec) { s.BFD = tt.bfd })}, nil)
+		cfg, _ := bgpPeersOf(node, []paasv1.BGPPeer{peer("tor", func(s *paasv1.BGPPeerSpec) { s.BFD = tt.bfd })}, nil, nodeIdentity{})
 		if len(cfg.Peers) != 1 || cfg.Peers[0].BFD != tt.want {
 			t.Errorf("%s: BFD %+v, want %+v", tt.desc, cfg.Peers, tt.want)
 		}
@@ -114,12 +119,12 @@ func TestBGPPeersOf(t *testing.T) {
 func TestRouteOf(t *testing.T) {
 	group := &paasv1.IPGroup{Spec: paasv1.IPGroupSpec{Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{
 		Peers: []string{"tor-b", "tor-a"}, Communities: []string{"65000:100", "65000:1:2", "0:0"}, LocalPref: ptr.To[uint32](150)}}}}
-	r := routeOf(netip.MustParseAddr("203.0.113.5"), group)
+	r := routeOf(netip.MustParseAddr("203.0.113.5"), group, false)
 	if r.Prefix != netip.MustParsePrefix("203.0.113.5/32") || r.LocalPref != 150 || !slices.Equal(r.Peers, []string{"tor-a", "tor-b"}) ||
 		!slices.Equal(r.Communities, []uint32{65000<<16 | 100, 0}) || !slices.Equal(r.LargeCommunities, [][3]uint32{{65000, 1, 2}}) {
 		t.Errorf("route %+v", r)
 	}
-	if r := routeOf(netip.MustParseAddr("2001:db8::5"), &paasv1.IPGroup{}); r.Prefix.Bits() != 128 || r.Peers != nil || r.Communities != nil {
+	if r := routeOf(netip.MustParseAddr("2001:db8::5"), &paasv1.IPGroup{}, false); r.Prefix.Bits() != 128 || r.Peers != nil || r.Communities != nil {
 		t.Errorf("plain IPv6 route %+v: want a /128 to every peer, no attributes", r)
 	}
 }

@@ -24,10 +24,10 @@ type advertiserRecords struct {
 	pruned map[netip.Addr][]string
 	// listed says, for every BGP VIP, whether this node lists itself.
 	listed map[netip.Addr]bool
-	// drained are the BGP VIPs this node would advertise were it not
-	// cordoned, draining or excluded: the routes it withdraws in graceful
-	// shutdown (see bgpGracefulShutdown). Written on no ledger.
-	drained map[netip.Addr]bool
+	// drained are the routes (host or covering) this node would advertise
+	// were it not cordoned, draining or excluded: those it withdraws in
+	// graceful shutdown (see bgpGracefulShutdown). Written on no ledger.
+	drained map[netip.Prefix]bool
 	// noticed is when the pass that decided these noticed what changed, and
 	// alive its alive nodes: a change of advertisers each write makes is
 	// recorded in the VIP's history from them (advertiserEntries).
@@ -40,9 +40,11 @@ type advertiserRecords struct {
 // VIPs whose advertisers this node prunes on the ledger (one alive agent per
 // VIP, by rendezvous hash), those advertisers with an established session;
 // listed says for every VIP whether this node is one of them; drained names
-// the VIPs it would advertise were it not cordoned, draining or excluded.
-func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.Node, peers []paasv1.BGPPeer) (routes []bgp.Route, records map[netip.Addr][]string, listed, drained map[netip.Addr]bool) {
-	records, listed, drained = map[netip.Addr][]string{}, map[netip.Addr]bool{}, map[netip.Addr]bool{}
+// the routes it would advertise were it not cordoned, draining or excluded.
+// VIPs under one covering route (the group's aggregationLength) make one
+// route, with the attributes of the lowest of them.
+func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.Node, peers []paasv1.BGPPeer) (routes []bgp.Route, records map[netip.Addr][]string, listed map[netip.Addr]bool, drained map[netip.Prefix]bool) {
+	records, listed, drained = map[netip.Addr][]string{}, map[netip.Addr]bool{}, map[netip.Prefix]bool{}
 	var names []string            // every alive agent: one of them records each VIP, even one nobody advertises
 	var undrained []election.Node // this node, were it not cordoned, draining or excluded
 	for _, n := range alive {
@@ -55,9 +57,9 @@ func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.N
 	for vip, c := range vips {
 		advertisers := election.Advertisers(vip, c.Candidacy, alive)
 		if slices.Contains(advertisers, self) {
-			routes = append(routes, routeOf(vip, c.group))
+			routes = append(routes, routeOf(vip, c.group, c.LocalNodes != nil))
 		} else if len(undrained) > 0 && len(election.Advertisers(vip, c.Candidacy, undrained)) > 0 {
-			drained[vip] = true
+			drained[routeOf(vip, c.group, c.LocalNodes != nil).Prefix] = true
 		}
 		var peerNames []string
 		if an := c.group.Spec.Announce; an != nil && an.BGP != nil {
@@ -70,8 +72,19 @@ func decideBGP(self string, vips map[netip.Addr]vipCandidacy, alive []election.N
 			records[vip] = recorded
 		}
 	}
-	slices.SortFunc(routes, func(x, y bgp.Route) int { return x.Prefix.Addr().Compare(y.Prefix.Addr()) })
-	return routes, records, listed, drained
+	return oneRoutePerPrefix(routes), records, listed, drained
+}
+
+// oneRoutePerPrefix sorts routes by prefix and keeps the first of each:
+// VIPs that share a covering route (sorted, so every pass keeps the same).
+func oneRoutePerPrefix(routes []bgp.Route) []bgp.Route {
+	slices.SortStableFunc(routes, func(x, y bgp.Route) int {
+		if c := x.Prefix.Addr().Compare(y.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return x.Prefix.Bits() - y.Prefix.Bits()
+	})
+	return slices.CompactFunc(routes, func(x, y bgp.Route) bool { return x.Prefix == y.Prefix })
 }
 
 // nextAnnouncedBy is an IP's status.announcedBy after self writes its part:
@@ -113,7 +126,7 @@ type leavingRoute struct {
 // returns the routes to advertise (want and the marked ones, by address),
 // the next leaving, and when the next pass must come to withdraw the first
 // (0: not needed).
-func bgpGracefulShutdown(want []bgp.Route, prev []bgp.Route, leaving map[netip.Prefix]leavingRoute, drained map[netip.Addr]bool,
+func bgpGracefulShutdown(want []bgp.Route, prev []bgp.Route, leaving map[netip.Prefix]leavingRoute, drained map[netip.Prefix]bool,
 	now time.Time, delay time.Duration) (advertise []bgp.Route, next map[netip.Prefix]leavingRoute, requeue time.Duration) {
 	if delay <= 0 {
 		return want, nil, 0
@@ -124,12 +137,12 @@ func bgpGracefulShutdown(want []bgp.Route, prev []bgp.Route, leaving map[netip.P
 	}
 	next = map[netip.Prefix]leavingRoute{}
 	for p, l := range leaving {
-		if !wanted[p] && drained[p.Addr()] && now.Before(l.until) {
+		if !wanted[p] && drained[p] && now.Before(l.until) {
 			next[p] = l
 		}
 	}
 	for _, r := range prev {
-		if _, already := leaving[r.Prefix]; !already && !wanted[r.Prefix] && drained[r.Prefix.Addr()] {
+		if _, already := leaving[r.Prefix]; !already && !wanted[r.Prefix] && drained[r.Prefix] {
 			next[r.Prefix] = leavingRoute{route: r, until: now.Add(delay)}
 		}
 	}

@@ -27,6 +27,10 @@ type BFD struct {
 	Receive    time.Duration // the slowest rate this node wants packets at
 	Transmit   time.Duration // the rate this node wants to send at
 	Multiplier uint8         // packets lost in a row before the path is down
+	// Source is the address the packets leave from: the BGP session's own
+	// (Peer.Source), which the router matches the BFD session by; the zero
+	// value: the kernel's choice. Set by the speaker, not by callers.
+	Source netip.Addr
 }
 
 // Enabled reports whether the peer runs BFD.
@@ -164,8 +168,10 @@ func (s *Speaker) watchBFD() {
 func (s *Speaker) syncBFDLocked() {
 	want := map[netip.Addr]BFD{}
 	for _, p := range s.peers {
-		if p.BFD.Enabled() {
-			want[p.Address] = p.BFD
+		if p.BFD.Enabled() && p.Interface == "" { // the API refuses bfd on unnumbered sessions
+			b := p.BFD
+			b.Source = p.Source
+			want[p.Address] = b
 		}
 	}
 	s.bfdRun.sync(want)

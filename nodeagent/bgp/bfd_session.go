@@ -258,7 +258,7 @@ func (l *bfdLoop) close() {
 func (l *bfdLoop) send(h *bfd.BFDHeader) {
 	if l.conn == nil {
 		var err error
-		if l.conn, err = dialBFD(l.peer.addr); err != nil {
+		if l.conn, err = dialBFD(l.peer.addr, l.peer.cfg.Source); err != nil {
 			l.log.V(1).Info("cannot send BFD packets yet", "error", err.Error())
 			return
 		}
@@ -371,14 +371,18 @@ func jitter(d time.Duration, mult uint8) time.Duration {
 }
 
 // dialBFD opens the socket a session sends from: a source port in
-// 49152-65535 and a TTL of 255 (RFC 5881).
-func dialBFD(addr netip.Addr) (*net.UDPConn, error) {
+// 49152-65535, from source when it is valid, and a TTL of 255 (RFC 5881).
+func dialBFD(addr, source netip.Addr) (*net.UDPConn, error) {
 	nw := network(addr)
 	dst := &net.UDPAddr{IP: addr.AsSlice(), Zone: addr.Zone(), Port: bfdPort}
 	var err error
 	for range 16 {
 		var c *net.UDPConn
-		c, err = net.DialUDP(nw, &net.UDPAddr{Port: 49152 + rand.IntN(16384)}, dst)
+		local := &net.UDPAddr{Port: 49152 + rand.IntN(16384)}
+		if source.IsValid() {
+			local.IP, local.Zone = source.AsSlice(), source.Zone()
+		}
+		c, err = net.DialUDP(nw, local, dst)
 		if err != nil {
 			continue
 		}

@@ -65,8 +65,9 @@ func freePort(t *testing.T) int {
 // TestImportNothingExportOnlyHostRoutes: two routers on loopback; router A
 // announces 198.51.100.0/24. The node keeps it out of its RIB (only A's
 // adj-rib-in has it) and never sends it to router B; of the node's own
-// routes only the /32 leaves, a /24 handed to Advertise by mistake does not.
-func TestImportNothingExportOnlyHostRoutes(t *testing.T) {
+// routes the /32 and a covering /24 (an IPGroup's aggregationLength) leave,
+// a default route handed to Advertise by mistake does not.
+func TestImportNothingExportOnlyOwnRoutes(t *testing.T) {
 	ctx := context.Background()
 	port := freePort(t)
 	a := router(t, "127.0.0.2", port, 64512)
@@ -88,28 +89,29 @@ func TestImportNothingExportOnlyHostRoutes(t *testing.T) {
 	if err := s.Configure(ctx, Config{RouterID: netip.MustParseAddr("127.0.0.1"), Peers: []Peer{peer("a", "127.0.0.2", 64512), peer("b", "127.0.0.3", 64514)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Advertise(ctx, []Route{{Prefix: netip.MustParsePrefix("203.0.113.1/32")}, {Prefix: netip.MustParsePrefix("203.0.113.0/24")}}); err != nil {
+	if err := s.Advertise(ctx, []Route{{Prefix: netip.MustParsePrefix("203.0.113.1/32")}, {Prefix: netip.MustParsePrefix("203.0.113.0/24")},
+		{Prefix: netip.MustParsePrefix("0.0.0.0/0")}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sent := fmt.Sprint(prefixes(t, a, api.TableType_TABLE_TYPE_ADJ_IN, "127.0.0.1"), prefixes(t, b, api.TableType_TABLE_TYPE_ADJ_IN, "127.0.0.1"))
 		in := prefixes(t, s.server, api.TableType_TABLE_TYPE_ADJ_IN, "127.0.0.2")
-		if sent == "[203.0.113.1/32] [203.0.113.1/32]" && len(in) == 1 {
+		if sent == "[203.0.113.0/24 203.0.113.1/32] [203.0.113.0/24 203.0.113.1/32]" && len(in) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("routers got %s from the node, the node's adj-rib-in from A %v: want the /32 at both, A's /24 received", sent, in)
+			t.Fatalf("routers got %s from the node, the node's adj-rib-in from A %v: want the /32 and /24 at both, A's /24 received", sent, in)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	// A's route arrived (adj-rib-in above); give it time to travel on.
 	time.Sleep(2 * time.Second)
-	if got := prefixes(t, s.server, api.TableType_TABLE_TYPE_GLOBAL, ""); !slices.Equal(got, []string{"203.0.113.0/24", "203.0.113.1/32"}) {
+	if got := prefixes(t, s.server, api.TableType_TABLE_TYPE_GLOBAL, ""); !slices.Equal(got, []string{"0.0.0.0/0", "203.0.113.0/24", "203.0.113.1/32"}) {
 		t.Errorf("the node's RIB holds %v: want only its own routes", got)
 	}
-	if got := prefixes(t, b, api.TableType_TABLE_TYPE_ADJ_IN, "127.0.0.1"); !slices.Equal(got, []string{"203.0.113.1/32"}) {
-		t.Errorf("router B got %v from the node: want only the /32", got)
+	if got := prefixes(t, b, api.TableType_TABLE_TYPE_ADJ_IN, "127.0.0.1"); !slices.Equal(got, []string{"203.0.113.0/24", "203.0.113.1/32"}) {
+		t.Errorf("router B got %v from the node: want the /32 and the /24, never the default route", got)
 	}
 	if got := prefixes(t, b, api.TableType_TABLE_TYPE_GLOBAL, ""); slices.Contains(got, "198.51.100.0/24") {
 		t.Errorf("router B learned A's route: %v", got)

@@ -216,7 +216,9 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 		var others []string
 		for name, p := range peers {
 			if !slices.Contains(allowed, name) {
-				others = append(others, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
+				// Without the zone of an unnumbered peer's link-local
+				// address: GoBGP matches the neighbour's address bytes.
+				others = append(others, netip.PrefixFrom(p.Address.WithZone(""), p.Address.BitLen()).String())
 			}
 		}
 		if len(others) == 0 {
@@ -241,20 +243,7 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
 	}
-	// The node's own host routes, any address of the family at its full length.
-	for _, host := range []struct{ set, prefix string }{{hostRoutes4, "0.0.0.0/0"}, {hostRoutes6, "::/0"}} {
-		bits := uint32(netip.MustParsePrefix(host.prefix).Addr().BitLen())
-		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: host.set,
-			Prefixes: []*api.Prefix{{IpPrefix: host.prefix, MaskLengthMin: bits, MaskLengthMax: bits}}})
-		policy.Statements = append(policy.Statements, &api.Statement{
-			Name: host.set,
-			Conditions: &api.Conditions{
-				RouteType: api.Conditions_ROUTE_TYPE_LOCAL,
-				PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: host.set},
-			},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
-		})
-	}
+	acceptOwnRoutes(req, policy)
 	imports := &api.Policy{Name: importPolicy, Statements: []*api.Statement{{
 		Name:       "vipa-import-own",
 		Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
@@ -266,6 +255,29 @@ func policies(routes map[netip.Prefix]advertised, peers map[string]Peer) *api.Se
 		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: exportPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
 	}
 	return req
+}
+
+// acceptOwnRoutes adds to the export policy the statements that let out the
+// node's own routes: host routes, and the covering routes of groups with an
+// aggregationLength (at least /8, /16 for IPv6, as the API bounds it); never
+// a default route or one wider than that.
+func acceptOwnRoutes(req *api.SetPoliciesRequest, policy *api.Policy) {
+	for _, host := range []struct {
+		set, prefix string
+		shortest    uint32
+	}{{hostRoutes4, "0.0.0.0/0", 8}, {hostRoutes6, "::/0", 16}} {
+		bits := uint32(netip.MustParsePrefix(host.prefix).Addr().BitLen())
+		req.DefinedSets = append(req.DefinedSets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: host.set,
+			Prefixes: []*api.Prefix{{IpPrefix: host.prefix, MaskLengthMin: host.shortest, MaskLengthMax: bits}}})
+		policy.Statements = append(policy.Statements, &api.Statement{
+			Name: host.set,
+			Conditions: &api.Conditions{
+				RouteType: api.Conditions_ROUTE_TYPE_LOCAL,
+				PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: host.set},
+			},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+		})
+	}
 }
 
 // applyPolicyLocked installs the policies when they changed, then has

@@ -116,14 +116,14 @@ func checkPolicyFrame(t *testing.T, req *api.SetPoliciesRequest) {
 		}
 	}
 	if len(accepts) != 3 || accepts[importPolicy+"/vipa-import-own"] == nil || accepts[exportPolicy+"/"+hostRoutes4] == nil || accepts[exportPolicy+"/"+hostRoutes6] == nil {
-		t.Errorf("accept statements %v: want own routes in, own /32 and /128 out", accepts)
+		t.Errorf("accept statements %v: want own routes in, own host and covering routes out", accepts)
 	}
 	for _, s := range req.DefinedSets {
-		if s.Name == hostRoutes4 && (len(s.Prefixes) != 1 || s.Prefixes[0].IpPrefix != "0.0.0.0/0" || s.Prefixes[0].MaskLengthMin != 32 || s.Prefixes[0].MaskLengthMax != 32) {
-			t.Errorf("%s = %v: want exactly the /32s", s.Name, s.Prefixes)
+		if s.Name == hostRoutes4 && (len(s.Prefixes) != 1 || s.Prefixes[0].IpPrefix != "0.0.0.0/0" || s.Prefixes[0].MaskLengthMin != 8 || s.Prefixes[0].MaskLengthMax != 32) {
+			t.Errorf("%s = %v: want /8 to /32 (host and covering routes), never wider", s.Name, s.Prefixes)
 		}
-		if s.Name == hostRoutes6 && (len(s.Prefixes) != 1 || s.Prefixes[0].IpPrefix != "::/0" || s.Prefixes[0].MaskLengthMin != 128 || s.Prefixes[0].MaskLengthMax != 128) {
-			t.Errorf("%s = %v: want exactly the /128s", s.Name, s.Prefixes)
+		if s.Name == hostRoutes6 && (len(s.Prefixes) != 1 || s.Prefixes[0].IpPrefix != "::/0" || s.Prefixes[0].MaskLengthMin != 16 || s.Prefixes[0].MaskLengthMax != 128) {
+			t.Errorf("%s = %v: want /16 to /128 (host and covering routes), never wider", s.Name, s.Prefixes)
 		}
 	}
 }

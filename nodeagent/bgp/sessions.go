@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -29,6 +31,12 @@ type Session struct {
 	// paasv1.BFDNotConfigured; BFDMessage says why it is not up.
 	BFD        string
 	BFDMessage string
+	// LocalASN, RouterID and Source are what the node peers as: its ASN, its
+	// router ID, and the address the session leaves from (invalid: the
+	// kernel's choice).
+	LocalASN uint32
+	RouterID netip.Addr
+	Source   netip.Addr
 	// OverPrefixLimit: the node closed the session because the router sent
 	// more than maxPrefixes routes; it connects again after prefixLimitRestart.
 	OverPrefixLimit bool
@@ -51,12 +59,11 @@ var stateNames = map[api.PeerState_SessionState]string{
 func (s *Speaker) Sessions(ctx context.Context) []Session {
 	s.mu.Lock()
 	byAddr := map[string]string{}
-	withBFD := map[string]bool{}
+	peers := maps.Clone(s.peers)
 	for name, p := range s.peers {
 		byAddr[p.Address.String()] = name
-		withBFD[name] = p.BFD.Enabled()
 	}
-	started, srv := s.started, s.server
+	started, srv, routerID := s.started, s.server, s.routerID
 	var out []Session
 	for name, why := range s.failed {
 		out = append(out, Session{Peer: name, State: "Idle", Message: "not configured: " + why, BFD: paasv1.BFDNotConfigured})
@@ -71,7 +78,9 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 		if !ok {
 			return
 		}
-		sess := Session{Peer: name, Address: addr, State: stateNames[p.GetState().GetSessionState()]}
+		conf := peers[name]
+		sess := Session{Peer: name, Address: addr, State: stateNames[p.GetState().GetSessionState()],
+			LocalASN: conf.MyASN, RouterID: routerID, Source: conf.Source}
 		timers := p.GetTimers().GetState()
 		if sess.State == Established {
 			sess.Since = timers.GetUptime().AsTime()
@@ -94,7 +103,7 @@ func (s *Speaker) Sessions(ctx context.Context) []Session {
 			}
 		}
 		sess.BFD = paasv1.BFDNotConfigured
-		if withBFD[name] {
+		if conf.BFD.Enabled() {
 			b, known := s.bfd.session(addr)
 			sess.BFD = paasv1.BFDDown
 			if known {

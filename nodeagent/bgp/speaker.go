@@ -39,6 +39,13 @@ type Peer struct {
 	GracefulRestart bool
 	// BFD next to the session; the zero value: none.
 	BFD BFD
+	// Source is the address the session leaves from (the zero value: the
+	// kernel's choice).
+	Source netip.Addr
+	// Interface, when set, makes the session unnumbered (unnumbered.go):
+	// Address is left zero by callers, and the speaker fills it with the
+	// link-local address of the router it finds on this interface.
+	Interface string
 }
 
 // Config is what the speaker peers as.
@@ -56,7 +63,8 @@ type Speaker struct {
 	bfdErrors *peerErrors // the last reason BFD went down, by neighbour address
 	bfd       bfdTracker
 	bfdRun    *bfdSessions
-	done      chan struct{} // closed by Stop
+	links     *linkAdvertisers // on the links of unnumbered peers
+	done      chan struct{}    // closed by Stop
 
 	mu       sync.Mutex
 	started  bool
@@ -101,6 +109,7 @@ func New(log logr.Logger) *Speaker {
 		restarting: map[netip.Addr]bool{},
 	}
 	s.server = s.newServer()
+	s.links = newLinkAdvertisers(log.WithName("unnumbered"))
 	s.bfdRun = newBFDSessions(log.WithName("bfd"), s.bfdDown, func(addr netip.Addr, why string) { s.bfdErrors.set(addr.String(), why) })
 	go s.watchBFD()
 	return s
@@ -187,18 +196,15 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	want := map[string]Peer{}
-	for _, p := range cfg.Peers {
-		want[p.Name] = p
-	}
 	// Each peer on its own: one GoBGP refuses (an address taken twice, a
-	// setting it rejects) is left out and said on its session, the others
-	// converge.
+	// setting it rejects), or an unnumbered one whose router is not found
+	// yet, is left out and said on its session, the others converge.
 	s.failed = map[string]string{}
+	want := s.resolve(cfg.Peers)
 	for name, p := range s.peers {
 		if w, ok := want[name]; !ok || w.Address != p.Address {
 			if err := s.server.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
-				s.log.Error(err, "remove a BGP peer", "peer", name, "address", p.Address)
+				s.log.Error(err, "remove a BGP peer", "peer", name, "address", p.Address.String())
 			}
 			delete(s.peers, name)
 			s.errors.forget(p.Address.String())
@@ -212,6 +218,37 @@ func (s *Speaker) Configure(ctx context.Context, cfg Config) error {
 	}
 	s.syncBFDLocked()
 	return s.applyPolicyLocked(ctx)
+}
+
+// resolve maps peers by name, each unnumbered one with the address of the
+// router on its link (those not found yet go to s.failed), and keeps the
+// node advertising itself on exactly those links.
+func (s *Speaker) resolve(peers []Peer) map[string]Peer {
+	want := map[string]Peer{}
+	links := map[string]bool{}
+	for _, p := range peers {
+		if p.Interface != "" {
+			links[p.Interface] = true
+			addr, err := routerOn(p.Interface)
+			if err != nil {
+				s.failed[p.Name] = err.Error()
+				continue
+			}
+			p.Address = addr
+		}
+		want[p.Name] = p
+	}
+	s.links.sync(links)
+	return want
+}
+
+// Unconfigured reports whether a peer of the last Configure is not
+// configured (GoBGP refused it, or an unnumbered peer's router was not found
+// yet): the caller configures again soon, since no event says it changed.
+func (s *Speaker) Unconfigured() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.failed) > 0
 }
 
 // convergePeerLocked adds, updates or re-adds one peer; on failure the peer
@@ -245,7 +282,8 @@ func (s *Speaker) convergePeerLocked(ctx context.Context, name string, p Peer) e
 // session: GoBGP updates timers and multi-hop in place, nothing else.
 func reconnects(old, cur Peer) bool {
 	return old.Password != cur.Password || old.Port != cur.Port || old.PeerASN != cur.PeerASN || old.MyASN != cur.MyASN ||
-		old.GracefulRestart != cur.GracefulRestart // a capability of the OPEN message
+		old.GracefulRestart != cur.GracefulRestart || // a capability of the OPEN message
+		old.Source != cur.Source // the connection's own address
 }
 
 // gracefulRestartTime is how long a router keeps a restarting node's routes.
@@ -318,6 +356,13 @@ func apiPeer(p Peer) *api.Peer {
 	if p.Address.Is6() {
 		fam.Afi = api.Family_AFI_IP6
 	}
+	fams := []*api.Family{fam}
+	if p.Interface != "" {
+		// Both families over the one IPv6 session; GoBGP offers the extended
+		// next hop capability for IPv4 (RFC 8950) and gives IPv4 routes the
+		// session's link-local address as their next hop.
+		fams = []*api.Family{{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, {Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}}
+	}
 	out := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.PeerASN, LocalAsn: p.MyASN, AuthPassword: p.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{
@@ -329,9 +374,14 @@ func apiPeer(p Peer) *api.Peer {
 			IdleHoldTimeAfterReset: 1,
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
-		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
-			PrefixLimits: &api.PrefixLimit{Family: fam, MaxPrefixes: maxPrefixes, ShutdownThresholdPct: 80}}},
 		// No Bfd: the speaker runs BFD itself (bfdSessions).
+	}
+	for _, f := range fams {
+		out.AfiSafis = append(out.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true},
+			PrefixLimits: &api.PrefixLimit{Family: f, MaxPrefixes: maxPrefixes, ShutdownThresholdPct: 80}})
+	}
+	if p.Source.IsValid() {
+		out.Transport.LocalAddress = p.Source.String()
 	}
 	if p.MultiHop {
 		out.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: 255}
@@ -342,7 +392,9 @@ func apiPeer(p Peer) *api.Peer {
 		// routes keeps them until this agent has sent its own (the rules
 		// forwarded all along).
 		out.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: gracefulRestartTime, LocalRestarting: true}
-		out.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		for _, af := range out.AfiSafis {
+			af.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
 	}
 	return out
 }
@@ -472,6 +524,7 @@ func (s *Speaker) stopLocked(context.Context) error {
 	s.started = false
 	s.peers = map[string]Peer{}
 	s.syncBFDLocked()
+	s.links.sync(nil)
 	s.failed = nil
 	s.policy = nil
 	for p, a := range s.paths {

@@ -112,6 +112,7 @@ type bgpPath struct {
 	} `json:"nexthops"`
 	Community      *struct{ String string } `json:"community"`
 	LargeCommunity *struct{ String string } `json:"largeCommunity"`
+	ASPath         *struct{ String string } `json:"aspath"`
 	// Multipath and Bestpath: the path is in the set bgpd installs (ECMP).
 	Multipath bool                    `json:"multipath"`
 	Bestpath  *struct{ Overall bool } `json:"bestpath"`

@@ -168,6 +168,8 @@ func testAgentNodeWrites(t *testing.T, admin, agentA client.Client) {
 		{"its own Node's labels", "node-a", func(n *corev1.Node) { n.Labels["topology.kubernetes.io/zone"] = "z2" }, "labels"},
 		{"a new label on its own Node", "node-a", func(n *corev1.Node) { n.Labels["node-role.kubernetes.io/control-plane"] = "" }, "labels"},
 		{"another annotation of its own Node", "node-a", func(n *corev1.Node) { n.Annotations["owner.example/rack"] = "r9" }, "only the annotation vip.paas.org/interfaces"},
+		{"its own Node's BGP ASN (what the node peers as is the admin's or the kubelet's word)", "node-a",
+			func(n *corev1.Node) { setAnnotation(n, paasv1.NodeBGPASNAnnotation, "64601") }, "only the annotation vip.paas.org/interfaces"},
 		{"removing another annotation of its own Node", "node-a", func(n *corev1.Node) { delete(n.Annotations, "owner.example/rack") }, "only the annotation vip.paas.org/interfaces"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -73,6 +73,14 @@ var _ = Describe("BGPPeer", func() {
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
 		Entry("address not an IP", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "router.example" }, "peerAddress must be an IP address"),
+		Entry("neither address nor interface", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "" }, "set exactly one of peerAddress"),
+		Entry("both address and interface", func(s *paasv1.BGPPeerSpec) { s.Interface = "eth0" }, "set exactly one of peerAddress"),
+		Entry("an interface name with a slash", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "../eth0" }, "spec.interface"),
+		Entry("an interface name over 15 bytes", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "eth0123456789abcd" }, "spec.interface"),
+		Entry("unnumbered with BFD", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface, s.BFD = "", "eth0", &paasv1.BFDSettings{} },
+			"an unnumbered session (interface) is single hop and runs without bfd"),
+		Entry("unnumbered multi-hop", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface, s.EBGPMultiHop = "", "eth0", ptr.To(true) },
+			"an unnumbered session (interface) is single hop"),
 		Entry("ASN 0", func(s *paasv1.BGPPeerSpec) { s.PeerASN = 0 }, "spec.peerASN"),
 		Entry("ASN over 32 bits", func(s *paasv1.BGPPeerSpec) { s.MyASN = 1 << 32 }, "spec.myASN"),
 		Entry("port over 65535", func(s *paasv1.BGPPeerSpec) { s.PeerPort = 70000 }, "spec.peerPort"),
@@ -94,6 +102,12 @@ var _ = Describe("BGPPeer", func() {
 			"spec.bfd.detectMultiplier"),
 	)
 
+	It("accepts an unnumbered peer: an interface, no address", func() {
+		p := newBGPPeer("unnumbered", func(s *paasv1.BGPPeerSpec) { s.PeerAddress, s.Interface = "", "swp1" })
+		Expect(k8s.Create(context.Background(), p)).To(Succeed())
+		Expect(k8s.Delete(context.Background(), p)).To(Succeed())
+	})
+
 	DescribeTable("the API server rejects bad communities on a BGP group",
 		func(community string) {
 			g := newIPGroup("bgp-bad-community", "203.0.113.0/28")
@@ -106,6 +120,29 @@ var _ = Describe("BGPPeer", func() {
 		Entry("standard ASN over 16 bits", "70000:1"),
 		Entry("large part over 32 bits", "65000:1:4294967296"),
 		Entry("not a community", "no-export"),
+	)
+
+	DescribeTable("aggregationLength: bounded, and never wider than the segment",
+		func(segment string, v4, v6 *int32, message string) {
+			g := newIPGroup("bgp-aggregate", segment)
+			g.Spec.Announce = &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{AggregationLength: v4, AggregationLengthV6: v6}}
+			err := k8s.Create(context.Background(), g)
+			if message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				Expect(k8s.Delete(context.Background(), g)).To(Succeed())
+				return
+			}
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("a /28 of a /25", "203.0.113.128/25", ptr.To[int32](28), nil, ""),
+		Entry("the segment's own length", "203.0.113.128/25", ptr.To[int32](25), nil, ""),
+		Entry("an IPv6 /120 of a /64", "2001:db8:100::/64", nil, ptr.To[int32](120), ""),
+		Entry("wider than the segment", "203.0.113.128/25", ptr.To[int32](24), nil, "must not be shorter than the segment's prefix"),
+		Entry("IPv6 wider than the segment", "2001:db8:100::/64", nil, ptr.To[int32](48), "must not be shorter than the segment's prefix"),
+		Entry("over 32", "203.0.113.128/25", ptr.To[int32](33), nil, "spec.announce.bgp.aggregationLength"),
+		Entry("under 8", "203.0.113.128/25", ptr.To[int32](4), nil, "spec.announce.bgp.aggregationLength"),
+		Entry("IPv6 over 128", "2001:db8:100::/64", nil, ptr.To[int32](129), "spec.announce.bgp.aggregationLengthV6"),
 	)
 
 	It("fills the defaults, and reports who peers and whose session is up", func() {

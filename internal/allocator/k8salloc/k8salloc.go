@@ -54,14 +54,15 @@ func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 		return nil, fmt.Errorf("serviceSelector: %w", err)
 	}
 	return allocator.NewGroup(allocator.Group{
-		Name:          g.Name,
-		Segment:       segment,
-		Ranges:        ranges,
-		Excluded:      excluded,
-		AvoidBuggyIPs: g.Spec.AvoidBuggyIPs,
-		AutoAssign:    g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
-		Priority:      g.Spec.Priority,
-		L2:            g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
+		Name:              g.Name,
+		Segment:           segment,
+		Ranges:            ranges,
+		Excluded:          excluded,
+		AvoidBuggyIPs:     g.Spec.AvoidBuggyIPs,
+		AutoAssign:        g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
+		Priority:          g.Spec.Priority,
+		ClusterPolicyOnly: g.Spec.Announce != nil && g.Spec.Announce.Mode == paasv1.AnnounceBGP && g.Spec.Announce.BGP.Aggregates(),
+		L2:                g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
 		Admits: func(nsLabels, svcLabels map[string]string) bool {
 			return nsSel.Matches(labels.Set(nsLabels)) && svcSel.Matches(labels.Set(svcLabels))
 		},
@@ -112,7 +113,8 @@ func parseIPOrCIDR(s string) (netip.Prefix, error) {
 
 // Request reads what svc asks for: families, requested IPs, named groups.
 func Request(svc *corev1.Service, nsLabels map[string]string) (allocator.Request, error) {
-	req := allocator.Request{NamespaceLabels: nsLabels, ServiceLabels: svc.Labels}
+	req := allocator.Request{NamespaceLabels: nsLabels, ServiceLabels: svc.Labels,
+		LocalPolicy: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
 	for _, f := range svc.Spec.IPFamilies {
 		req.Families = append(req.Families, allocator.Family(f))
 	}
