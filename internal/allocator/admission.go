@@ -19,6 +19,8 @@ func NotAdmitted(g *Group, fam Family, req Request) string {
 		return "autoAssign is false: only a Service that names it in vip.paas.org/ipgroup gets its addresses"
 	case !g.HasFamily(fam):
 		return fmt.Sprintf("it has no %s addresses", fam)
+	case g.ClusterPolicyOnly && req.LocalPolicy:
+		return "it " + clusterPolicyOnly
 	case !selectorsAdmit(g, req):
 		return "its namespaceSelector or serviceSelector does not match this Service; change the selectors or the labels"
 	}

@@ -116,13 +116,13 @@ func TestImportNothingExportOnlyOwnRoutes(t *testing.T) {
 	if got := prefixes(t, b, api.TableType_TABLE_TYPE_GLOBAL, ""); slices.Contains(got, "198.51.100.0/24") {
 		t.Errorf("router B learned A's route: %v", got)
 	}
-	// What explain shows per session: the /32 in each Adj-RIB-Out, the /24 (refused by the
-	// export policy) and a route never advertised in none.
+	// What explain shows per session: the /32 and the /24 (a covering route, which the
+	// export policy lets out) in each Adj-RIB-Out, a route never advertised in none.
 	out, err := s.AdjOut(ctx, []netip.Prefix{netip.MustParsePrefix("203.0.113.1/32"), netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("203.0.113.9/32")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(out); got != "map[a:[203.0.113.1/32] b:[203.0.113.1/32]]" {
-		t.Errorf("AdjOut %s: want the /32 sent to a and b", got)
+	if got := fmt.Sprint(out); got != "map[a:[203.0.113.0/24 203.0.113.1/32] b:[203.0.113.0/24 203.0.113.1/32]]" {
+		t.Errorf("AdjOut %s: want the /32 and the /24 sent to a and b, and no route never advertised", got)
 	}
 }
