@@ -359,6 +359,15 @@ func TestBundleLifecycle(t *testing.T) {
 	// the address is released: Services go before the operator does.
 	t.Run("a Service deleted while the operator runs goes once its address is released", func(t *testing.T) {
 		c.mustKubectl(t, "delete", "service", "web", "--timeout=60s")
+		// With its last address released, the group loses the finalizer that
+		// protects held addresses: the uninstall, which stops the operator,
+		// then finds nothing left to let go of (docs/install.md's order).
+		eventually(t, "the IPGroup without the addresses-held finalizer", func() error {
+			if f := c.mustKubectl(t, "get", "ipgroups.paas.org", "192.0.2.0-24", "-o", "jsonpath={.metadata.finalizers}"); f != "" {
+				return fmt.Errorf("finalizers %s", f)
+			}
+			return nil
+		})
 	})
 
 	stopOperator() // its Deployment goes with the bundle; here it is a process
