@@ -71,9 +71,7 @@ func TestBGPGracefulShutdown(t *testing.T) {
 	})
 
 	t.Run("iBGP: LOCAL_PREF 0 with the community, the router moves off the node before it withdraws", func(t *testing.T) {
-		d.addNS("router2")
-		d.plug("router2", "eth0", "lan", "198.51.100.2/24")
-		router2 := startFRR(t, d.lab, "router2", frrConfigAS("198.51.100.2", 64513))
+		router2 := d.addRouter(t, "router2", "198.51.100.2", 64513)
 		ibgp := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router2"},
 			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.2", PeerASN: 64513, MyASN: 64513}}
 		if err := d.env.Admin.Create(ctx, ibgp); err != nil {

@@ -91,6 +91,14 @@ func setupBGPRouter(t testing.TB, router func(*lab) *frr) *bgpLab {
 	return d
 }
 
+// addRouter starts another FRR router on the lab's LAN at addr (IPv4), in AS asn,
+// with the seed scenario's configuration otherwise.
+func (d *bgpLab) addRouter(t testing.TB, name, addr string, asn int) *frr {
+	d.addNS(name)
+	d.plug(name, "eth0", "lan", addr+"/24")
+	return startFRR(t, d.lab, name, frrConfigAS(addr, asn))
+}
+
 // bgpService is a LoadBalancer Service for backend1 (on node1), Cluster or Local.
 func (d *bgpLab) bgpService(t testing.TB, name string, local bool) *corev1.Service {
 	return d.lbService(t, name, local, map[string]string{"192.0.2.11": "node1"})

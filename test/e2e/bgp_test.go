@@ -290,9 +290,7 @@ func TestBGPAnnouncement(t *testing.T) {
 	})
 
 	t.Run("announce.bgp.peers and localPref: a group for an iBGP router only; no other session flaps", func(t *testing.T) {
-		d.addNS("router2")
-		d.plug("router2", "eth0", "lan", "198.51.100.2/24")
-		router2 := startFRR(t, d.lab, "router2", frrConfigAS("198.51.100.2", 64513))
+		router2 := d.addRouter(t, "router2", "198.51.100.2", 64513)
 		var before paasv1.BGPPeer
 		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &before); err != nil {
 			t.Fatal(err)
@@ -329,9 +327,7 @@ func TestBGPAnnouncement(t *testing.T) {
 	})
 
 	t.Run("import nothing: a route the first router announces never reaches a second router through the nodes", func(t *testing.T) {
-		d.addNS("router3")
-		d.plug("router3", "eth0", "lan", "198.51.100.3/24")
-		router3 := startFRR(t, d.lab, "router3", frrConfigAS("198.51.100.3", 64514))
+		router3 := d.addRouter(t, "router3", "198.51.100.3", 64514)
 		other := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router3"},
 			Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.3", PeerASN: 64514, MyASN: 64513}}
 		if err := d.env.Admin.Create(ctx, other); err != nil {
