@@ -105,7 +105,7 @@ $(K8S)/e2e.test: hack/controlplane/go.mod
 
 ## images: the images the cluster's nodes import (our image, pause, agnhost, coredns, MetalLB's
 ## controller and speaker: hack/metallb.sh builds them once) into bin/images
-images: build
+images: build packages
 	hack/images.sh $(BIN)/images
 
 ## cluster: a three-node cluster in network namespaces (hack/cluster.sh), kube-proxy in

@@ -113,3 +113,17 @@ func (r *ServiceReconciler) endHandOver(ctx context.Context, svc *corev1.Service
 	}
 	return nil
 }
+
+// forgetAdoptedNode clears spec.adoptedFromNode once another node announces ip's address
+// (paasv1.IP.AdoptedNodeLeft): a failover, or the node may no longer carry it.
+func (r *ServiceReconciler) forgetAdoptedNode(ctx context.Context, ip *paasv1.IP) error {
+	if !ip.AdoptedNodeLeft() {
+		return nil
+	}
+	desired := ip.DeepCopy()
+	desired.Spec.AdoptedFromNode = ""
+	if err := r.GetClient().Patch(ctx, desired, client.MergeFrom(ip), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("forget the node ledger IP %s was adopted from: %w", ip.Name, err)
+	}
+	return nil
+}

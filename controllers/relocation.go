@@ -97,6 +97,9 @@ func (r *ServiceReconciler) settleLedger(ctx context.Context, svc *corev1.Servic
 		if err := r.endHandOver(ctx, svc, ip); err != nil {
 			return err
 		}
+		if err := r.forgetAdoptedNode(ctx, ip); err != nil {
+			return err
+		}
 	}
 	return r.leaveLedger(ctx, released, dropUID(svc.UID))
 }

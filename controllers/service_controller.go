@@ -364,14 +364,18 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	ip := &paasv1.IP{}
 	ip.Name = paasv1.IPObjectName(addr)
 	ip.Annotations = map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}
-	if slices.Contains(result.adopted, addr) {
+	adopted := slices.Contains(result.adopted, addr)
+	if adopted {
 		ip.Annotations[paasv1.AdoptedAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	}
-	awaiting := slices.Contains(result.adopted, addr) && awaitsDataPath(r.ipMode(), svc, addr)
+	awaiting := adopted && awaitsDataPath(r.ipMode(), svc, addr)
 	if group != "" {
 		ip.Labels = map[string]string{paasv1.IPGroupLabel: group}
 	}
 	ip.Spec = paasv1.IPSpec{Address: addr.String(), IPGroup: group, Owner: owner, ReservedBy: reserved, SharingKey: sharingKey, AwaitingDataPath: awaiting}
+	if adopted {
+		ip.Spec.AdoptedFromNode = r.adoptedFromNode(ctx, svc)
+	}
 	err = r.GetClient().Create(ctx, ip, paasv1.FieldOwner)
 	if err == nil {
 		r.state.ledgerCreated(ip.Name, svc.UID, ip.ResourceVersion)

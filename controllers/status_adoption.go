@@ -1,12 +1,18 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
@@ -90,4 +96,49 @@ func leftToItsWriter(result allocOutcome, shown []netip.Addr, current []paasv1.I
 		}
 	}
 	return true
+}
+
+// MetalLB's speakers record which node answers ARP/NDP for each Service in a ServiceL2Status
+// (metallb.io/v1beta1, in MetalLB's namespace), labelled with the Service's name and namespace.
+var metallbL2Status = schema.GroupVersionKind{Group: "metallb.io", Version: "v1beta1", Kind: "ServiceL2StatusList"}
+
+// +kubebuilder:rbac:groups=metallb.io,resources=servicel2statuses,verbs=list
+
+// adoptedFromNode is the node MetalLB answers ARP/NDP from for svc, as its speakers' ServiceL2Status
+// objects say when they all name one node; "" otherwise (no MetalLB, BGP, a move in progress).
+// Read once, when the operator adopts the address (spec.adoptedFromNode): the agents then elect that
+// node while it may carry the address, so the router's neighbour entry does not move between
+// MetalLB's node and the agents' owner while MetalLB's speaker still answers. What a speaker wrote
+// only picks among the nodes the election allows anyway.
+func (r *ServiceReconciler) adoptedFromNode(ctx context.Context, svc *corev1.Service) string {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(metallbL2Status)
+	err := r.GetAPIReader().List(ctx, list, client.MatchingLabels{
+		"metallb.io/service-name": svc.Name, "metallb.io/service-namespace": svc.Namespace})
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("no MetalLB layer-2 status to read", "service", svc.Namespace+"/"+svc.Name, "error", err.Error())
+		return ""
+	}
+	return oneL2Node(list.Items, svc)
+}
+
+// oneL2Node is the node the ServiceL2Status items for svc name, when they name exactly one.
+func oneL2Node(items []unstructured.Unstructured, svc *corev1.Service) string {
+	node := ""
+	for _, it := range items {
+		n, _, _ := unstructured.NestedString(it.Object, "status", "node")
+		name, _, _ := unstructured.NestedString(it.Object, "status", "serviceName")
+		ns, _, _ := unstructured.NestedString(it.Object, "status", "serviceNamespace")
+		if name != svc.Name || ns != svc.Namespace || n == "" {
+			continue
+		}
+		if node != "" && node != n {
+			return ""
+		}
+		node = n
+	}
+	if len(validation.IsDNS1123Subdomain(node)) > 0 {
+		return ""
+	}
+	return node
 }

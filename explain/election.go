@@ -60,8 +60,8 @@ func (o *Observed) liveness() liveness {
 // candidacy is what vip asks of the nodes that carry it: its group's, joined
 // over its holders (for each Local one, a ready local endpoint), as every
 // agent computes it; ok is false when its group is not announced by agents.
-func (o *Observed) candidacy(group *paasv1.IPGroup, holders []*corev1.Service) (election.Candidacy, bool) {
-	c, ok := election.CandidacyOf(group)
+func (o *Observed) candidacy(group *paasv1.IPGroup, ip *paasv1.IP, holders []*corev1.Service) (election.Candidacy, bool) {
+	c, ok := election.CandidacyOfLedger(group, ip)
 	if !ok {
 		return c, false
 	}
@@ -142,7 +142,11 @@ func (o *Observed) candidate(n *corev1.Node, vip netip.Addr, mode paasv1.Announc
 	iface, why := election.NotEligible(en, vip, c)
 	out.Eligible, out.Reason = why == "", string(why)
 	out.Chosen = n.Name == e.Owner
-	if out.Eligible && !out.Chosen {
+	switch {
+	case !out.Eligible || out.Chosen:
+	case c.Preferred == e.Owner:
+		out.Reason = fmt.Sprintf("eligible (%s), but the address was adopted from %s, which keeps it while eligible", iface, e.Owner)
+	default:
 		out.Reason = fmt.Sprintf("eligible (%s), but the rendezvous hash prefers %s", iface, e.Owner)
 	}
 	return out

@@ -32,7 +32,7 @@ func (o *Observed) vip(addr netip.Addr, l liveness) VIP {
 	v.Mode = string(mode)
 	if mode == paasv1.AnnounceNone {
 		v.Election.Check = Check{OK: true, Reason: "announce.mode None: the network routes the segment to the nodes, no node is elected"}
-	} else if c, ok := o.candidacy(group, holders); ok {
+	} else if c, ok := o.candidacy(group, ip, holders); ok {
 		v.Election = o.elect(addr, mode, c, l)
 	} else {
 		v.Election.Reason = fmt.Sprintf("IPGroup %s's announce.nodeSelector does not parse: it selects no node", group.Name)

@@ -49,3 +49,11 @@ func (ip *IP) ProxyReady(mode AnnounceMode) bool {
 	}
 	return true
 }
+
+// AdoptedNodeLeft reports whether ip's address was adopted from a node (spec.adoptedFromNode)
+// that no longer announces it: another node does. The operator then forgets that node, so the
+// address stays where the election puts it and does not go back when the node returns.
+func (ip *IP) AdoptedNodeLeft() bool {
+	n := ip.Spec.AdoptedFromNode
+	return n != "" && len(ip.Status.AnnouncedBy) > 0 && !slices.Contains(ip.Status.AnnouncedBy, n)
+}

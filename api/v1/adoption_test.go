@@ -55,3 +55,21 @@ func TestProxyReady(t *testing.T) {
 		}
 	}
 }
+
+func TestAdoptedNodeLeft(t *testing.T) {
+	for _, tc := range []struct {
+		desc, from string
+		by         []string
+		want       bool
+	}{
+		{"not adopted from a node", "", []string{"n2"}, false},
+		{"no one announces it yet", "n1", nil, false},
+		{"the node it was adopted from announces it", "n1", []string{"n1"}, false},
+		{"another node announces it", "n1", []string{"n2"}, true},
+	} {
+		ip := &IP{Spec: IPSpec{AdoptedFromNode: tc.from}, Status: IPStatus{AnnouncedBy: tc.by}}
+		if got := ip.AdoptedNodeLeft(); got != tc.want {
+			t.Errorf("%s: AdoptedNodeLeft = %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}

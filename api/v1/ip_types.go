@@ -78,6 +78,16 @@ type IPSpec struct {
 	// The operator sets and clears it.
 	// +optional
 	AwaitingDataPath bool `json:"awaitingDataPath,omitempty"`
+	// AdoptedFromNode is the node that answered ARP/NDP for an adopted
+	// address for the load balancer it was adopted from (MetalLB's
+	// ServiceL2Status), as the operator read it at the adoption. On layer 2
+	// the agents elect that node while it may carry the address, so the
+	// hand-over moves no neighbour entry on the LAN: both speakers answer
+	// with the same MAC. The operator clears it once another node announces
+	// the address, which then stays where the election puts it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	AdoptedFromNode string `json:"adoptedFromNode,omitempty"`
 }
 
 // IPStatus mirrors the owner and reports where the address is announced.

@@ -126,6 +126,11 @@ type Candidacy struct {
 	// LocalNodes, when not nil, are the only nodes that may carry the VIP
 	// (externalTrafficPolicy Local: the nodes with a ready local endpoint).
 	LocalNodes map[string]bool
+	// Preferred, when set, is the node that wins while it is eligible: the
+	// node another load balancer answered from for an address adopted from
+	// it (IP spec.adoptedFromNode). Layer 2 only; the rest of the time the
+	// hash decides, and every agent reads the same ledger entry.
+	Preferred string
 }
 
 // ModeOf is how a group's VIPs are announced (L2 when unset).
@@ -157,6 +162,16 @@ func CandidacyOf(g *paasv1.IPGroup) (Candidacy, bool) {
 		c.Selector = sel
 	}
 	return c, true
+}
+
+// CandidacyOfLedger is CandidacyOf(g) for the address whose ledger entry is
+// ip: preferring the node the address was adopted from, if any.
+func CandidacyOfLedger(g *paasv1.IPGroup, ip *paasv1.IP) (Candidacy, bool) {
+	c, ok := CandidacyOf(g)
+	if ok && ip != nil {
+		c.Preferred = ip.Spec.AdoptedFromNode
+	}
+	return c, ok
 }
 
 // Selects reports whether c's node selector picks n (nil picks every node).
@@ -303,6 +318,16 @@ func onSubnet(ifaces []Interface, within netip.Prefix, allowed []string) (string
 // Owner picks the node that answers for vip among nodes (the alive ones), and
 // the interface it answers on; ok is false when no node is eligible.
 func Owner(vip netip.Addr, c Candidacy, nodes []Node) (node, iface string, ok bool) {
+	if c.Preferred != "" {
+		for _, n := range nodes {
+			if n.Name != c.Preferred {
+				continue
+			}
+			if i, eligible := Eligible(n, vip, c); eligible {
+				return n.Name, i, true
+			}
+		}
+	}
 	var best uint64
 	for _, n := range nodes {
 		i, eligible := Eligible(n, vip, c)

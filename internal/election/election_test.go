@@ -164,6 +164,47 @@ func TestOwnerIgnoresOrderAndPicksOnlyEligible(t *testing.T) {
 	}
 }
 
+// A preferred node (the node another load balancer answered from) wins
+// while it is eligible, whatever the hash says; when it is not, the hash
+// decides as if there were no preference.
+func TestOwnerPreferred(t *testing.T) {
+	vip := netip.MustParseAddr("198.51.100.7")
+	ns := nodes(3)
+	hashed, _, _ := Owner(vip, Candidacy{}, ns)
+	var other string
+	for _, n := range ns {
+		if n.Name != hashed {
+			other = n.Name
+			break
+		}
+	}
+	cordoned := slices.Clone(ns)
+	for i := range cordoned {
+		cordoned[i].Cordoned = cordoned[i].Name == other
+	}
+	for _, tc := range []struct {
+		desc      string
+		c         Candidacy
+		nodes     []Node
+		want      string
+		wantIface string
+	}{
+		{"no preference: the hash", Candidacy{}, ns, hashed, "eth1"},
+		{"preferred and eligible", Candidacy{Preferred: other}, ns, other, "eth1"},
+		{"preferred but cordoned", Candidacy{Preferred: other}, cordoned, hashed, "eth1"},
+		{"preferred but not alive", Candidacy{Preferred: "node-9"}, ns, hashed, "eth1"},
+		{"preferred without a local endpoint", Candidacy{Preferred: other, LocalNodes: map[string]bool{hashed: true}}, ns, hashed, "eth1"},
+	} {
+		node, iface, ok := Owner(vip, tc.c, tc.nodes)
+		if !ok || node != tc.want || iface != tc.wantIface {
+			t.Errorf("%s: Owner = %s %s %v, want %s %s", tc.desc, node, iface, ok, tc.want, tc.wantIface)
+		}
+	}
+	if _, _, ok := Owner(netip.MustParseAddr("203.0.113.5"), Candidacy{Preferred: other}, ns); ok {
+		t.Error("a preferred node got a VIP on no subnet of its")
+	}
+}
+
 // IPv6 VIPs are placed like IPv4 ones: on the interface with an address on
 // their subnet, whichever family the node's other interfaces have.
 func TestEligibleIPv6(t *testing.T) {

@@ -306,7 +306,7 @@ func (a *Announcer) elect(ctx context.Context, s *store, vip netip.Addr, holding
 	if group == nil {
 		return nil // in no group we know: nothing says how to announce it
 	}
-	c, ok := election.CandidacyOf(group)
+	c, ok := election.CandidacyOfLedger(group, entry)
 	if !ok {
 		return nil
 	}

@@ -367,7 +367,7 @@ func (s *store) noteInUse(vip netip.Addr, entry *paasv1.IP) {
 	if g == nil || election.ModeOf(g) != paasv1.AnnounceL2 {
 		return
 	}
-	if c, ok := election.CandidacyOf(g); ok {
+	if c, ok := election.CandidacyOfLedger(g, entry); ok {
 		s.lanInUse[vip] = lanRecord{ip: entry, c: c}
 	}
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,13 +215,6 @@ type client struct {
 type failure struct {
 	at  time.Time
 	err string
-}
-
-// failureList is a copy of the failures so far.
-func (c *client) failureList() []failure {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.failures)
 }
 
 // failuresSince lists the failed requests, each at its time after t0 with

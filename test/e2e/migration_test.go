@@ -56,7 +56,6 @@ type curlLoop struct {
 	mu       sync.Mutex
 	total    int
 	failures []string
-	resets   []time.Time // when the requests began whose connection the server side reset
 	started  time.Time
 	stop     chan struct{}
 	requests sync.WaitGroup
@@ -86,9 +85,6 @@ func (d *dataLab) startCurlLoop(url string) *curlLoop {
 				l.total++
 				if err != nil || !strings.HasPrefix(string(out), "backend") {
 					l.failures = append(l.failures, fmt.Sprintf("%s: %v: %s", at.Format("15:04:05.000"), err, strings.TrimSpace(string(out))))
-					if strings.Contains(string(out), "Connection reset by peer") {
-						l.resets = append(l.resets, at)
-					}
 				}
 			}()
 		}
