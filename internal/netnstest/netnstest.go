@@ -1,11 +1,10 @@
 // Package netnstest moves the calling goroutine into a throwaway network namespace, so tests and
-// benchmarks can run iptables without touching the host's rules. It is for tests and benchmarks
-// only: the agent itself always runs in the node's namespace.
+// benchmarks can run iptables and change links, addresses and routes without touching the host's,
+// and builds a test's network there (links.go). It is for tests and benchmarks only: the agent
+// itself always runs in the node's namespace.
 package netnstest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -24,9 +23,7 @@ import (
 // reusing it. leave moves the thread back and deletes the namespace, which frees all its rules.
 func Enter(prefix string) (name string, leave func() error, err error) {
 	runtime.LockOSThread() // never unlocked, see above
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	name = prefix + "-" + hex.EncodeToString(rnd[:])
+	name = randomName(prefix)
 
 	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 	if err != nil {

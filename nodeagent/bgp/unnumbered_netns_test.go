@@ -1,10 +1,6 @@
 package bgp
 
 import (
-	"fmt"
-	"net/netip"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,50 +16,13 @@ import (
 // advertises is a Router Advertisement no host takes it for a router by:
 // lifetime 0, hop limit and timers unspecified, no prefix, its own MAC.
 func TestLinkDiscovery(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root to create network namespaces (make test runs as root)")
-	}
-	nodeNS, leave, err := netnstest.Enter("vipa-bgp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = leave() })
-	peer := fmt.Sprintf("vipa-bgpr-%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	run("ip", "netns", "add", peer)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", peer).Run() })
-	for _, ns := range []string{"", peer} {
-		args := []string{"sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"}
-		if ns != "" {
-			args = append([]string{"ip", "netns", "exec", ns}, args...)
-		}
-		run(args...)
-	}
-	run("ip", "link", "add", "node0", "type", "veth", "peer", "name", "rtr0", "netns", peer)
-	run("ip", "link", "set", "node0", "up")
-	run("ip", "-n", peer, "link", "set", "rtr0", "up")
-	linkLocal := func(ns, dev string) netip.Addr {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			out, _ := exec.Command("ip", "-n", ns, "-6", "-o", "addr", "show", "dev", dev, "scope", "link").Output()
-			for _, f := range strings.Fields(string(out)) {
-				if p, err := netip.ParsePrefix(f); err == nil {
-					return p.Addr()
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no link-local address on %s", dev)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	routerLL := linkLocal(peer, "rtr0")
-	linkLocal(nodeNS, "node0")
+	netnstest.EnterTest(t, "vipa-bgp")
+	peer := netnstest.AddPeer(t, "vipa-bgpr")
+	netnstest.NoDAD(t, "")
+	netnstest.NoDAD(t, peer)
+	netnstest.Veth(t, "node0", peer, "rtr0")
+	routerLL := netnstest.LinkLocal(t, peer, "rtr0")
+	netnstest.LinkLocal(t, "", "node0")
 
 	if _, err := routerOn("node0"); err == nil || !strings.Contains(err.Error(), "no router on node0 yet") {
 		t.Fatalf("before any advertisement: %v, want no router yet", err)

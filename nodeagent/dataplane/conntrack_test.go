@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
 func TestStaleFlows(t *testing.T) {
@@ -58,9 +60,7 @@ func TestUDPFlowFollowsEndpoint(t *testing.T) {
 }
 
 func testUDPFlowFollowsEndpoint(t *testing.T, plane string) {
-	cmd(t, "ip", "link", "add", "vipa0", "type", "veth", "peer", "name", "vipa1")
-	cmd(t, "ip", "link", "set", "vipa1", "up")
-	cmd(t, "ip", "link", "set", "vipa0", "up")
+	netnstest.Veth(t, "vipa0", "", "vipa1")
 	for _, a := range []string{"198.51.100.1/32", "198.51.100.2/32", "198.51.100.3/32"} {
 		cmd(t, "ip", "addr", "add", a, "dev", "vipa0")
 	}

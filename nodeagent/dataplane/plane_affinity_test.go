@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
 // TestAffinityTraffic sends real connections through each plane to a Service with session
@@ -33,9 +35,7 @@ var (
 )
 
 func testAffinityTraffic(t *testing.T, plane string, local bool) {
-	cmd(t, "ip", "link", "add", "vipa0", "type", "veth", "peer", "name", "vipa1")
-	cmd(t, "ip", "link", "set", "vipa1", "up")
-	cmd(t, "ip", "link", "set", "vipa0", "up")
+	netnstest.Veth(t, "vipa0", "", "vipa1")
 	for _, a := range slices.Concat(affinityClients, affinityEndpoints) {
 		cmd(t, "ip", "addr", "add", a+"/32", "dev", "vipa0")
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -25,28 +23,13 @@ import (
 // test ends, failed or not.
 func enterNetns(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root to create network namespaces (make test runs as root)")
-	}
-	_, leave, err := netnstest.Enter("vipa-dp-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := leave(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnstest.EnterTest(t, "vipa-dp-test")
 }
 
 // cmd runs a command in the test's namespace and fails the test if it fails.
 func cmd(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, append([]string{name}, args...)...)
 }
 
 // tool names a binary of the backend and family: tool("legacy", IPv6, "-save").
@@ -153,11 +136,8 @@ func TestTraffic(t *testing.T) {
 // testTraffic: plane is an iptables backend ("nft", "legacy") or PlaneNFTables.
 func testTraffic(t *testing.T, plane string, local bool) {
 	// The client is 198.51.100.1, the endpoint 198.51.100.2; the VIP 192.0.2.10 is routed
-	// out of an interface, as if it lived elsewhere on the network. (A veth pair: this kernel
-	// may lack the dummy driver.)
-	cmd(t, "ip", "link", "add", "vipa0", "type", "veth", "peer", "name", "vipa1")
-	cmd(t, "ip", "link", "set", "vipa1", "up")
-	cmd(t, "ip", "link", "set", "vipa0", "up")
+	// out of an interface, as if it lived elsewhere on the network.
+	netnstest.Veth(t, "vipa0", "", "vipa1")
 	cmd(t, "ip", "addr", "add", "198.51.100.1/32", "dev", "vipa0")
 	cmd(t, "ip", "addr", "add", "198.51.100.2/32", "dev", "vipa0")
 	cmd(t, "ip", "route", "add", "192.0.2.0/24", "dev", "vipa0", "src", "198.51.100.1")

@@ -3,9 +3,7 @@ package l2
 import (
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +11,8 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/mdlayher/ndp"
-	"golang.org/x/sys/unix"
+
+	"github.com/paas-org/vip-allocator-operator/internal/netnstest"
 )
 
 // solicit asks for vip from the client as any host resolving it does (a
@@ -34,7 +33,7 @@ func (s *segment) solicitAt(vip string, dst netip.Addr) []string {
 	s.t.Helper()
 	target := netip.MustParseAddr(vip)
 	var macs []string
-	err := s.inClientThread(func() error {
+	err := netnstest.Do(s.client, func() error {
 		ifi, err := net.InterfaceByName("cli0")
 		if err != nil {
 			return err
@@ -217,7 +216,7 @@ func TestNDPv6SpeakerReportsForeignClaims(t *testing.T) {
 	claim := func(mac string) {
 		t.Helper()
 		hw, _ := net.ParseMAC(mac)
-		if err := s.inClientThread(func() error {
+		if err := netnstest.Do(s.client, func() error {
 			ifi, err := net.InterfaceByName("cli0")
 			if err != nil {
 				return err
@@ -266,25 +265,4 @@ func TestNDPv6SpeakerReportsForeignClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(probing, "02:00:00:00:00:cc", "a host holding the VIP, found by probing")
-}
-
-// inClientThread runs f on a thread of its own inside the client namespace
-// (namespaces belong to threads); the thread is discarded afterwards.
-func (s *segment) inClientThread(f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		ns, err := os.Open("/run/netns/" + s.client)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer ns.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- err
-			return
-		}
-		done <- f()
-	}()
-	return <-done
 }

@@ -1,10 +1,8 @@
 package l2
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -33,41 +31,21 @@ func newSegment(t *testing.T) *segment { return newSegmentOf(t, false) }
 func newSegment6(t *testing.T) *segment { return newSegmentOf(t, true) }
 
 func newSegmentOf(t *testing.T, ipv6 bool) *segment {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root to create network namespaces (make test runs as root)")
-	}
-	_, leave, err := netnstest.Enter("vipa-l2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = leave() })
-	// The process id keeps two runs on one machine (or a crashed run's
-	// leftovers) out of each other's way.
-	s := &segment{t: t, client: fmt.Sprintf("vipa-l2c-%d-%s", os.Getpid(), strings.TrimPrefix(t.Name(), "Test"))}
-	s.run("ip", "netns", "add", s.client)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", s.client).Run() })
+	netnstest.EnterTest(t, "vipa-l2")
+	s := &segment{t: t, client: netnstest.AddPeer(t, "vipa-l2c")}
 	if ipv6 {
-		for _, key := range []string{"net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"} {
-			s.run("sysctl", "-qw", key+"=0")
-			s.inClient("sysctl", "-qw", key+"=0")
-		}
+		netnstest.NoDAD(t, "")
+		netnstest.NoDAD(t, s.client)
 	}
-	s.run("ip", "link", "add", "spk0", "type", "veth", "peer", "name", "cli0", "netns", s.client)
+	netnstest.Veth(t, "spk0", s.client, "cli0")
 	s.run("ip", "addr", "add", "192.0.2.11/24", "dev", "spk0")
 	s.inClient("ip", "addr", "add", "192.0.2.50/24", "dev", "cli0")
 	if ipv6 {
 		s.run("ip", "addr", "add", "2001:db8::11/64", "dev", "spk0")
 		s.inClient("ip", "addr", "add", "2001:db8::50/64", "dev", "cli0")
-	}
-	s.run("ip", "link", "set", "spk0", "up")
-	s.inClient("ip", "link", "set", "cli0", "up")
-	if ipv6 {
-		// Link-local addresses appear once both ends have carrier; NDP
-		// sockets bind them.
-		eventually(t, "link-local addresses on both ends", func() bool {
-			return strings.Contains(s.run("ip", "-6", "addr", "show", "dev", "spk0", "scope", "link"), "fe80::") &&
-				strings.Contains(s.inClient("ip", "-6", "addr", "show", "dev", "cli0", "scope", "link"), "fe80::")
-		})
+		// NDP sockets bind the link-local addresses.
+		netnstest.LinkLocal(t, "", "spk0")
+		netnstest.LinkLocal(t, s.client, "cli0")
 	}
 	ifi, err := net.InterfaceByName("spk0")
 	if err != nil {
@@ -79,16 +57,12 @@ func newSegmentOf(t *testing.T, ipv6 bool) *segment {
 
 func (s *segment) run(args ...string) string {
 	s.t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		s.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(s.t, args...)
 }
 
 func (s *segment) inClient(args ...string) string {
 	s.t.Helper()
-	return s.run(append([]string{"ip", "netns", "exec", s.client}, args...)...)
+	return netnstest.RunIn(s.t, s.client, args...)
 }
 
 // arping asks for vip from the client and returns the MACs that answered.

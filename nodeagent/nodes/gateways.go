@@ -1,41 +1,28 @@
 package nodes
 
 import (
-	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 
-	"github.com/vishvananda/netlink"
+	"github.com/paas-org/vip-allocator-operator/nodeagent/returnpath"
 )
 
 // defaultGateways maps each interface index to the next hops of the default
-// routes (IPv4 and IPv6, main table) leaving through it, multipath routes'
-// hops included. The operator keeps them out of every IPGroup's new
-// allocations: a VIP given the router's address would make the nodes answer
-// for the LAN's router.
-func defaultGateways() (map[int][]netip.Addr, error) {
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", err)
-	}
+// routes among routes (the main table's, both families) leaving through it,
+// multipath routes' hops included. The operator keeps them out of every
+// IPGroup's new allocations: a VIP given the router's address would make the
+// nodes answer for the LAN's router.
+func defaultGateways(routes []returnpath.Route) map[int][]netip.Addr {
 	out := map[int][]netip.Addr{}
-	add := func(link int, gw net.IP) {
-		addr, ok := netip.AddrFromSlice(gw)
-		if !ok || link == 0 || !addr.Unmap().IsValid() || addr.Unmap().IsUnspecified() {
-			return
-		}
-		if addr = addr.Unmap(); !slices.Contains(out[link], addr) {
-			out[link] = append(out[link], addr)
-		}
-	}
 	for _, r := range routes {
-		if !isDefault(r.Dst) {
+		if !r.Default {
 			continue
 		}
-		add(r.LinkIndex, r.Gw)
-		for _, hop := range r.MultiPath {
-			add(hop.LinkIndex, hop.Gw)
+		for _, h := range r.Hops {
+			if h.Link == 0 || !h.Gateway.IsValid() || h.Gateway.IsUnspecified() || slices.Contains(out[h.Link], h.Gateway) {
+				continue
+			}
+			out[h.Link] = append(out[h.Link], h.Gateway)
 		}
 	}
 	for link := range out {
@@ -44,17 +31,8 @@ func defaultGateways() (map[int][]netip.Addr, error) {
 		// bound): more would make the view unwritable.
 		out[link] = out[link][:min(len(out[link]), maxGateways)]
 	}
-	return out, nil
+	return out
 }
 
 // maxGateways is NodeViewInterface.Gateways' MaxItems.
 const maxGateways = 16
-
-// isDefault reports a default route's destination (0.0.0.0/0, ::/0, or none).
-func isDefault(dst *net.IPNet) bool {
-	if dst == nil {
-		return true
-	}
-	ones, _ := dst.Mask.Size()
-	return ones == 0
-}

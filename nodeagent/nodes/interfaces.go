@@ -31,10 +31,11 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 	if err != nil {
 		return nil, err
 	}
-	gateways, err := defaultGateways()
+	routes, err := returnpath.MainRoutes()
 	if err != nil {
 		return nil, err
 	}
+	gateways := defaultGateways(routes)
 	var out []paasv1.NodeInterface
 	for _, ifi := range ifaces {
 		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagLoopback != 0 || len(ifi.HardwareAddr) == 0 {

@@ -2,8 +2,6 @@ package nodes
 
 import (
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
 	"testing"
 
@@ -15,32 +13,17 @@ import (
 // with no default route publishes each gateway on the interface it leaves
 // through, and none on the other.
 func TestLocalInterfacesPublishGateways(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-	_, leave, err := netnstest.Enter("vipa-gw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = leave() })
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	run("sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
+	netnstest.EnterTest(t, "vipa-gw")
+	netnstest.NoDAD(t, "")
 	for _, link := range []string{"lan0", "lan1"} {
-		run("ip", "link", "add", link, "type", "veth", "peer", "name", link+"p")
-		run("ip", "link", "set", link+"p", "up")
-		run("ip", "link", "set", link, "up")
+		netnstest.Veth(t, link, "", link+"p")
 	}
-	run("ip", "addr", "add", "192.0.2.11/24", "dev", "lan0")
-	run("ip", "addr", "add", "2001:db8::11/64", "dev", "lan0")
-	run("ip", "addr", "add", "198.51.100.11/24", "dev", "lan1")
-	run("ip", "route", "add", "default", "via", "192.0.2.1", "dev", "lan0")
-	run("ip", "-6", "route", "add", "default", "nexthop", "via", "2001:db8::2", "dev", "lan0", "nexthop", "via", "2001:db8::1", "dev", "lan0")
-	run("ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1", "dev", "lan1") // not a default route
+	netnstest.Run(t, "ip", "addr", "add", "192.0.2.11/24", "dev", "lan0")
+	netnstest.Run(t, "ip", "addr", "add", "2001:db8::11/64", "dev", "lan0")
+	netnstest.Run(t, "ip", "addr", "add", "198.51.100.11/24", "dev", "lan1")
+	netnstest.Run(t, "ip", "route", "add", "default", "via", "192.0.2.1", "dev", "lan0")
+	netnstest.Run(t, "ip", "-6", "route", "add", "default", "nexthop", "via", "2001:db8::2", "dev", "lan0", "nexthop", "via", "2001:db8::1", "dev", "lan0")
+	netnstest.Run(t, "ip", "route", "add", "203.0.113.0/24", "via", "198.51.100.1", "dev", "lan1") // not a default route
 
 	ifaces, err := LocalInterfaces()
 	if err != nil {

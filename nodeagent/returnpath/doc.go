@@ -14,8 +14,9 @@
 // nothing else is ever looked up there.
 //
 // The decision is pure (internal/returnplan: interfaces and groups in, paths and what has no
-// way back out); here the kernel is read (observe.go) and written (routes.go) through
-// netlink, and keeper.go runs observe, decide, apply. It must never write the main table,
+// way back out); here the kernel is read (observe.go, main_table.go: the one reader of the main
+// table, whose default routes the node's published gateways go by too) and written (routes.go)
+// through netlink, and keeper.go runs observe, decide, apply. It must never write the main table,
 // any rule or table outside its priorities and table range, any sysctl but src_valid_mark
 // of the interfaces it marks, or any packet mark bit outside returnplan.MarkMask.
 package returnpath

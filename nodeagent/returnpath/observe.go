@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
@@ -30,10 +29,15 @@ func Interfaces() ([]returnplan.Interface, error) {
 			Gateways: map[allocator.Family]netip.Addr{}, Default: map[allocator.Family]bool{}}
 		order = append(order, a.Index)
 	}
+	routes, err := MainRoutes()
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range families {
-		if err := readFamily(byIndex, f.fam, f.nlFam); err != nil {
+		if err := readAddrs(byIndex, f.fam, f.nlFam); err != nil {
 			return nil, err
 		}
+		addRoutes(byIndex, f.fam, routes)
 	}
 	var out []returnplan.Interface
 	for _, i := range order {
@@ -42,8 +46,8 @@ func Interfaces() ([]returnplan.Interface, error) {
 	return out, nil
 }
 
-// readFamily adds the addresses and main-table routes of one family to byIndex.
-func readFamily(byIndex map[int]*returnplan.Interface, fam allocator.Family, nlFam int) error {
+// readAddrs adds the global addresses of one family to byIndex.
+func readAddrs(byIndex map[int]*returnplan.Interface, fam allocator.Family, nlFam int) error {
 	addrs, err := netlink.AddrList(nil, nlFam)
 	if err != nil {
 		return fmt.Errorf("list %s addresses: %w", fam, err)
@@ -57,32 +61,32 @@ func readFamily(byIndex map[int]*returnplan.Interface, fam allocator.Family, nlF
 		ones, _ := a.Mask.Size()
 		ifi.Prefixes = append(ifi.Prefixes, netip.PrefixFrom(ip.Unmap(), ones))
 	}
-	routes, err := netlink.RouteListFiltered(nlFam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return fmt.Errorf("list %s routes of the main table: %w", fam, err)
-	}
-	// The default route the kernel uses is the one of lowest metric; any default route's
-	// gateway on an interface is its router, else any other route's.
+	return nil
+}
+
+// addRoutes adds to byIndex what the main table's routes of one family say of each interface.
+// The default route the kernel uses is the one of lowest metric; any default route's gateway
+// on an interface is its router, else any other route's.
+func addRoutes(byIndex map[int]*returnplan.Interface, fam allocator.Family, routes []Route) {
 	best, bestLink := -1, 0
 	defaultGW, anyGW := map[int]netip.Addr{}, map[int]netip.Addr{}
 	for _, r := range routes {
-		isDefault := r.Dst == nil || func() bool { o, _ := r.Dst.Mask.Size(); return o == 0 }()
-		hops := []*netlink.NexthopInfo{{LinkIndex: r.LinkIndex, Gw: r.Gw}}
-		hops = append(hops, r.MultiPath...)
-		for _, h := range hops {
-			gw, ok := netip.AddrFromSlice(h.Gw)
-			if !ok || byIndex[h.LinkIndex] == nil {
+		if r.Family != fam {
+			continue
+		}
+		for _, h := range r.Hops {
+			if !h.Gateway.IsValid() || byIndex[h.Link] == nil {
 				continue
 			}
-			if isDefault && !defaultGW[h.LinkIndex].IsValid() {
-				defaultGW[h.LinkIndex] = gw.Unmap()
+			if r.Default && !defaultGW[h.Link].IsValid() {
+				defaultGW[h.Link] = h.Gateway
 			}
-			if !anyGW[h.LinkIndex].IsValid() {
-				anyGW[h.LinkIndex] = gw.Unmap()
+			if !anyGW[h.Link].IsValid() {
+				anyGW[h.Link] = h.Gateway
 			}
 		}
-		if isDefault && r.LinkIndex != 0 && (best < 0 || r.Priority < best) {
-			best, bestLink = r.Priority, r.LinkIndex
+		if r.Default && r.Link != 0 && (best < 0 || r.Metric < best) {
+			best, bestLink = r.Metric, r.Link
 		}
 	}
 	for i, ifi := range byIndex {
@@ -95,5 +99,4 @@ func readFamily(byIndex map[int]*returnplan.Interface, fam allocator.Family, nlF
 	if ifi := byIndex[bestLink]; ifi != nil {
 		ifi.Default[fam] = true
 	}
-	return nil
 }

@@ -2,8 +2,6 @@ package returnpath
 
 import (
 	"net/netip"
-	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,47 +11,24 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 )
 
-// run runs a command in the test's network namespace and fails the test if it fails.
-func run(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // TestApplyInTheKernel observes a node with two networks, applies what Decide makes of it,
 // repairs drift and cleans up, inside a throwaway network namespace; the main tables never
 // change.
 func TestApplyInTheKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-	_, leave, err := netnstest.Enter("vipa-rp-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := leave(); err != nil {
-			t.Error(err)
-		}
-	})
+	netnstest.EnterTest(t, "vipa-rp-test")
 	for _, l := range [][]string{{"a", "203.0.113.11/24", "2001:db8:a::11/64"}, {"b", "192.0.2.11/24", "2001:db8:b::11/64"}} {
-		run(t, "ip", "link", "add", "net"+l[0], "type", "veth", "peer", "name", "peer"+l[0])
-		run(t, "ip", "link", "set", "peer"+l[0], "up")
-		run(t, "ip", "addr", "add", l[1], "dev", "net"+l[0])
-		run(t, "ip", "addr", "add", l[2], "dev", "net"+l[0], "nodad")
-		run(t, "ip", "link", "set", "net"+l[0], "up")
+		netnstest.Veth(t, "net"+l[0], "", "peer"+l[0])
+		netnstest.Run(t, "ip", "addr", "add", l[1], "dev", "net"+l[0])
+		netnstest.Run(t, "ip", "addr", "add", l[2], "dev", "net"+l[0], "nodad")
 	}
-	run(t, "ip", "route", "add", "default", "via", "203.0.113.1")
-	run(t, "ip", "-6", "route", "add", "default", "via", "2001:db8:a::1")
+	netnstest.Run(t, "ip", "route", "add", "default", "via", "203.0.113.1")
+	netnstest.Run(t, "ip", "-6", "route", "add", "default", "via", "2001:db8:a::1")
 	// A route of the main table by netb names its router: learned, as no group names one.
-	run(t, "ip", "-6", "route", "add", "2001:db8:c::/64", "via", "2001:db8:b::1")
+	netnstest.Run(t, "ip", "-6", "route", "add", "2001:db8:c::/64", "via", "2001:db8:b::1")
 	// The kernel adds the links' fe80::/64 routes when it gets to it: left out.
 	mainTables := func() string {
 		var keep []string
-		for _, l := range strings.Split(run(t, "ip", "-4", "route", "show", "table", "main")+run(t, "ip", "-6", "route", "show", "table", "main"), "\n") {
+		for _, l := range strings.Split(netnstest.Run(t, "ip", "-4", "route", "show", "table", "main")+netnstest.Run(t, "ip", "-6", "route", "show", "table", "main"), "\n") {
 			if !strings.HasPrefix(l, "fe80::") {
 				keep = append(keep, l)
 			}
@@ -83,7 +58,7 @@ func TestApplyInTheKernel(t *testing.T) {
 		t.Helper()
 		for fam, want := range wantRules {
 			var ours strings.Builder
-			for _, line := range strings.SplitAfter(run(t, "ip", fam, "rule"), "\n") {
+			for _, line := range strings.SplitAfter(netnstest.Run(t, "ip", fam, "rule"), "\n") {
 				if strings.HasPrefix(line, "3100") {
 					ours.WriteString(line)
 				}
@@ -91,7 +66,7 @@ func TestApplyInTheKernel(t *testing.T) {
 			if got := strings.ReplaceAll(ours.String(), " \n", "\n"); got != strings.ReplaceAll(want, " \n", "\n") {
 				t.Errorf("%s: ip %s rule, ours:\n%q\nwant:\n%q", when, fam, got, want)
 			}
-			if got := run(t, "ip", fam, "route", "show", "table", "5301"); !strings.HasPrefix(strings.TrimSpace(got), wantRoutes[fam]) {
+			if got := netnstest.Run(t, "ip", fam, "route", "show", "table", "5301"); !strings.HasPrefix(strings.TrimSpace(got), wantRoutes[fam]) {
 				t.Errorf("%s: ip %s route show table 5301:\n%s\nwant %s", when, fam, got, wantRoutes[fam])
 			}
 		}
@@ -107,28 +82,28 @@ func TestApplyInTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("applied twice")
-	if got := strings.TrimSpace(run(t, "cat", "/proc/sys/net/ipv4/conf/netb/src_valid_mark")); got != "1" {
+	if got := strings.TrimSpace(netnstest.Run(t, "cat", "/proc/sys/net/ipv4/conf/netb/src_valid_mark")); got != "1" {
 		t.Errorf("src_valid_mark of netb is %s, want 1", got)
 	}
 	// Drift: our route and one rule go, a stale route of ours appears in another table.
-	run(t, "ip", "route", "del", "default", "table", "5301")
-	run(t, "ip", "-6", "rule", "del", "pref", "31001")
-	run(t, "ip", "route", "add", "default", "via", "192.0.2.1", "table", "5302")
+	netnstest.Run(t, "ip", "route", "del", "default", "table", "5301")
+	netnstest.Run(t, "ip", "-6", "rule", "del", "pref", "31001")
+	netnstest.Run(t, "ip", "route", "add", "default", "via", "192.0.2.1", "table", "5302")
 	if err := Apply(plan); err != nil {
 		t.Fatal(err)
 	}
 	check("repaired")
-	if got := run(t, "ip", "route", "show", "table", "5302"); strings.TrimSpace(got) != "" {
+	if got := netnstest.Run(t, "ip", "route", "show", "table", "5302"); strings.TrimSpace(got) != "" {
 		t.Errorf("a stale table of ours is left: %s", got)
 	}
 	if err := Cleanup(); err != nil {
 		t.Fatal(err)
 	}
 	for _, fam := range []string{"-4", "-6"} {
-		if rules := run(t, "ip", fam, "rule"); strings.Contains(rules, "3100") {
+		if rules := netnstest.Run(t, "ip", fam, "rule"); strings.Contains(rules, "3100") {
 			t.Errorf("ip %s rule after Cleanup:\n%s", fam, rules)
 		}
-		if routes := run(t, "ip", fam, "route", "show", "table", "all"); strings.Contains(routes, "table 530") {
+		if routes := netnstest.Run(t, "ip", fam, "route", "show", "table", "all"); strings.Contains(routes, "table 530") {
 			t.Errorf("ip %s routes of our tables after Cleanup:\n%s", fam, routes)
 		}
 	}
