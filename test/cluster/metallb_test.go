@@ -152,8 +152,14 @@ spec:
 	}
 	t.Logf("the nodes' MACs: %s", strings.Join(macs, " "))
 
-	// The switch, the client asking all along.
+	// The switch, the client asking all along; in L2 a second client holds
+	// one keep-alive connection through MetalLB's node and asks over it
+	// every 100 ms: it must live through the switch.
 	c := l.startClient(vip)
+	var held *stream
+	if !bgp {
+		held = l.keepAlive(t, vip, func(string) bool { return true }).askEvery(100 * time.Millisecond)
+	}
 	switchStart := time.Now()
 	tl := l.startTimeline(switchStart, router, vip)
 	defer func() { t.Logf("timeline (after the bundle's install began):%s", tl.stop()) }()
@@ -216,6 +222,13 @@ spec:
 	time.Sleep(3 * time.Second) // the agents alone
 	ok, failed := c.stop()
 	gap := time.Duration(c.maxGap.Load())
+	if held != nil {
+		answered, broken := held.stop()
+		t.Logf("the connection held open through MetalLB's node: %d answers", answered)
+		if broken != nil {
+			t.Errorf("the connection held open through MetalLB's node broke after %d answers: %v", answered, broken)
+		}
+	}
 	t.Logf("the switch (kube-proxy %s, %s): bundle installed in %s, %s announced by %s %s after apply, MetalLB deleted in %s; "+
 		"client: %d requests, %d answered, %d failed, longest wait between two answers %s, over %s",
 		mode, map[bool]string{false: "L2", true: "BGP"}[bgp], installed.Round(time.Second), vip, owner,
