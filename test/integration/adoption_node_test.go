@@ -8,13 +8,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -28,28 +26,13 @@ var _ = Describe("an address adopted from MetalLB's layer-2 node", func() {
 		ctx := context.Background()
 		installMetalLBL2StatusCRD(ctx)
 		ns := newNamespace(nil)
-		stopOperator()
-		DeferCleanup(func() {
-			if stopOp == nil {
-				startOperator()
-			}
-		})
-		svc := createService(lbService(ns, "web"))
-		restore, err := testenv.WithoutStatusPolicy(ctx, k8s)
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() error {
-			cur := getService(svc)
-			cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
-			return k8s.Status().Update(ctx, cur)
-		}).Should(Succeed())
-		Expect(restore()).To(Succeed())
-		// What MetalLB's speaker on node-a writes: the status in its own namespace, and a
+		// What MetalLB's speaker on node-a wrote: the status in its own namespace, and a
 		// stale one of another Service, which must not count.
 		mlb := newNamespace(nil)
-		createL2Status(ctx, mlb, ns, "web", "node-a")
-		createL2Status(ctx, mlb, ns, "other", "node-b")
-		startOperator()
-		Eventually(func() []string { return getService(svc).Finalizers }).Should(ContainElement(controllers.CleanupFinalizer))
+		servedByMetalLB(vip, func() {
+			createL2Status(ctx, mlb, ns, "web", "node-a")
+			createL2Status(ctx, mlb, ns, "other", "node-b")
+		}, lbService(ns, "web"))
 
 		createIPGroup(newIPGroup("adopt-node", "198.51.100.128/26"))
 		ledger := func() *paasv1.IP {

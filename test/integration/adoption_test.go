@@ -27,32 +27,13 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 		ctx := context.Background()
 		By("adopting: ipMode VIP stays, the ledger awaits the data path")
 		ns := newNamespace(nil)
-		// MetalLB served the Service before the bundle was installed: the operator is not running.
-		stopOperator()
-		DeferCleanup(func() {
-			if stopOp == nil {
-				startOperator()
-			}
-		})
 		// Two Services share the address (MetalLB's allow-shared-ip): both wait, and the mark
 		// goes only once both show Proxy.
 		shared := withAnnotation(paasv1.MetalLBSharingAnnotation, "web")
-		svc := createService(lbService(ns, "web", shared))
 		dns := lbService(ns, "dns", shared)
 		dns.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}}
-		createService(dns)
-		restore, err := testenv.WithoutStatusPolicy(ctx, k8s)
-		Expect(err).NotTo(HaveOccurred())
-		for _, s := range []*corev1.Service{svc, dns} {
-			Eventually(func() error {
-				cur := getService(s)
-				cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
-				return k8s.Status().Update(ctx, cur)
-			}).Should(Succeed())
-		}
-		Expect(restore()).To(Succeed())
-		startOperator()
-		Eventually(func() []string { return getService(svc).Finalizers }).Should(ContainElement(controllers.CleanupFinalizer))
+		served := servedByMetalLB(vip, nil, lbService(ns, "web", shared), dns)
+		svc, dns := served[0], served[1]
 
 		createIPGroup(newIPGroup("adopt-lan", "198.51.100.64/26"))
 		ip := &paasv1.IP{}
@@ -74,7 +55,7 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 		Consistently(modes).WithTimeout(2 * time.Second).Should(Equal(vips))
 
 		By("no agent reports for another node, or takes another node's report back")
-		err = tryReportProgrammed("node-b", vip, func(by []string) []string { return append(by, "node-a") })
+		err := tryReportProgrammed("node-b", vip, func(by []string) []string { return append(by, "node-a") })
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "node-b naming node-a: %v", err)
 		err = tryReportProgrammed("node-a", vip, func(by []string) []string {
 			return slices.DeleteFunc(by, func(n string) bool { return n == "node-b" })
@@ -92,6 +73,41 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 		Expect(ingressIPs(getService(svc))).To(Equal([]string{vip}))
 	})
 })
+
+// servedByMetalLB creates svcs while the operator is stopped and writes vip into their statuses
+// as MetalLB did before the bundle was installed; more, if not nil, writes what else MetalLB
+// wrote. Then the operator starts and takes the Services in.
+func servedByMetalLB(vip string, more func(), svcs ...*corev1.Service) []*corev1.Service {
+	ctx := context.Background()
+	stopOperator()
+	DeferCleanup(func() {
+		if stopOp == nil {
+			startOperator()
+		}
+	})
+	var out []*corev1.Service
+	for _, s := range svcs {
+		out = append(out, createService(s))
+	}
+	restore, err := testenv.WithoutStatusPolicy(ctx, k8s)
+	Expect(err).NotTo(HaveOccurred())
+	for _, s := range out {
+		Eventually(func() error {
+			cur := getService(s)
+			cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip}}
+			return k8s.Status().Update(ctx, cur)
+		}).Should(Succeed())
+	}
+	Expect(restore()).To(Succeed())
+	if more != nil {
+		more()
+	}
+	startOperator()
+	for _, s := range out {
+		Eventually(func() []string { return getService(s).Finalizers }).Should(ContainElement(controllers.CleanupFinalizer))
+	}
+	return out
+}
 
 // ipModeOf is the ipMode of the Service's one ingress entry (VIP when unset, as kube-proxy reads it).
 func ipModeOf(s *corev1.Service) corev1.LoadBalancerIPMode {
