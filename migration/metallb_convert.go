@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 )
 
@@ -505,11 +506,8 @@ func serviceFates(st MetalLBState, groups []GroupConversion) []ServiceFate {
 		}
 		f := ServiceFate{Service: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, Keeps: true}
 		var notes []string
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			addr, err := netip.ParseAddr(in.IP)
-			if err != nil {
-				continue
-			}
+		// The addresses as the operator adopts them (ingress.Shown): an IPv4-mapped one unmapped.
+		for _, addr := range ingress.Shown(svc) {
 			f.Addresses = append(f.Addresses, addr.String())
 			g := groupHolding(groups, addr)
 			if g == nil {

@@ -177,6 +177,7 @@ func TestConvertMetalLBServices(t *testing.T) {
 			lbService("shop", "stranger", 7, nil, "198.51.100.3"),
 			lbService("team", "t", 8, nil, "198.51.100.2"),
 			lbService("shop", "pending", 9, nil),
+			lbService("shop", "mapped", 10, nil, "::ffff:192.0.2.13"),
 		}}
 	p := ConvertMetalLB(st)
 	want := map[string]struct {
@@ -191,6 +192,7 @@ func TestConvertMetalLBServices(t *testing.T) {
 		"shop/clash":    {false, "shown by the older shop/a too"},
 		"shop/stranger": {false, "does not admit its namespace"},
 		"team/t":        {true, ""},
+		"shop/mapped":   {true, ""}, // an IPv4-mapped address is its IPv4 address, as the operator adopts it
 	}
 	if len(p.Services) != len(want) {
 		t.Errorf("%d Services planned, want %d (a Service without an address is not planned): %+v", len(p.Services), len(want), p.Services)
@@ -200,6 +202,9 @@ func TestConvertMetalLBServices(t *testing.T) {
 		if !ok {
 			t.Errorf("unexpected %s", f.Service)
 			continue
+		}
+		if f.Service.Name == "mapped" && !slices.Equal(f.Addresses, []string{"192.0.2.13"}) {
+			t.Errorf("%s: addresses %v, want 192.0.2.13", f.Service, f.Addresses)
 		}
 		if f.Keeps != w.keeps || !strings.Contains(f.Note, w.note) || (w.note == "" && f.Note != "") {
 			t.Errorf("%s: keeps %v note %q; want %v, %q", f.Service, f.Keeps, f.Note, w.keeps, w.note)
