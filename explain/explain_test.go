@@ -199,3 +199,24 @@ func TestElectionIsTheAgents(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptedFromNodeIsTheAgents: an address adopted from MetalLB's node2
+// (the ledger's spec.adoptedFromNode) is node2's while node2 may carry it,
+// as the agents elect it, and the node the hash prefers is told why not.
+func TestAdoptedFromNodeIsTheAgents(t *testing.T) {
+	o := lab()
+	o.IPs[0].Spec.AdoptedFromNode = "node2"
+	r, err := IP(o, netip.MustParseAddr(vip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := r.VIPs[0].Election
+	if e.Owner != "node2" {
+		t.Fatalf("owner %s, want node2, the node the address was adopted from", e.Owner)
+	}
+	for _, c := range e.Nodes {
+		if c.Node == "node1" && c.Reason != "eligible (eth0), but the address was adopted from node2, which keeps it while eligible" {
+			t.Fatalf("node1: %q", c.Reason)
+		}
+	}
+}
