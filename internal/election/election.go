@@ -11,7 +11,10 @@
 // The owner is chosen by rendezvous (highest random weight) hashing: each
 // eligible node gets a score hash(VIP, node) and the highest wins. VIPs spread
 // evenly over the nodes, and when a node joins or leaves only the VIPs it wins
-// or held move; every other VIP keeps its owner.
+// or held move; every other VIP keeps its owner. One exception: an address
+// adopted from another load balancer goes to the node that load balancer
+// answered from while that node is eligible (Candidacy.Preferred), so the
+// switch moves no neighbour entry on the LAN.
 package election
 
 import (
