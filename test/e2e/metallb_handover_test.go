@@ -30,16 +30,18 @@ import (
 // hand-over, not a conflict), then MetalLB is removed. The agents elect the node MetalLB's
 // speaker answers from (its ServiceL2Status, recorded on the ledger at the adoption), so the
 // client's neighbour entry never moves: not one request fails, no ARPConflict is reported, and
-// afterwards only the owner answers for the VIP.
+// afterwards only the owner answers for the VIP. The VIP is one MetalLB's hash gives to another
+// node than the agents' (node1, not node3), so only the recorded node makes the owner MetalLB's.
 func TestMetalLBHandOverL2(t *testing.T) {
 	handOverL2(t, setupL2(t), "192.0.2.40", "192.0.2.32-192.0.2.63", map[string]string{"198.51.100.11": "node1"})
 }
 
 // TestMetalLBHandOverL2IPv6 is the same hand-over for an IPv6 Service on the dual-stack lab:
 // MetalLB's speaker answers NDP (a solicited Neighbor Advertisement) from its node, the owner
-// agent sends its unsolicited one, and the client's neighbour entry stays on that node.
+// agent sends its unsolicited one, and the client's neighbour entry stays on that node. Here too
+// the hashes differ: MetalLB's gives the VIP to node3, the agents' to node1.
 func TestMetalLBHandOverL2IPv6(t *testing.T) {
-	handOverL2(t, setupL2DualStack(t), "2001:db8::140", "2001:db8::100-2001:db8::1ff", map[string]string{"2001:db8:100::11": "node1"})
+	handOverL2(t, setupL2DualStack(t), "2001:db8::146", "2001:db8::100-2001:db8::1ff", map[string]string{"2001:db8:100::11": "node1"})
 }
 
 // handOverL2 is the L2 hand-over from MetalLB of vip, in MetalLB's pool and then the group's
