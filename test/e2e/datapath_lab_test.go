@@ -348,6 +348,8 @@ func writeKubeconfig(t testing.TB, cfg *rest.Config, server string) string {
 	return path
 }
 
+// endpointSlice is the EndpointSlice of svc's backends (address → node), all of one family, as
+// the EndpointSlice controller writes it.
 func endpointSlice(ns, svc string, backends map[string]string) *discoveryv1.EndpointSlice {
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
@@ -359,6 +361,9 @@ func endpointSlice(ns, svc string, backends map[string]string) *discoveryv1.Endp
 		},
 	}
 	for addr, node := range backends {
+		if strings.Contains(addr, ":") {
+			es.AddressType = discoveryv1.AddressTypeIPv6
+		}
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr.To(node),
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}

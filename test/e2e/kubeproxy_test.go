@@ -54,7 +54,11 @@ func (k *kubeProxies) wait(t *testing.T, d *dataLab, vip string, want bool) {
 			if err := p.exited(); err != nil {
 				t.Fatal(err)
 			}
-			if got := hasLoadBalancerRule(d.in(p.node, "iptables-save", "-t", "nat"), vip); got != want {
+			save := "iptables-save"
+			if strings.Contains(vip, ":") {
+				save = "ip6tables-save"
+			}
+			if got := hasLoadBalancerRule(d.in(p.node, save, "-t", "nat"), vip); got != want {
 				return fmt.Errorf("%s's nat table has a rule for %s: %t", p.node, vip, got)
 			}
 			return nil
@@ -62,11 +66,11 @@ func (k *kubeProxies) wait(t *testing.T, d *dataLab, vip string, want bool) {
 	}
 }
 
-// hasLoadBalancerRule reports whether an iptables-save dump holds kube-proxy's rule for the
-// LoadBalancer address vip (kube-proxy comments it "<service>:<port> loadbalancer IP").
+// hasLoadBalancerRule reports whether an iptables-save (ip6tables-save) dump holds kube-proxy's
+// rule for the LoadBalancer address vip (kube-proxy comments it "<service>:<port> loadbalancer IP").
 func hasLoadBalancerRule(dump, vip string) bool {
 	for _, line := range strings.Split(dump, "\n") {
-		if strings.Contains(line, "-d "+vip+"/32") && strings.Contains(line, "loadbalancer IP") {
+		if strings.Contains(line, "-d "+hostRoute(vip)) && strings.Contains(line, "loadbalancer IP") {
 			return true
 		}
 	}

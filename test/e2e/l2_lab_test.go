@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -82,7 +83,8 @@ func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ..
 
 // lbService creates a LoadBalancer Service (port 80 to the endpoints' port
 // "http"), in Cluster or Local mode, and its EndpointSlice of backends
-// (address → node).
+// (address → node). The Service is of the backends' family: IPv4, or IPv6 on
+// the dual-stack lab.
 func (d *dataLab) lbService(t testing.TB, name string, local bool, backends map[string]string, annotations ...string) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{}},
@@ -91,6 +93,10 @@ func (d *dataLab) lbService(t testing.TB, name string, local bool, backends map[
 			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 			AllocateLoadBalancerNodePorts: ptr.To(false),
 		},
+	}
+	es := endpointSlice("default", name, backends)
+	if es.AddressType == discoveryv1.AddressTypeIPv6 {
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
 	}
 	for i := 0; i+1 < len(annotations); i += 2 {
 		svc.Annotations[annotations[i]] = annotations[i+1]
@@ -102,7 +108,7 @@ func (d *dataLab) lbService(t testing.TB, name string, local bool, backends map[
 	if err := d.env.Admin.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.env.Admin.Create(ctx, endpointSlice("default", name, backends)); err != nil {
+	if err := d.env.Admin.Create(ctx, es); err != nil {
 		t.Fatal(err)
 	}
 	return svc
@@ -138,6 +144,15 @@ var arpReply = regexp.MustCompile(`(?i)reply from \S+ \[([0-9a-f:]+)\]`)
 // arpAnswers asks for vip from the client and returns the distinct MACs that answered.
 func (d *l2Lab) arpAnswers(vip string) []string { return d.arping(vip, "-c", "3", "-w", "2") }
 
+// neighbourAnswers is how the client asks who has vip, arpAnswers or, for
+// IPv6, ndpAnswers, and the protocol's name.
+func (d *l2Lab) neighbourAnswers(vip string) (answers func(vip string) []string, protocol string) {
+	if strings.Contains(vip, ":") {
+		return d.ndpAnswers, "NDP"
+	}
+	return d.arpAnswers, "ARP"
+}
+
 // arping runs arping for vip from the client with args and returns the
 // distinct MACs that answered.
 func (d *l2Lab) arping(vip string, args ...string) []string {
@@ -157,10 +172,7 @@ func (d *l2Lab) arping(vip string, args ...string) []string {
 func (d *l2Lab) owner(t testing.TB, vip, not string) string {
 	t.Helper()
 	var node string
-	answers, protocol := d.arpAnswers, "ARP"
-	if strings.Contains(vip, ":") {
-		answers, protocol = d.ndpAnswers, "NDP"
-	}
+	answers, protocol := d.neighbourAnswers(vip)
 	eventually(t, "one node answers "+protocol+" for "+vip, func() error {
 		node = d.announcer(vip)
 		if node == "" || node == not {

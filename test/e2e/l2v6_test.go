@@ -94,7 +94,7 @@ func (d *l2Lab) dualStackService(t testing.TB, name string) (vip4, vip6 string) 
 	}
 	v4 := endpointSlice("default", name, map[string]string{"198.51.100.11": "node1"})
 	v6 := endpointSlice("default", name, map[string]string{"2001:db8:100::11": "node1"})
-	v6.Name, v6.AddressType = name+"-v6", discoveryv1.AddressTypeIPv6
+	v6.Name = name + "-v6"
 	for _, es := range []*discoveryv1.EndpointSlice{v4, v6} {
 		if err := d.env.Admin.Create(ctx, es); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -29,42 +30,57 @@ import (
 // hand-over, not a conflict), then MetalLB is removed. The agents elect the node MetalLB's
 // speaker answers from (its ServiceL2Status, recorded on the ledger at the adoption), so the
 // client's neighbour entry never moves: not one request fails, no ARPConflict is reported, and
-// afterwards only the owner answers for the VIP.
+// afterwards only the owner answers for the VIP. The VIP is one MetalLB's hash gives to another
+// node than the agents' (node1, not node3), so only the recorded node makes the owner MetalLB's.
 func TestMetalLBHandOverL2(t *testing.T) {
-	d := setupL2(t)
+	handOverL2(t, setupL2(t), "192.0.2.40", "192.0.2.32-192.0.2.63", map[string]string{"198.51.100.11": "node1"})
+}
+
+// TestMetalLBHandOverL2IPv6 is the same hand-over for an IPv6 Service on the dual-stack lab:
+// MetalLB's speaker answers NDP (a solicited Neighbor Advertisement) from its node, the owner
+// agent sends its unsolicited one, and the client's neighbour entry stays on that node. Here too
+// the hashes differ: MetalLB's gives the VIP to node3, the agents' to node1.
+func TestMetalLBHandOverL2IPv6(t *testing.T) {
+	handOverL2(t, setupL2DualStack(t), "2001:db8::146", "2001:db8::100-2001:db8::1ff", map[string]string{"2001:db8:100::11": "node1"})
+}
+
+// handOverL2 is the L2 hand-over from MetalLB of vip, in MetalLB's pool and then the group's
+// (pool: a range start-end), for a Service "web" of backends (address → node), whose family
+// is vip's: ARP for IPv4, NDP for IPv6.
+func handOverL2(t *testing.T, d *l2Lab, vip, pool string, backends map[string]string) {
 	ctx := context.Background()
 	k8s := d.env.Admin
 	// MetalLB's time: the operator is not installed yet.
 	d.stopOperator()
-	const vip = "192.0.2.40"
-	web := d.lanService(t, "web", false)
+	web := d.lbService(t, "web", false, backends)
 	writeStatusAsMetalLB(t, k8s, web, vip)
 	kubeProxies := startKubeProxies(t, d.dataLab, vip, "node1", "node2", "node3")
-	speakers := startMetalLBSpeakers(t, d.dataLab, lanIP, `
+	speakers := startMetalLBSpeakers(t, d.dataLab, lanIP, fmt.Sprintf(`
 apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: lan}
-spec: {addresses: [192.0.2.32-192.0.2.63]}
+spec: {addresses: [%s]}
 ---
 apiVersion: metallb.io/v1beta1
 kind: L2Advertisement
 metadata: {name: lan}
-`)
+`, pool))
+	answers, protocol := d.neighbourAnswers(vip)
 	metallbNode := ""
-	speakers.waitFor(t, "one MetalLB speaker answers ARP for "+vip, func() error {
-		macs := d.arpAnswers(vip)
+	speakers.waitFor(t, "one MetalLB speaker answers "+protocol+" for "+vip, func() error {
+		macs := answers(vip)
 		for n, mac := range d.macs {
 			if len(macs) == 1 && macs[0] == mac {
 				metallbNode = n
 				return nil
 			}
 		}
-		return fmt.Errorf("ARP answers from %v, want one node's (node MACs %v)", macs, d.macs)
+		return fmt.Errorf("%s answers from %v, want one node's (node MACs %v)", protocol, macs, d.macs)
 	})
-	speakers.waitFor(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
+	speakers.waitFor(t, "MetalLB's path serves the VIP", func() error { _, err := d.curl(vipURL(vip)); return err })
 
-	loop, start := switchFromMetalLB(t, d.dataLab, "http://"+vip, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
-		Spec: paasv1.IPGroupSpec{Addresses: []string{"192.0.2.32-192.0.2.63"}}})
+	loop, start := switchFromMetalLB(t, d.dataLab, vipURL(vip), &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec: paasv1.IPGroupSpec{Addresses: []string{pool}}})
 	owner := ""
 	eventually(t, "an agent announces the adopted VIP", func() error {
 		if owner = d.announcer(vip); owner == "" {
@@ -74,7 +90,7 @@ metadata: {name: lan}
 	})
 	announcedAfter := time.Since(start)
 	if owner != metallbNode {
-		t.Errorf("the agents elected %s, MetalLB's speaker answers from %s: the client's ARP entry moves at the switch", owner, metallbNode)
+		t.Errorf("the agents elected %s, MetalLB's speaker answers from %s: the client's neighbour entry moves at the switch", owner, metallbNode)
 	}
 	svc := &corev1.Service{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), svc); err != nil {
@@ -90,13 +106,24 @@ metadata: {name: lan}
 	kubeProxies.wait(t, d.dataLab, vip, false)
 	time.Sleep(3 * time.Second) // the agents alone
 	total, rate := noneFailed(t, loop)
-	t.Logf("%s: MetalLB's speaker on %s answered; adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
-		vip, metallbNode, owner, announcedAfter.Round(time.Millisecond), total, rate, len(loop.failures))
+	t.Logf("%s: MetalLB's speaker on %s answered %s; adopted and announced by %s %s after the operator started; %d requests at %.1f per second, %d failed",
+		vip, metallbNode, protocol, owner, announcedAfter.Round(time.Millisecond), total, rate, len(loop.failures))
 	// Only the owner answers now, and the ledger names it.
 	t.Logf("after MetalLB's removal %s answers for %s (node MACs %v)", d.owner(t, vip, ""), vip, d.macs)
+	adoptionChecked(t, k8s, vip, metallbNode)
+}
+
+// adoptionChecked fails t unless vip's ledger object is marked adopted (the agents expect
+// MetalLB's answers) from MetalLB's node, and no agent reported the hand-over as a conflict.
+func adoptionChecked(t *testing.T, k8s client.Client, vip, metallbNode string) {
+	t.Helper()
+	ctx := context.Background()
 	ledger := &paasv1.IP{}
-	if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, ledger); err != nil || !ledger.HandOverExpected(time.Now()) {
+	if err := k8s.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(netip.MustParseAddr(vip))}, ledger); err != nil || !ledger.HandOverExpected(time.Now()) {
 		t.Fatalf("ledger %s: %v, annotations %v; want it marked adopted (the agents expect MetalLB's answers)", vip, err, ledger.Annotations)
+	}
+	if ledger.Spec.AdoptedFromNode != metallbNode {
+		t.Errorf("ledger %s: adoptedFromNode %q, want MetalLB's node %s (its ServiceL2Status)", vip, ledger.Spec.AdoptedFromNode, metallbNode)
 	}
 	var events corev1.EventList
 	if err := k8s.List(ctx, &events); err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -168,7 +167,6 @@ func TestProbeBeforeFirstAnnouncementIPv6(t *testing.T) {
 		t.Fatal(err)
 	}
 	es := endpointSlice("default", "first6", map[string]string{"2001:db8:100::11": "node1"})
-	es.AddressType = discoveryv1.AddressTypeIPv6
 	if err := k8s.Create(ctx, es); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -87,9 +86,9 @@ func (d *twoNetLab) startAgents(t *testing.T, args ...string) {
 // service creates a Service of backend1 in group (b or b6, its family) and waits
 // until a node announces its VIP.
 func (d *twoNetLab) service(t *testing.T, name, group string, local bool) (vip, owner string) {
-	fam, backend, addrType := corev1.IPv4Protocol, "198.51.100.11", discoveryv1.AddressTypeIPv4
+	fam, backend := corev1.IPv4Protocol, "198.51.100.11"
 	if group == "b6" {
-		fam, backend, addrType = corev1.IPv6Protocol, "2001:db8:d::11", discoveryv1.AddressTypeIPv6
+		fam, backend = corev1.IPv6Protocol, "2001:db8:d::11"
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{paasv1.IPGroupAnnotation: group}},
@@ -104,7 +103,6 @@ func (d *twoNetLab) service(t *testing.T, name, group string, local bool) (vip, 
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	}
 	es := endpointSlice("default", name, map[string]string{backend: "node1"})
-	es.AddressType = addrType
 	ctx := context.Background()
 	if err := d.env.Admin.Create(ctx, svc); err != nil {
 		t.Fatal(err)
