@@ -80,16 +80,7 @@ type prober struct {
 }
 
 func (s *Speaker) openProbe(l link, vips []netip.Addr) (*prober, error) {
-	ifi, err := net.InterfaceByName(l.iface)
-	if err != nil {
-		return nil, err
-	}
-	var w wire
-	if l.ipv6 {
-		w, err = listenNDP(ifi)
-	} else {
-		w, err = listenARP(ifi)
-	}
+	ifi, w, err := openWire(l)
 	if err != nil {
 		return nil, err
 	}

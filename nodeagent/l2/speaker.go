@@ -224,10 +224,12 @@ type responder struct {
 	owned map[netip.Addr]*answering
 }
 
-func (s *Speaker) listen(l link) (*responder, error) {
+// openWire opens l's interface for ARP (IPv4) or NDP (IPv6): the responder's
+// and the prober's own socket alike.
+func openWire(l link) (*net.Interface, wire, error) {
 	ifi, err := net.InterfaceByName(l.iface)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var w wire
 	if l.ipv6 {
@@ -235,6 +237,11 @@ func (s *Speaker) listen(l link) (*responder, error) {
 	} else {
 		w, err = listenARP(ifi)
 	}
+	return ifi, w, err
+}
+
+func (s *Speaker) listen(l link) (*responder, error) {
+	ifi, w, err := openWire(l)
 	if err != nil {
 		return nil, err
 	}
