@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // EventAnnouncerChanged is the Event raised when a Service's announcing node changes.
@@ -68,7 +69,7 @@ func announcedCondition(generation int64, anns []announcement) (c metav1.Conditi
 func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr, groupOf map[netip.Addr]string) ([]announcement, error) {
 	var out []announcement
 	for _, addr := range held {
-		a := announcement{addr: addr, group: groupOf[addr], mode: paasv1.AnnounceL2}
+		a := announcement{addr: addr, group: groupOf[addr]}
 		// Both objects are only read: the cache's own serve, uncopied.
 		var ip paasv1.IP
 		err := r.GetClient().Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(addr)}, &ip, client.UnsafeDisableDeepCopy)
@@ -84,9 +85,7 @@ func (r *ServiceReconciler) announcements(ctx context.Context, held []netip.Addr
 		if err := r.GetClient().Get(ctx, client.ObjectKey{Name: a.group}, &g, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("get IPGroup %s: %w", a.group, err)
 		}
-		if g.Spec.Announce != nil && g.Spec.Announce.Mode != "" {
-			a.mode = g.Spec.Announce.Mode
-		}
+		a.mode = election.ModeOf(&g) // L2 for a group not found, as for one without a mode
 		a.proxyReady = ip.ProxyReady(a.mode)
 		out = append(out, a)
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // Reporting an adopted address programmed. While its ledger object awaits the data path
@@ -40,12 +41,12 @@ func (r *Reporter) ReportProgrammed(ctx context.Context, addrs []netip.Addr) err
 			errs = append(errs, client.IgnoreNotFound(err))
 			continue
 		}
-		mode := paasv1.AnnounceL2
-		g := &paasv1.IPGroup{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: ip.Labels[paasv1.IPGroupLabel]}, g); err == nil && g.Spec.Announce != nil && g.Spec.Announce.Mode != "" {
-			mode = g.Spec.Announce.Mode
+		g := &paasv1.IPGroup{} // not found: L2, as for a group without a mode
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: ip.Labels[paasv1.IPGroupLabel]}, g); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+			continue
 		}
-		if !reportsProgrammed(ip, r.NodeName, mode) {
+		if !reportsProgrammed(ip, r.NodeName, election.ModeOf(g)) {
 			continue
 		}
 		patch := client.MergeFromWithOptions(ip.DeepCopy(), client.MergeFromWithOptimisticLock{})

@@ -16,6 +16,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 )
 
@@ -61,8 +62,8 @@ func Group(g *paasv1.IPGroup) (*allocator.Group, error) {
 		AvoidBuggyIPs:     g.Spec.AvoidBuggyIPs,
 		AutoAssign:        g.Spec.AutoAssign == nil || *g.Spec.AutoAssign,
 		Priority:          g.Spec.Priority,
-		ClusterPolicyOnly: g.Spec.Announce != nil && g.Spec.Announce.Mode == paasv1.AnnounceBGP && g.Spec.Announce.BGP.Aggregates(),
-		L2:                g.Spec.Announce == nil || g.Spec.Announce.Mode == "" || g.Spec.Announce.Mode == paasv1.AnnounceL2,
+		ClusterPolicyOnly: election.ModeOf(g) == paasv1.AnnounceBGP && g.Spec.Announce.BGP.Aggregates(),
+		L2:                election.ModeOf(g) == paasv1.AnnounceL2,
 		Admits: func(nsLabels, svcLabels map[string]string) bool {
 			return nsSel.Matches(labels.Set(nsLabels)) && svcSel.Matches(labels.Set(svcLabels))
 		},
