@@ -27,11 +27,11 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
-	routed, err := returnpath.Interfaces()
+	routes, err := returnpath.MainRoutes()
 	if err != nil {
 		return nil, err
 	}
-	routes, err := returnpath.MainRoutes()
+	routed, err := returnpath.InterfacesRouted(routes)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 }
 
 // withRoutes adds to entry what the main routing table says of its interface (routed,
-// read by returnpath.Interfaces): its routers and the families of the default route by it.
+// read by returnpath.InterfacesRouted): its routers and the families of the default route by it.
 func withRoutes(entry paasv1.NodeInterface, routed []returnplan.Interface) paasv1.NodeInterface {
 	for _, r := range routed {
 		if r.Name != entry.Name {

@@ -14,6 +14,16 @@ import (
 // the main table says of them: which carries the default route, which routers it reaches.
 // It only reads.
 func Interfaces() ([]returnplan.Interface, error) {
+	routes, err := MainRoutes()
+	if err != nil {
+		return nil, err
+	}
+	return InterfacesRouted(routes)
+}
+
+// InterfacesRouted is Interfaces with the main table's routes read already (MainRoutes): a
+// caller that needs them for more reads the table once.
+func InterfacesRouted(routes []Route) ([]returnplan.Interface, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
@@ -28,10 +38,6 @@ func Interfaces() ([]returnplan.Interface, error) {
 		byIndex[a.Index] = &returnplan.Interface{Name: a.Name, Index: a.Index,
 			Gateways: map[allocator.Family]netip.Addr{}, Default: map[allocator.Family]bool{}}
 		order = append(order, a.Index)
-	}
-	routes, err := MainRoutes()
-	if err != nil {
-		return nil, err
 	}
 	for _, f := range families {
 		if err := readAddrs(byIndex, f.fam, f.nlFam); err != nil {
