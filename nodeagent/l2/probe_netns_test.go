@@ -1,3 +1,5 @@
+//go:build root
+
 package l2
 
 import (

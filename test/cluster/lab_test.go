@@ -1,3 +1,5 @@
+//go:build root && envtest
+
 // Package cluster runs the operator where users run it: a real three-node
 // cluster (hack/cluster.sh: kubelet, containerd, CNI and kube-proxy in network
 // namespaces), installed from deploy/bundle.yaml with kubectl, every component

@@ -1,3 +1,5 @@
+//go:build envtest
+
 // Package install tests what a user installs: deploy/bundle.yaml applied with a
 // real kubectl to a real kube-apiserver and etcd (with nothing pre-installed),
 // the OpenShift variant, the OLM bundle, and the image's root filesystem.

@@ -1,3 +1,5 @@
+//go:build envtest
+
 // Package integration tests the operator against a real kube-apiserver and etcd:
 // the operator runs in-process as its own ServiceAccount, so RBAC, CEL and the
 // admission policies in config/ are exercised exactly as installed.
