@@ -15,8 +15,11 @@ OPERATOR_SDK_VERSION := v1.33.0
 CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo docker)
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
+# TEST_TAGS turns on the tests behind build tags: 'root' (network namespaces, nftables/iptables,
+# chroot; root) and 'envtest' (a control plane, promtool, operator-sdk or MetalLB from bin/).
+TEST_TAGS := root,envtest
 
-.PHONY: metallb all build generate manifests verify test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
+.PHONY: metallb all build generate manifests verify unit test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool
 
@@ -47,11 +50,16 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	  { echo "generated files were stale (now regenerated): review and commit them"; exit 1; }
 	@$(MAKE) --no-print-directory verify-install-files
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
-	go vet ./...
+	go vet -tags $(TEST_TAGS) ./...
 
-## test: the whole suite (what CI runs); the data-path tests need root
+## unit: the quick tier, as any user: every test that needs neither root nor the binaries built
+## into bin/ (the tests that do carry the build tags 'root' and 'envtest': docs/development.md)
+unit:
+	go test ./... -timeout 5m
+
+## test: the whole suite (what CI runs), every tier; the tests tagged 'root' need root
 test: verify bundle-validate controlplane cluster-binaries images build packages promtool
-	go test ./... -count=1 -timeout 40m
+	go test -tags $(TEST_TAGS) ./... -count=1 -timeout 40m
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
 demo: build controlplane packages
@@ -120,7 +128,7 @@ cluster-down:
 ## mode: Services reachable from the LAN's client, failover, drain, install and removal, the switch
 ## from MetalLB; the full set (CLUSTER_TESTS=full), where 'make test' runs the long ones' smoke part
 e2e-cluster: cluster-binaries images packages
-	CLUSTER_TESTS=full go test ./test/cluster -count=1 -timeout 90m -v -run "$${RUN:-.}"
+	CLUSTER_TESTS=full go test -tags $(TEST_TAGS) ./test/cluster -count=1 -timeout 90m -v -run "$${RUN:-.}"
 
 ## e2e-upstream: the upstream Kubernetes LoadBalancer e2e specs against our L2 group, in both
 ## kube-proxy modes (MODES=nftables iptables); prints the runner's summary and 'N passed, N failed'
@@ -184,14 +192,14 @@ bench-dataplane:
 ## bench-failover: layer-2 failover in three node namespaces (SIGKILL, link down, planned moves),
 ## tuned liveness timers against memberlist's LAN defaults (root)
 bench-failover: build controlplane packages
-	go test ./test/e2e -run '^$$' -bench BenchmarkFailover -benchtime 1x -timeout 30m -count 1
+	go test -tags $(TEST_TAGS) ./test/e2e -run '^$$' -bench BenchmarkFailover -benchtime 1x -timeout 30m -count 1
 
 ## bench-bgp: BGP in the lab (root): a Service's IP to its route in FRR for 1 and 1,000 Services,
 ## withdrawal on drain, agent memory with 1,000 routes and 2 peers, against a bare GoBGP speaker;
 ## a hung node (SIGSTOP) until its routes leave both routers, BFD (300 ms x 3) against the hold timer (3 s),
 ## with static neighbours and with the routers' listen ranges (lines "bfd-static:" and "bfd-dynamic:")
 bench-bgp: build controlplane packages
-	go test ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
+	go test -tags $(TEST_TAGS) ./test/e2e -run '^$$' -bench BenchmarkBGP -benchtime 1x -timeout 20m -count 1
 
 ## bench-bgp-prefixes: a router sends PREFIXES=100000 routes to one BGP speaker, each in a network
 ## namespace (root): the agent's speaker (reject all, prefix limit) against a bare GoBGP with its
@@ -203,7 +211,7 @@ bench-bgp-prefixes:
 ## until every VIP is answered (NDP: IPv6, the IPv4 documentation ranges are too small) by the one
 ## node the ledger names, and by no other
 bench-announce: build controlplane packages
-	go test ./test/e2e -run '^$$' -bench BenchmarkAnnounce -benchtime 1x -timeout 20m -count 1
+	go test -tags $(TEST_TAGS) ./test/e2e -run '^$$' -bench BenchmarkAnnounce -benchtime 1x -timeout 20m -count 1
 
 ## bench-watch: one agent's watch traffic (bytes and events a second) with 2,000 Nodes reporting
 ## their status at the kubelet's rate and 10,000 Services, against kube-proxy's informer set in the
@@ -220,7 +228,7 @@ bench-arpflood: build controlplane packages
 	rm -rf $(BIN)/baseline-src && mkdir -p $(BIN)/baseline-src
 	git archive $(ARPFLOOD_BASELINE) | tar -x -C $(BIN)/baseline-src
 	cd $(BIN)/baseline-src && go build -o ../vip-allocator-baseline .
-	VIPA_BASELINE_BIN=$(abspath $(BIN))/vip-allocator-baseline go test ./test/e2e -run '^$$' -bench BenchmarkARPFlood -benchtime 1x -timeout 20m -count 1
+	VIPA_BASELINE_BIN=$(abspath $(BIN))/vip-allocator-baseline go test -tags $(TEST_TAGS) ./test/e2e -run '^$$' -bench BenchmarkARPFlood -benchtime 1x -timeout 20m -count 1
 
 ## bench-agent: the agent's whole path against kube-proxy in nftables mode (root), each in a node
 ## namespace, one control plane with N=10000 IPv6 Services x 2 ports x 5 endpoints: cold start until
