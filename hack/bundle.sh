@@ -50,11 +50,17 @@ header() {
 HEADER
 }
 
+# render WHAT DIR FILE: the header naming FILE, then kustomize's rendering of DIR, into FILE.
+render() {
+  # shellcheck disable=SC2094 # header prints FILE's name; nothing reads FILE
+  { header "$1" "$3"; "$kubectl" kustomize "$2"; } >"$3"
+}
+
 yaml() {
   [[ -n ${1:-} ]] && set_image "$1"
   mkdir -p deploy
-  { header "for Kubernetes" deploy/bundle.yaml; "$kubectl" kustomize config/default; } > deploy/bundle.yaml
-  { header "for OpenShift" deploy/bundle-openshift.yaml; "$kubectl" kustomize config/openshift; } > deploy/bundle-openshift.yaml
+  render "for Kubernetes" config/default deploy/bundle.yaml
+  render "for OpenShift" config/openshift deploy/bundle-openshift.yaml
   {
     echo "# vip-allocator-operator monitoring - generated from config/ by 'make bundle-yaml'; do not edit."
     echo "# Needs prometheus-operator's CRDs; applied on top of deploy/bundle.yaml (docs/metrics.md)."

@@ -432,15 +432,17 @@ down() {
   # Processes left in a node's cgroups (a container the shims' death orphaned).
   for n in "${nodes[@]}"; do
     name=$p-n$n
-    for f in $(find "/sys/fs/cgroup/pids/$name" -name cgroup.procs 2>/dev/null); do
+    while IFS= read -r f; do
       xargs -r kill -9 <"$f" 2>/dev/null || true
-    done
+    done < <(find "/sys/fs/cgroup/pids/$name" -name cgroup.procs 2>/dev/null)
   done
   sleep 0.5
   for n in "${nodes[@]}"; do
     name=$p-n$n
     for h in "${cgroup_hierarchies[@]}"; do
-      [[ -d /sys/fs/cgroup/$h/$name ]] && find "/sys/fs/cgroup/$h/$name" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      if [[ -d /sys/fs/cgroup/$h/$name ]]; then
+        find "/sys/fs/cgroup/$h/$name" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      fi
     done
     # The pods' network namespaces were pinned in the node's mount namespace,
     # now gone; their names stay behind as empty files.

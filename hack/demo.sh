@@ -17,7 +17,9 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 lab=vipdemo$$-
 inns() { local ns=$1; shift; ip netns exec "$lab$ns" "$@"; }
 teardown() {
-  for p in "$dir"/*.pid; do [[ -f "$p" ]] && kill "$(cat "$p")" 2>/dev/null || true; done
+  for p in "$dir"/*.pid; do
+    if [[ -f "$p" ]]; then kill "$(cat "$p")" 2>/dev/null || true; fi
+  done
   for ns in client router node1 node2 node3 backend sw; do ip netns delete "$lab$ns" 2>/dev/null || true; done
   "$root/hack/local-cluster.sh" down "$dir"
 }
@@ -119,7 +121,7 @@ echo $! > "$dir/backend.pid"
 
 # Each node reaches the API server on the host's loopback through a Unix
 # socket (shared by all namespaces), as a real node reaches its control plane.
-socat UNIX-LISTEN:"$dir/api.sock",fork TCP:127.0.0.1:${API_PORT:-16443} & echo $! > "$dir/socat-host.pid"
+socat UNIX-LISTEN:"$dir/api.sock",fork TCP:127.0.0.1:"${API_PORT:-16443}" & echo $! > "$dir/socat-host.pid"
 # Each agent gets a token bound to a pod on its node, as the kubelet gives the
 # DaemonSet's pods: the API server writes the node's name into it, and the
 # admission policies let an agent write only its own node's parts. No kubelet
@@ -220,6 +222,7 @@ for _ in $(seq 100); do [[ "$(announcer)" == "$owner" ]] && break; sleep 0.2; do
 
 say "planned move: cordon $owner, the owner, while the client holds a connection to $vip open"
 # One keep-alive HTTP connection (bash's /dev/tcp): a request before the move and one after it.
+# shellcheck disable=SC2016 # the script is the client's: its variables are its own, only $vip is ours
 inns client bash -c '
   exec 3<>/dev/tcp/'"$vip"'/80
   ask() {
