@@ -12,6 +12,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 OPERATOR_SDK := $(BIN)/operator-sdk
 OPERATOR_SDK_VERSION := v1.33.0
+GOLANGCI_LINT := $(BIN)/golangci-lint
 CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo docker)
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
@@ -19,7 +20,7 @@ export KUBEBUILDER_ASSETS := $(K8S)
 # chroot; root) and 'envtest' (a control plane, promtool, operator-sdk or MetalLB from bin/).
 TEST_TAGS := root,envtest
 
-.PHONY: metallb all build generate manifests verify unit test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
+.PHONY: metallb all build generate manifests verify lint golangci-lint unit test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
 .PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool
 
@@ -42,7 +43,7 @@ manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
-## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted and vetted
+## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted, vetted and linted
 verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	@before=$$(mktemp -d) && cp -r api config $$before/ && \
 	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
@@ -51,6 +52,19 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 	@$(MAKE) --no-print-directory verify-install-files
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	go vet -tags $(TEST_TAGS) ./...
+	@$(MAKE) --no-print-directory lint
+
+## lint: golangci-lint (.golangci.yaml; every build tag) over the Go code, shellcheck over the scripts
+lint: $(GOLANGCI_LINT) packages
+	$(GOLANGCI_LINT) run ./...
+	shellcheck hack/*.sh .ci/run
+
+## golangci-lint: built from its module source (hack/golangci-lint pins it) into bin/
+golangci-lint: $(GOLANGCI_LINT)
+$(GOLANGCI_LINT): hack/golangci-lint/go.mod
+	cd hack/golangci-lint && go build -o $@ \
+	  -ldflags "-X main.version=$$(go list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2)" \
+	  github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ## unit: the quick tier, as any user: every test that needs neither root nor the binaries built
 ## into bin/ (the tests that do carry the build tags 'root' and 'envtest': docs/development.md)
@@ -72,10 +86,10 @@ demo: build controlplane packages
 bench-alloc: build controlplane
 	go run ./bench/alloc -n $${N:-3000} -rounds $${ROUNDS:-3} -operator-args "$${OPERATOR_ARGS:-}"
 
-## packages: Debian packages the agent and the data-path tests use, installed when missing
+## packages: Debian packages the agent, the data-path tests and 'make lint' use, installed when missing
 packages:
 	@missing=""; for p in iptables:iptables-restore iproute2:ip curl:curl socat:socat iputils-arping:arping conntrack:conntrack frr:vtysh \
-	  containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/ptp busybox-static:busybox wget:wget netcat-openbsd:nc.openbsd; do \
+	  containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/ptp busybox-static:busybox wget:wget netcat-openbsd:nc.openbsd shellcheck:shellcheck; do \
 	  command -v $${p#*:} >/dev/null || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
