@@ -51,7 +51,7 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
 
 ## test: the whole suite (what CI runs); the data-path tests need root
 test: verify bundle-validate controlplane cluster-binaries images build packages promtool
-	go test ./... -count=1 -timeout 40m
+	go test ./... -count=1 -timeout 40m 2>&1 | hack/test-summary.sh
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
 demo: build controlplane packages
