@@ -132,9 +132,14 @@ network() {
 # path on: l4 (addresses and ports: a client's connections spread over the
 # nodes) or l3 (addresses only: each client stays on one node, what
 # sessionAffinity ClientIP needs from a router that knows no Service).
+# FRR's daemons run as its user, frr, which must reach their files, and DIR's
+# parents may be closed to it (a mktemp directory, /root): the files live in
+# /run/NAME-frr, and DIR/frr links there.
 router() {
-  local r=$dir/frr d
+  local r=/run/$p-frr d
+  rm -rf "$r"
   mkdir -p "$r"
+  ln -sfn "$r" "$dir/frr"
   printf 'hostname lab-router\n' >"$r/zebra.conf"
   cat >"$r/bgpd.conf" <<EOF
 hostname lab-router
@@ -368,7 +373,6 @@ up() {
   fi
   case $mode in nftables | iptables) ;; *) echo "KUBE_PROXY_MODE must be nftables or iptables" >&2; exit 2 ;; esac
   mkdir -p "$dir/run"
-  chmod 755 "$dir" # FRR runs as its own user and writes under it (a mktemp directory is 0700)
   dir=$(cd "$dir" && pwd)
   echo "$p" >"$dir/name"
   trap 'log "up failed: the logs'"'"' last lines, then teardown"; tail -n 15 "$dir"/run/*.log >&2 || true; down; exit 1' ERR
@@ -427,7 +431,8 @@ down() {
     fi
   done
   for n in "${nodes[@]}"; do stop "$dir/run/$p-n$n-containerd.pid" "$dir/run/$p-n$n-mounts.pid"; done
-  stop "$dir"/frr/bgpd.pid "$dir"/frr/zebra.pid
+  stop "/run/$p-frr/bgpd.pid" "/run/$p-frr/zebra.pid"
+  rm -rf "/run/$p-frr"
   stop "$dir"/run/kube-scheduler.pid "$dir"/run/kube-controller-manager.pid "$dir"/run/kube-apiserver.pid "$dir"/run/etcd.pid
   # Processes left in a node's cgroups (a container the shims' death orphaned).
   for n in "${nodes[@]}"; do
