@@ -1,8 +1,12 @@
 // Command vip-allocator is the whole product in one binary:
 //
 //	vip-allocator operator        the manager: allocates IPs to LoadBalancer Services
-//	vip-allocator agent           the node agent: iptables from VIP:port to endpoints
-//	vip-allocator agent cleanup   removes every rule the agent wrote
+//	vip-allocator agent           the node agent: nftables (the default, when the kernel
+//	                              takes it) or iptables from VIP:port to ready endpoints
+//	vip-allocator agent cleanup   removes every rule, chain and table the agent wrote
+//	vip-allocator migrate         moves a cluster onto vip-allocator: legacy VirtualIPs
+//	                              (plan, all), the original operator (upgrade) and
+//	                              MetalLB (metallb plan, metallb apply)
 //	vip-allocator explain         why an address answers or not, step by step
 //
 // Linked (or copied) as kubectl-vip on the PATH it is also the kubectl plugin

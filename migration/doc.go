@@ -2,10 +2,12 @@
 // It holds three migrations that share only the package: each reads the cluster once into a
 // plain snapshot, a pure function decides from it, and a thin layer writes the decision.
 // None touches the allocator's memory or writes the ledger: the operator's Service
-// controller does that when a Service asks for the address (controllers/). The
-// package shares with the controllers only api/v1 (names, predicates) and
-// internal/allocator (how a Service and an IPGroup read as allocator input); it imports
-// neither controllers nor nodeagent.
+// controller does that when a Service asks for the address (controllers/). Of this
+// module the package imports api/v1 (names, predicates), internal/allocator and
+// internal/allocator/k8salloc (how a Service and an IPGroup read as allocator input),
+// internal/ingress (a Service's ingress addresses) and internal/lbclass (which Services
+// vip-allocator serves); k8salloc brings in internal/election. It imports neither
+// controllers nor nodeagent.
 //
 // Legacy VirtualIPs (the operator's reconciler, and "vip-allocator migrate plan" and
 // "migrate all"): converts a VirtualIP that carries virtualips.paas.org/migrate (its
