@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Handing an adopted address from kube-proxy to the agents. Another load balancer's Service
@@ -90,7 +91,7 @@ func (r *ServiceReconciler) endHandOver(ctx context.Context, svc *corev1.Service
 	if mode, shown := shownMode(svc, addr); !shown || mode != corev1.LoadBalancerIPModeProxy {
 		return nil
 	}
-	for _, o := range ip.Holders() {
+	for _, o := range ledger.Holders(ip) {
 		if o.UID == svc.UID {
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // allocatorState is the operator's in-memory allocation state: the pure allocator
@@ -107,7 +108,7 @@ func (a *allocatorState) ledgerCreated(name string, owner types.UID, settled str
 func (a *allocatorState) ledgerSeen(ip *paasv1.IP) (settled []types.NamespacedName) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
-	for _, o := range ip.Holders() {
+	for _, o := range ledger.Holders(ip) {
 		w := ledgerWrite{ip.Name, o.UID}
 		if rv, ok := a.inFlight.ledger[w]; ok && rv != "" && rv == ip.ResourceVersion {
 			settled = append(settled, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
@@ -131,20 +132,6 @@ func (a *allocatorState) forget(key types.NamespacedName) {
 	a.inFlight.Lock()
 	defer a.inFlight.Unlock()
 	delete(a.inFlight.statusFrom, key)
-}
-
-// legacyKey is the allocator key of a legacy VirtualIP: never a valid Service key.
-func legacyKey(namespace, name string) string { return "VirtualIP " + namespace + "/" + name }
-
-// ledgerOwnerKey is the allocator key of the holder a ledger object names.
-func ledgerOwnerKey(ip *paasv1.IP) string {
-	if holder, ok := ledgerHolder(ip); ok {
-		return holder.String()
-	}
-	if ns, name, ok := strings.Cut(ip.Annotations[paasv1.OwnerAnnotation], "/"); ok {
-		return legacyKey(ns, name)
-	}
-	return "unowned " + ip.Name
 }
 
 // syncGroups hands the allocator the current IPGroups when they changed.
@@ -218,13 +205,13 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	slices.SortFunc(services.Items, func(x, y corev1.Service) int {
 		return x.CreationTimestamp.Compare(y.CreationTimestamp.Time)
 	})
-	var ledger paasv1.IPList
-	if err := c.List(ctx, &ledger); err != nil {
+	var ips paasv1.IPList
+	if err := c.List(ctx, &ips); err != nil {
 		return fmt.Errorf("rebuild: list IPs: %w", err)
 	}
-	imported := a.importStatuses(log, services.Items, liveLedgerHolders(services.Items, ledger.Items), ownClassOnly)
-	a.importLedger(ledger.Items)
-	a.importInUseOnLAN(ledger.Items)
+	imported := a.importStatuses(log, services.Items, ledger.LiveHolderKeys(services.Items, ips.Items), ownClassOnly)
+	a.importLedger(ips.Items)
+	a.importInUseOnLAN(ips.Items)
 	var vips paasv1.VirtualIPList
 	if err := c.List(ctx, &vips); err != nil {
 		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
@@ -242,7 +229,7 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 // importStatuses gives the allocator the addresses the Services' statuses
 // show (the oldest Service first), but none the ledger gives another live
 // Service, and returns how many Services it read. The caller holds a.mu.
-func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Service, ledgerHolders map[netip.Addr][]string, ownClassOnly bool) int {
+func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Service, liveHolders map[netip.Addr][]string, ownClassOnly bool) int {
 	// Before any address is imported: whether a Service may share decides
 	// whether a second holder of an address is imported at all.
 	for i := range services {
@@ -260,7 +247,7 @@ func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Servi
 		key := client.ObjectKeyFromObject(svc).String()
 		var addrs []netip.Addr
 		for _, addr := range k8salloc.IngressAddrs(svc) {
-			if holder, ok := ledgerHolders[addr]; ok && !slices.Contains(holder, key) {
+			if holder, ok := liveHolders[addr]; ok && !slices.Contains(holder, key) {
 				log.Info("rebuild: the status shows an address the ledger gives another live Service; the ledger wins", "service", key, "address", addr, "ledgerHolder", holder)
 				continue
 			}
@@ -278,16 +265,16 @@ func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Servi
 
 // importLedger gives the allocator the ledger's addresses and their holders.
 // The caller holds a.mu.
-func (a *allocatorState) importLedger(ledger []paasv1.IP) {
-	for i := range ledger {
-		if lanRecord(&ledger[i]) {
+func (a *allocatorState) importLedger(ips []paasv1.IP) {
+	for i := range ips {
+		if ledger.IsLANRecord(&ips[i]) {
 			continue // held by no one: importInUseOnLAN marks it
 		}
-		if addr, ok := ledger[i].Addr(); ok {
+		if addr, ok := ips[i].Addr(); ok {
 			// ErrInUse here means a status said otherwise for a ledger object
 			// whose holder is gone, and the status wins.
-			_ = a.alloc.Assign(ledgerOwnerKey(&ledger[i]), addr)
-			for _, key := range holderKeys(&ledger[i]) {
+			_ = a.alloc.Assign(ledger.OwnerKey(&ips[i]), addr)
+			for _, key := range ledger.HolderKeys(&ips[i]) {
 				_ = a.alloc.Assign(key, addr) // the other holders of a shared address
 			}
 		}
@@ -299,31 +286,9 @@ func (a *allocatorState) importLedger(ledger []paasv1.IP) {
 func (a *allocatorState) importLegacy(vips []paasv1.VirtualIP) {
 	for _, v := range vips {
 		if addr, ok := v.Addr(); ok && !v.Migrated() {
-			_ = a.alloc.Assign(legacyKey(v.Namespace, v.Name), addr)
+			_ = a.alloc.Assign(ledger.LegacyKey(v.Namespace, v.Name), addr)
 		}
 	}
-}
-
-// liveLedgerHolders maps each ledger address held by a Service that exists
-// (same uid) to the keys of those of its holders (spec.owner, spec.sharedWith).
-func liveLedgerHolders(services []corev1.Service, ledger []paasv1.IP) map[netip.Addr][]string {
-	live := map[types.UID]bool{}
-	for i := range services {
-		live[services[i].UID] = true
-	}
-	out := map[netip.Addr][]string{}
-	for i := range ledger {
-		addr, ok := ledger[i].Addr()
-		if !ok {
-			continue
-		}
-		for _, o := range ledger[i].Holders() {
-			if live[o.UID] {
-				out[addr] = append(out[addr], o.Namespace+"/"+o.Name)
-			}
-		}
-	}
-	return out
 }
 
 // ReadyCheck is a readiness check: not ready until the allocator is rebuilt.

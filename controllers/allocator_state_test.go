@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // A ledger object's event spares its holder a reconcile only when it shows
@@ -47,7 +48,7 @@ func TestLedgerSeenSparesOnlyTheSettledWrite(t *testing.T) {
 			if got := a.ledgerSeen(tc.seen); !slices.Equal(got, tc.want) {
 				t.Errorf("settled %v, want %v", got, tc.want)
 			}
-			for _, h := range tc.seen.Holders() {
+			for _, h := range ledger.Holders(tc.seen) {
 				if a.ledgerInFlight(tc.seen.Name, h.UID) {
 					t.Errorf("%s's write still in flight after the cache showed it", h.Name)
 				}

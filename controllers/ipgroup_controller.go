@@ -25,6 +25,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // statusDelay batches a burst of allocations into one IPGroup status write.
@@ -177,7 +178,7 @@ func (r *IPGroupReconciler) protect(ctx context.Context, group *paasv1.IPGroup, 
 		}
 		for i := range live.Items {
 			ip := &live.Items[i]
-			if !lanRecord(ip) {
+			if !ledger.IsLANRecord(ip) {
 				return fmt.Errorf("IPGroup %s: the ledger still records %s as its own; the cache is behind", group.Name, ip.Name)
 			}
 			// A record of an address in use on the LAN holds no Service. It
@@ -221,7 +222,7 @@ func countLedger(g *allocator.Group, ledgers ...[]paasv1.IP) ledgerCounts {
 			if _, inUse := ip[i].InUseOnLAN(); inUse && g != nil && g.Usable(addr) {
 				out.inUseOnLAN++
 			}
-			if lanRecord(&ip[i]) {
+			if ledger.IsLANRecord(&ip[i]) {
 				out.records = append(out.records, addr)
 			} else {
 				out.held = append(out.held, addr)

@@ -16,6 +16,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -176,5 +177,5 @@ func (e groupEvents) serviceCIDRs() handler.Funcs {
 func onLANChanged(old, cur *paasv1.IP) bool {
 	_, was := old.InUseOnLAN()
 	_, is := cur.InUseOnLAN()
-	return was != is || lanRecord(old) != lanRecord(cur)
+	return was != is || ledger.IsLANRecord(old) != ledger.IsLANRecord(cur)
 }

@@ -10,6 +10,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // An address stays where it is until someone asks. An IPGroup from which
@@ -128,20 +129,20 @@ func describeKept(kept []keptAddress) (int, string) {
 
 // protectionOf reads the view of group g (parsed, nil when its spec is
 // unusable) from the ledger objects recorded as its own.
-func protectionOf(group *paasv1.IPGroup, g *allocator.Group, ledger []paasv1.IP) protectionView {
+func protectionOf(group *paasv1.IPGroup, g *allocator.Group, ips []paasv1.IP) protectionView {
 	v := protectionView{
 		deleting:  !group.DeletionTimestamp.IsZero(),
 		finalizer: slices.Contains(group.Finalizers, paasv1.AddressesHeldFinalizer),
 		released:  group.ReleasesAddresses(),
 	}
 	holders := map[string]bool{}
-	for i := range ledger {
-		ip := &ledger[i]
+	for i := range ips {
+		ip := &ips[i]
 		addr, ok := ip.Addr()
 		if !ok || ip.Labels[paasv1.IPGroupLabel] != group.Name {
 			continue
 		}
-		keys := append([]string{ledgerOwnerKey(ip)}, holderKeys(ip)...)
+		keys := append([]string{ledger.OwnerKey(ip)}, ledger.HolderKeys(ip)...)
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
 		for _, k := range keys {
@@ -168,14 +169,14 @@ type groupProtection struct {
 // records them in still exists and has not released them, and would admit
 // the Service (a Service that names another group, or that the group's
 // selectors no longer match, asked to move by its own change).
-func keptAddresses(ledger []paasv1.IP, groups map[string]groupProtection, req allocator.Request) []netip.Addr {
+func keptAddresses(ips []paasv1.IP, groups map[string]groupProtection, req allocator.Request) []netip.Addr {
 	var out []netip.Addr
-	for i := range ledger {
-		addr, ok := ledger[i].Addr()
+	for i := range ips {
+		addr, ok := ips[i].Addr()
 		if !ok {
 			continue
 		}
-		p, exists := groups[ledger[i].Labels[paasv1.IPGroupLabel]]
+		p, exists := groups[ips[i].Labels[paasv1.IPGroupLabel]]
 		switch {
 		case !exists || p.released:
 			continue

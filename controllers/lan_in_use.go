@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Addresses in use on the LAN, the operator's side. The L2 owner of an address
@@ -49,18 +50,6 @@ func inUseOnLANWho(ip *paasv1.IP) string {
 	}
 	mac, _, _ := strings.Cut(c.Message, " ")
 	return fmt.Sprintf("the host with MAC %s (since %s)", mac, c.LastTransitionTime.UTC().Format(time.RFC3339))
-}
-
-// lanRecord reports whether ip is a record of an address in use on the LAN
-// that no Service holds any more: no holder, and an InUseOnLAN verdict.
-func lanRecord(ip *paasv1.IP) bool {
-	if ip.Spec.Owner != nil || len(ip.Spec.SharedWith) > 0 {
-		return false
-	}
-	if _, legacy := ip.Annotations[paasv1.OwnerAnnotation]; legacy {
-		return false
-	}
-	return meta.FindStatusCondition(ip.Status.Conditions, paasv1.IPConditionInUseOnLAN) != nil
 }
 
 // markInUseOnLAN keeps the allocator's marks in line with the ledger on every
@@ -95,10 +84,10 @@ func (r *ServiceReconciler) markInUseOnLAN(c client.Reader, next handler.MapFunc
 
 // importInUseOnLAN marks in the allocator the ledger's addresses in use on the
 // LAN. The caller holds a.mu.
-func (a *allocatorState) importInUseOnLAN(ledger []paasv1.IP) {
-	for i := range ledger {
-		if addr, ok := ledger[i].Addr(); ok {
-			if who := inUseOnLANWho(&ledger[i]); who != "" {
+func (a *allocatorState) importInUseOnLAN(ips []paasv1.IP) {
+	for i := range ips {
+		if addr, ok := ips[i].Addr(); ok {
+			if who := inUseOnLANWho(&ips[i]); who != "" {
 				a.alloc.SetInUseOnLAN(addr, who)
 			}
 		}
@@ -156,7 +145,7 @@ func (r *LANRecordReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Client.Get(ctx, req.NamespacedName, &ip); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !lanRecord(&ip) || meta.IsStatusConditionTrue(ip.Status.Conditions, paasv1.IPConditionInUseOnLAN) {
+	if !ledger.IsLANRecord(&ip) || meta.IsStatusConditionTrue(ip.Status.Conditions, paasv1.IPConditionInUseOnLAN) {
 		return ctrl.Result{}, nil
 	}
 	uid, rv := ip.UID, ip.ResourceVersion
@@ -171,7 +160,7 @@ func (r *LANRecordReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 func (r *LANRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	records := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		ip, ok := o.(*paasv1.IP)
-		return ok && lanRecord(ip) && !meta.IsStatusConditionTrue(ip.Status.Conditions, paasv1.IPConditionInUseOnLAN)
+		return ok && ledger.IsLANRecord(ip) && !meta.IsStatusConditionTrue(ip.Status.Conditions, paasv1.IPConditionInUseOnLAN)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("lanrecord").

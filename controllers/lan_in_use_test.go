@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 func TestLANRecords(t *testing.T) {
@@ -32,7 +33,7 @@ func TestLANRecords(t *testing.T) {
 			Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, false, "02:00:00:00:00:cc"},
 		{"no verdict", paasv1.IP{}, false, ""},
 	} {
-		if got := lanRecord(&tc.ip); got != tc.record {
+		if got := ledger.IsLANRecord(&tc.ip); got != tc.record {
 			t.Errorf("%s: record %v, want %v", tc.desc, got, tc.record)
 		}
 		who := inUseOnLANWho(&tc.ip)

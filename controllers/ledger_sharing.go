@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Shared addresses in the ledger. One IP object per address still: the first
@@ -26,33 +27,6 @@ import (
 // holder leaves. The allocator in memory decides who may join; the ledger
 // records it.
 
-// ledgerHolders names every Service a ledger object belongs to: its holders
-// (spec.owner, then spec.sharedWith), or for an object of the original
-// operator, its owner annotation.
-func ledgerHolders(ip *paasv1.IP) []types.NamespacedName {
-	holders := ip.Holders()
-	if len(holders) == 0 {
-		if o, ok := ledgerHolder(ip); ok {
-			return []types.NamespacedName{o}
-		}
-		return nil
-	}
-	out := make([]types.NamespacedName, 0, len(holders))
-	for _, o := range holders {
-		out = append(out, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
-	}
-	return out
-}
-
-// holderKeys are ledgerHolders as allocator keys.
-func holderKeys(ip *paasv1.IP) []string {
-	var out []string
-	for _, h := range ledgerHolders(ip) {
-		out = append(out, h.String())
-	}
-	return out
-}
-
 // mayJoin reports whether memory lets key join existing, the ledger object of
 // addr another Service created: memory holds addr for key together with
 // every holder the object names.
@@ -63,7 +37,7 @@ func (r *ServiceReconciler) mayJoin(key string, addr netip.Addr, existing *paasv
 	if !slices.Contains(holders, key) || existing.Spec.Owner == nil {
 		return false
 	}
-	for _, h := range holderKeys(existing) {
+	for _, h := range ledger.HolderKeys(existing) {
 		if !slices.Contains(holders, h) {
 			return false
 		}
@@ -74,7 +48,7 @@ func (r *ServiceReconciler) mayJoin(key string, addr netip.Addr, existing *paasv
 // joinLedger adds svc to the holders of existing (an update with its
 // resourceVersion; a conflict returns an error, and the retry reads it again).
 func (r *ServiceReconciler) joinLedger(ctx context.Context, svc *corev1.Service, existing *paasv1.IP, sharingKey string) error {
-	if len(existing.Holders()) >= paasv1.MaxSharers {
+	if len(ledger.Holders(existing)) >= paasv1.MaxSharers {
 		return fmt.Errorf("join ledger IP %s for %s/%s: it already has %d holders", existing.Name, svc.Namespace, svc.Name, paasv1.MaxSharers)
 	}
 	desired := existing.DeepCopy()
@@ -101,7 +75,7 @@ func (r *ServiceReconciler) leaveLedger(ctx context.Context, ips []paasv1.IP, dr
 
 func (r *ServiceReconciler) leaveOne(ctx context.Context, ip *paasv1.IP, drop func(paasv1.IPOwner) bool) error {
 	for attempt := 0; ; attempt++ {
-		remaining := slices.DeleteFunc(ip.Holders(), drop)
+		remaining := slices.DeleteFunc(ledger.Holders(ip), drop)
 		var err error
 		if len(remaining) == 0 && inUseOnLANWho(ip) != "" {
 			err = r.keepAsRecord(ctx, ip)
@@ -109,7 +83,7 @@ func (r *ServiceReconciler) leaveOne(ctx context.Context, ip *paasv1.IP, drop fu
 			// The resourceVersion: someone may have joined since it was read.
 			uid, rv := ip.UID, ip.ResourceVersion
 			err = r.GetClient().Delete(ctx, ip, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		} else if len(remaining) == len(ip.Holders()) {
+		} else if len(remaining) == len(ledger.Holders(ip)) {
 			return nil
 		} else {
 			ip.Spec.Owner, ip.Spec.SharedWith = &remaining[0], remaining[1:]
@@ -159,7 +133,7 @@ func dropStale(key types.NamespacedName, live types.UID) func(paasv1.IPOwner) bo
 // syncLedgerSharingKey records on ip, which svc holds alone, the sharing key
 // svc has now, so that a Service joining later finds it.
 func (r *ServiceReconciler) syncLedgerSharingKey(ctx context.Context, ip *paasv1.IP, sharingKey string) error {
-	if ip.Spec.SharingKey == sharingKey || len(ip.Holders()) != 1 {
+	if ip.Spec.SharingKey == sharingKey || len(ledger.Holders(ip)) != 1 {
 		return nil
 	}
 	desired := ip.DeepCopy()

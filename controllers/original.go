@@ -14,6 +14,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Owning what the original paas.org operator allocated, so that installing
@@ -39,15 +40,6 @@ const (
 	EventAdoptionFailed = "AdoptionFailed"
 )
 
-// ledgerHolder names the Service a ledger object belongs to: spec.owner, or for
-// an object of the original operator, its owner annotation.
-func ledgerHolder(ip *paasv1.IP) (types.NamespacedName, bool) {
-	if o := ip.Spec.Owner; o != nil {
-		return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, true
-	}
-	return paasv1.OriginalServiceOwner(ip)
-}
-
 // classifyLedger sorts the ledger objects naming svc: current (svc's, by uid),
 // original (the original operator's for svc, to be given spec.owner), stale (an
 // earlier Service of the same name, or an address the original had already
@@ -55,13 +47,13 @@ func ledgerHolder(ip *paasv1.IP) (types.NamespacedName, bool) {
 // cache has not shown yet. An object of the original is svc's when the status
 // shows its address, or shows none (the original wrote the ledger first, so a
 // crash between its two writes left exactly that).
-func classifyLedger(svc *corev1.Service, ledger []paasv1.IP, inFlight func(name string) bool) (current, original, stale []paasv1.IP) {
+func classifyLedger(svc *corev1.Service, ips []paasv1.IP, inFlight func(name string) bool) (current, original, stale []paasv1.IP) {
 	shown := k8salloc.IngressAddrs(svc)
-	for _, ip := range ledger {
+	for _, ip := range ips {
 		switch {
-		case ip.HeldBy(svc.UID):
+		case ledger.HeldBy(&ip, svc.UID):
 			current = append(current, ip)
-		case ip.Spec.Owner != nil:
+		case ledger.KindOf(&ip) == ledger.Service:
 			stale = append(stale, ip)
 		case inFlight(ip.Name):
 			current = append(current, ip)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Which ledger objects naming a Service are its own, the original operator's (to
@@ -66,22 +67,6 @@ func TestClassifyLedger(t *testing.T) {
 				t.Errorf("%s: %s = %v, want %v", c.desc, got.what, names, got.want)
 			}
 		}
-	}
-}
-
-// The allocator key of a ledger object: the original's Service objects count as
-// the Service's (so the rebuild gives the Service its address, not a phantom
-// VirtualIP), a 0.3 VirtualIP's as the VirtualIP's.
-func TestLedgerOwnerKeyOfOriginalObjects(t *testing.T) {
-	svcIP := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.2", Labels: map[string]string{paasv1.IPGroupLabel: "g"},
-		Annotations: map[string]string{paasv1.OwnerAnnotation: "shop/api"}}}
-	vipIP := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.3", Labels: map[string]string{paasv1.LegacyGSMLabel: "gsm"},
-		Annotations: map[string]string{paasv1.OwnerAnnotation: "shop/api-vip"}}}
-	if got := ledgerOwnerKey(svcIP); got != "shop/api" {
-		t.Errorf("original Service ledger object: key %q, want shop/api", got)
-	}
-	if got := ledgerOwnerKey(vipIP); got != legacyKey("shop", "api-vip") {
-		t.Errorf("VirtualIP ledger object: key %q, want %q", got, legacyKey("shop", "api-vip"))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Relocation, the operator's side. The allocator decides when a Service moves
@@ -153,13 +154,13 @@ func (r *ServiceReconciler) reportChanges(svc *corev1.Service, had []netip.Addr,
 func (r *ServiceReconciler) servicesAffectedBy(c client.Reader) handler.MapFunc {
 	return func(ctx context.Context, group client.Object) []reconcile.Request {
 		out := r.pendingKeys(func(client.ObjectKey) bool { return true })
-		ledger, err := ledgerOfGroups(ctx, c, group.GetName())
+		ips, err := ledgerOfGroups(ctx, c, group.GetName())
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "list the ledger of an edited IPGroup; its Services move at their next reconcile", "ipgroup", group.GetName())
 			return out
 		}
-		for _, ip := range ledger {
-			for _, o := range ip.Holders() {
+		for _, ip := range ips {
+			for _, o := range ledger.Holders(&ip) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.Namespace, Name: o.Name}})
 			}
 		}
@@ -189,16 +190,16 @@ func (r *ServiceReconciler) servicesIn(c client.Reader) handler.MapFunc {
 
 // countRelocating counts the holders of ledger objects labelled with the group
 // whose addresses the group (g, nil when its spec is unusable) no longer allows.
-func countRelocating(name string, g *allocator.Group, ledger []paasv1.IP) int64 {
+func countRelocating(name string, g *allocator.Group, ips []paasv1.IP) int64 {
 	holders := map[string]bool{}
-	for i := range ledger {
-		ip := &ledger[i]
+	for i := range ips {
+		ip := &ips[i]
 		addr, ok := ip.Addr()
 		if !ok || ip.Labels[paasv1.IPGroupLabel] != name || (g != nil && g.Usable(addr)) {
 			continue
 		}
-		holders[ledgerOwnerKey(ip)] = true
-		for _, key := range holderKeys(ip) { // every Service sharing it moves
+		holders[ledger.OwnerKey(ip)] = true
+		for _, key := range ledger.HolderKeys(ip) { // every Service sharing it moves
 			holders[key] = true
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Reserved addresses, the operator's side: the cluster's own addresses (Nodes'
@@ -160,8 +161,8 @@ func (r *ServiceReconciler) refreshReserved(ctx context.Context, q workqueue.Typ
 	maps.Copy(keys, claimedBefore)
 	maps.Copy(keys, claimedAfter)
 	for key := range keys {
-		if ns, name, ok := strings.Cut(key, "/"); ok && !strings.Contains(key, " ") {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}})
+		if svc, ok := ledger.ServiceOfKey(key); ok {
+			q.Add(reconcile.Request{NamespacedName: svc})
 		}
 	}
 	for _, req := range r.pendingKeys(func(client.ObjectKey) bool { return true }) {

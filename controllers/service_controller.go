@@ -33,6 +33,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service
@@ -124,13 +125,13 @@ func (r *ServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // original's.
 func (r *ServiceReconciler) takeLedger(ctx context.Context, svc *corev1.Service) ([]paasv1.IP, error) {
 	key := client.ObjectKeyFromObject(svc)
-	ledger, err := r.ledgerOf(ctx, key)
+	ips, err := r.ledgerOf(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	// Entries of an earlier Service of the same name are garbage; those the
 	// original operator wrote for this one become ours.
-	current, original, stale := classifyLedger(svc, ledger, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
+	current, original, stale := classifyLedger(svc, ips, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
 	if err := r.forgetLedger(ctx, key, svc.UID, stale); err != nil {
 		return nil, err
 	}
@@ -249,7 +250,7 @@ type allocOutcome struct {
 // shown are the status's addresses without a ledger object: adopted when
 // allowed. ledger are the Service's ledger objects: the groups they record
 // keep the addresses they no longer allow for it.
-func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr, ledger []paasv1.IP) allocOutcome {
+func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr, ips []paasv1.IP) allocOutcome {
 	s := r.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,10 +270,10 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 		assignUnledgered(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
 		leased := leasedTo(s.alloc, key.String(), req.IPs)
-		req.Keep = keptAddresses(ledger, s.protection, req)
+		req.Keep = keptAddresses(ips, s.protection, req)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
 		out.leftInUseOnLAN = s.leftInUseOnLAN(before, out.held)
-		out.kept = keptOf(s.alloc, out.held, ledger, req)
+		out.kept = keptOf(s.alloc, out.held, ips, req)
 		out.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
@@ -303,7 +304,7 @@ func (r *ServiceReconciler) allocate(ctx context.Context, key types.NamespacedNa
 
 // keptOf are the addresses of held that req.Keep kept: no group that admits
 // the Service allows them. Each maps to the group its ledger object records.
-func keptOf(a *allocator.Allocator, held []netip.Addr, ledger []paasv1.IP, req allocator.Request) map[netip.Addr]string {
+func keptOf(a *allocator.Allocator, held []netip.Addr, ips []paasv1.IP, req allocator.Request) map[netip.Addr]string {
 	var out map[netip.Addr]string
 	for _, addr := range held {
 		if !slices.Contains(req.Keep, addr) || a.Allows(addr, req) {
@@ -312,9 +313,9 @@ func keptOf(a *allocator.Allocator, held []netip.Addr, ledger []paasv1.IP, req a
 		if out == nil {
 			out = map[netip.Addr]string{}
 		}
-		for i := range ledger {
-			if got, ok := ledger[i].Addr(); ok && got == addr {
-				out[addr] = ledger[i].Labels[paasv1.IPGroupLabel]
+		for i := range ips {
+			if got, ok := ips[i].Addr(); ok && got == addr {
+				out[addr] = ips[i].Labels[paasv1.IPGroupLabel]
 			}
 		}
 	}
@@ -390,10 +391,10 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 		// Deleted in between: the next reconcile creates it.
 		return false, fmt.Errorf("get ledger IP %s: %w", ip.Name, err)
 	}
-	if existing.HeldBy(svc.UID) {
+	if ledger.HeldBy(existing, svc.UID) {
 		return true, nil // ours; the cache had not seen it yet
 	}
-	if lanRecord(existing) {
+	if ledger.IsLANRecord(existing) {
 		return false, r.meetRecord(ctx, addr, existing)
 	}
 	if sharingKey != "" && r.mayJoin(client.ObjectKeyFromObject(svc).String(), addr, existing) {
@@ -401,11 +402,11 @@ func (r *ServiceReconciler) createLedger(ctx context.Context, svc *corev1.Servic
 	}
 	r.state.mu.Lock()
 	r.state.alloc.ReleaseAddr(addr)
-	for _, key := range holderKeys(existing) {
+	for _, key := range ledger.HolderKeys(existing) {
 		_ = r.state.alloc.Assign(key, addr)
 	}
-	if len(holderKeys(existing)) == 0 {
-		_ = r.state.alloc.Assign(ledgerOwnerKey(existing), addr)
+	if len(ledger.HolderKeys(existing)) == 0 {
+		_ = r.state.alloc.Assign(ledger.OwnerKey(existing), addr)
 	}
 	r.state.mu.Unlock()
 	return false, nil
@@ -536,16 +537,16 @@ func (r *ServiceReconciler) release(ctx context.Context, key types.NamespacedNam
 	}
 	r.setPending(key, false)
 	r.state.forget(key)
-	ledger, err := r.ledgerOf(ctx, key)
+	ips, err := r.ledgerOf(ctx, key)
 	if err != nil {
 		return false, err
 	}
-	for _, ip := range ledger {
+	for _, ip := range ips {
 		if addr, ok := ip.Addr(); ok && !slices.Contains(freed, addr) {
 			freed = append(freed, addr)
 		}
 	}
-	if err := r.leaveLedger(ctx, ledger, dropName(key)); err != nil {
+	if err := r.leaveLedger(ctx, ips, dropName(key)); err != nil {
 		return false, err
 	}
 	held = len(freed) > 0
@@ -619,7 +620,7 @@ func (r *ServiceReconciler) wakePending() {
 func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.state = newAllocatorState()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &paasv1.IP{}, ownerIndex, func(o client.Object) []string {
-		return holderKeys(o.(*paasv1.IP))
+		return ledger.HolderKeys(o.(*paasv1.IP))
 	}); err != nil {
 		return fmt.Errorf("index IPs by owner: %w", err)
 	}
@@ -638,7 +639,7 @@ func (r *ServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		ip := o.(*paasv1.IP)
 		settled := r.state.ledgerSeen(ip) // an object owned (original.go), relabelled (virtualip_takeover.go) or joined is seen once it shows its holder
 		var out []reconcile.Request
-		for _, holder := range ledgerHolders(ip) {
+		for _, holder := range ledger.ServiceNames(ip) {
 			if !slices.Contains(settled, holder) {
 				out = append(out, reconcile.Request{NamespacedName: holder})
 			}

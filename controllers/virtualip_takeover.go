@@ -21,9 +21,6 @@ import (
 // the address of the legacy VirtualIP it migrates from.
 const EventIPMigrated = "IPMigrated"
 
-// legacyKeyPrefix starts every allocator key of a legacy VirtualIP (legacyKey).
-const legacyKeyPrefix = "VirtualIP "
-
 // migratingTo reports whether vip is being migrated to Service svc and still
 // holds addr: the only case where a legacy address may change hands.
 func migratingTo(vip *paasv1.VirtualIP, svc types.NamespacedName, addr netip.Addr) bool {
@@ -60,25 +57,25 @@ func (r *ServiceReconciler) takeOverFromVirtualIP(ctx context.Context, svc *core
 	holder, held := r.state.alloc.Owner(addr)
 	r.state.mu.Unlock()
 
-	ledger := &paasv1.IP{}
-	err := r.GetClient().Get(ctx, types.NamespacedName{Name: paasv1.IPObjectName(addr)}, ledger)
+	obj := &paasv1.IP{}
+	err := r.GetClient().Get(ctx, types.NamespacedName{Name: paasv1.IPObjectName(addr)}, obj)
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("get ledger IP: %w", err)
 	}
 	found := err == nil
 	var legacyOwner string // "<namespace>/<virtualip>"
 	switch {
-	case found && ledger.Spec.Owner != nil:
+	case found && obj.Spec.Owner != nil:
 		// Already a Service's. If it is ours (relabelled before a restart or by
 		// our last reconcile), memory may still say the VirtualIP holds it.
-		if ledger.Spec.Owner.UID == svc.UID && held && strings.HasPrefix(holder, legacyKeyPrefix) {
+		if obj.Spec.Owner.UID == svc.UID && held && isLegacy(holder) {
 			r.moveHold(addr, key)
 		}
 		return nil
 	case found:
-		legacyOwner = ledger.Annotations[paasv1.OwnerAnnotation]
-	case held && strings.HasPrefix(holder, legacyKeyPrefix):
-		legacyOwner = strings.TrimPrefix(holder, legacyKeyPrefix)
+		legacyOwner = obj.Annotations[paasv1.OwnerAnnotation]
+	case held && isLegacy(holder):
+		legacyOwner, _ = ledger.VirtualIPOfKey(holder)
 	default:
 		return nil
 	}
@@ -101,7 +98,7 @@ func (r *ServiceReconciler) takeOverFromVirtualIP(ctx context.Context, svc *core
 		}
 		group := groupOf(r.state.alloc, addr)
 		r.state.mu.Unlock()
-		relabelled := ledger.DeepCopy()
+		relabelled := obj.DeepCopy()
 		if relabelled.Labels == nil {
 			relabelled.Labels = map[string]string{}
 		}
@@ -122,7 +119,7 @@ func (r *ServiceReconciler) takeOverFromVirtualIP(ctx context.Context, svc *core
 			return fmt.Errorf("relabel ledger IP %s: %w", ledger.Name, err)
 		}
 		// The cache has not shown the relabelled object yet: do not create it again.
-		r.state.ledgerCreated(ledger.Name, svc.UID, "")
+		r.state.ledgerCreated(obj.Name, svc.UID, "")
 	}
 	r.moveHold(addr, key)
 	r.GetRecorder().Eventf(svc, corev1.EventTypeNormal, EventIPMigrated, "Took over %s from VirtualIP %s/%s", addr, ns, name)
@@ -135,4 +132,10 @@ func (r *ServiceReconciler) moveHold(addr netip.Addr, key types.NamespacedName) 
 	defer r.state.mu.Unlock()
 	r.state.alloc.ReleaseAddr(addr)
 	_ = r.state.alloc.Assign(key.String(), addr)
+}
+
+// isLegacy reports whether key is a legacy VirtualIP's.
+func isLegacy(key string) bool {
+	_, ok := ledger.VirtualIPOfKey(key)
+	return ok
 }

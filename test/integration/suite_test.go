@@ -24,6 +24,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers"
+	ledgerrules "github.com/paas-org/vip-allocator-operator/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -120,7 +121,7 @@ func deleteAllServices(ns string) {
 		var ips paasv1.IPList
 		g.Expect(k8s.List(ctx, &ips)).To(Succeed())
 		for _, ip := range ips.Items {
-			for _, o := range ip.Holders() {
+			for _, o := range ledgerrules.Holders(&ip) {
 				g.Expect(o.Namespace).NotTo(Equal(ns), "ledger %s still held", ip.Name)
 			}
 		}
