@@ -221,7 +221,7 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	a.conflicted, a.claimed = a.alloc.Conflicts(), claimedKeys(a.alloc)
-	log.Info("allocator rebuilt", "services", imported, "ledger", len(ledger.Items), "virtualIPs", len(vips.Items), "holdingReserved", len(a.conflicted))
+	log.Info("allocator rebuilt", "services", imported, "ledger", len(ips.Items), "virtualIPs", len(vips.Items), "holdingReserved", len(a.conflicted))
 	a.rebuilt.Store(true)
 	return nil
 }

@@ -1,14 +1,11 @@
 package controllers
 
 import (
-	"maps"
 	"net/netip"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
@@ -61,32 +58,6 @@ func TestReservationsChanged(t *testing.T) {
 		if got := reservationsChanged(base, cur); got != tc.want {
 			t.Errorf("%s: changed=%v, want %v", tc.desc, got, tc.want)
 		}
-	}
-}
-
-func TestLiveLedgerHolders(t *testing.T) {
-	svc := func(ns, name, uid string) corev1.Service {
-		return corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}}
-	}
-	ip := func(name string, owner *paasv1.IPOwner) paasv1.IP {
-		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.IPSpec{Owner: owner}}
-	}
-	shared := func(name string, owner paasv1.IPOwner, with ...paasv1.IPOwner) paasv1.IP {
-		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.IPSpec{Owner: &owner, SharingKey: "k", SharedWith: with}}
-	}
-	got := liveLedgerHolders(
-		[]corev1.Service{svc("a", "live", "u1"), svc("a", "recreated", "u3")},
-		[]paasv1.IP{
-			ip("192.0.2.1", &paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
-			ip("192.0.2.2", &paasv1.IPOwner{Namespace: "a", Name: "gone", UID: "u2"}),           // its Service is gone
-			ip("192.0.2.3", &paasv1.IPOwner{Namespace: "a", Name: "recreated", UID: "old-uid"}), // an earlier Service of that name
-			ip("192.0.2.4", nil), // legacy: names a VirtualIP
-			ip("garbage", &paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
-			shared("192.0.2.5", paasv1.IPOwner{Namespace: "a", Name: "gone", UID: "u2"}, paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
-		})
-	want := map[netip.Addr][]string{netip.MustParseAddr("192.0.2.1"): {"a/live"}, netip.MustParseAddr("192.0.2.5"): {"a/live"}}
-	if !maps.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("got %v, want %v", got, want)
 	}
 }
 

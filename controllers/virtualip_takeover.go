@@ -15,6 +15,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // EventIPMigrated is the Service Event of a takeover: the Service took over
@@ -114,9 +115,9 @@ func (r *ServiceReconciler) takeOverFromVirtualIP(ctx context.Context, svc *core
 		// conflict instead of relabelling twice.
 		if err := r.GetClient().Update(ctx, relabelled, paasv1.FieldOwner); err != nil {
 			if apierrors.IsConflict(err) {
-				return fmt.Errorf("relabel ledger IP %s (changed meanwhile, retrying): %w", ledger.Name, err)
+				return fmt.Errorf("relabel ledger IP %s (changed meanwhile, retrying): %w", obj.Name, err)
 			}
-			return fmt.Errorf("relabel ledger IP %s: %w", ledger.Name, err)
+			return fmt.Errorf("relabel ledger IP %s: %w", obj.Name, err)
 		}
 		// The cache has not shown the relabelled object yet: do not create it again.
 		r.state.ledgerCreated(obj.Name, svc.UID, "")

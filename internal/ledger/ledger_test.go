@@ -149,13 +149,28 @@ func TestKeys(t *testing.T) {
 // Of the addresses the ledger gives out, only those of Services that exist
 // (same uid) count, each with its live holders.
 func TestLiveHolderKeys(t *testing.T) {
-	services := []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web"}}}
-	stale := ours(paasv1.IPOwner{Namespace: "shop", Name: "dns", UID: "uid-gone"})
-	stale.Name = "192.0.2.8"
-	got := LiveHolderKeys(services, []paasv1.IP{*ours(web, dns), *stale, *original("shop/web")})
-	want := map[netip.Addr][]string{netip.MustParseAddr("192.0.2.7"): {"shop/web"}}
+	svc := func(ns, name, uid string) corev1.Service {
+		return corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}}
+	}
+	ip := func(name string, owner *paasv1.IPOwner) paasv1.IP {
+		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.IPSpec{Owner: owner}}
+	}
+	shared := func(name string, owner paasv1.IPOwner, with ...paasv1.IPOwner) paasv1.IP {
+		return paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: paasv1.IPSpec{Owner: &owner, SharingKey: "k", SharedWith: with}}
+	}
+	got := LiveHolderKeys(
+		[]corev1.Service{svc("a", "live", "u1"), svc("a", "recreated", "u3")},
+		[]paasv1.IP{
+			ip("192.0.2.1", &paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
+			ip("192.0.2.2", &paasv1.IPOwner{Namespace: "a", Name: "gone", UID: "u2"}),           // its Service is gone
+			ip("192.0.2.3", &paasv1.IPOwner{Namespace: "a", Name: "recreated", UID: "old-uid"}), // an earlier Service of that name
+			ip("192.0.2.4", nil), // legacy: names a VirtualIP
+			ip("garbage", &paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
+			shared("192.0.2.5", paasv1.IPOwner{Namespace: "a", Name: "gone", UID: "u2"}, paasv1.IPOwner{Namespace: "a", Name: "live", UID: "u1"}),
+		})
+	want := map[netip.Addr][]string{netip.MustParseAddr("192.0.2.1"): {"a/live"}, netip.MustParseAddr("192.0.2.5"): {"a/live"}}
 	if !maps.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("LiveHolderKeys = %v, want %v", got, want)
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }
 

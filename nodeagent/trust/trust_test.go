@@ -2,7 +2,6 @@ package trust
 
 import (
 	"net/netip"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
