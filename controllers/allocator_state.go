@@ -210,13 +210,13 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 		return fmt.Errorf("rebuild: list IPs: %w", err)
 	}
 	imported := a.importStatuses(log, services.Items, ledger.LiveHolderKeys(services.Items, ips.Items), ownClassOnly)
-	a.importLedger(ips.Items)
+	a.importLedger(log, ips.Items)
 	a.importInUseOnLAN(ips.Items)
 	var vips paasv1.VirtualIPList
 	if err := c.List(ctx, &vips); err != nil {
 		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)
 	}
-	a.importLegacy(vips.Items)
+	a.importLegacy(log, vips.Items)
 	if err := a.syncReserved(ctx, c, reserved); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
@@ -264,29 +264,45 @@ func (a *allocatorState) importStatuses(log logr.Logger, services []corev1.Servi
 }
 
 // importLedger gives the allocator the ledger's addresses and their holders.
-// The caller holds a.mu.
-func (a *allocatorState) importLedger(ips []paasv1.IP) {
+// A conflict means a status said otherwise for a ledger object whose holder
+// is gone, and the status wins; each is logged and counted, since it may
+// also be a ledger someone edited by hand. The caller holds a.mu.
+func (a *allocatorState) importLedger(log logr.Logger, ips []paasv1.IP) {
 	for i := range ips {
 		if ledger.IsLANRecord(&ips[i]) {
 			continue // held by no one: importInUseOnLAN marks it
 		}
-		if addr, ok := ips[i].Addr(); ok {
-			// ErrInUse here means a status said otherwise for a ledger object
-			// whose holder is gone, and the status wins.
-			_ = a.alloc.Assign(ledger.OwnerKey(&ips[i]), addr)
-			for _, key := range ledger.HolderKeys(&ips[i]) {
-				_ = a.alloc.Assign(key, addr) // the other holders of a shared address
+		addr, ok := ips[i].Addr()
+		if !ok {
+			continue
+		}
+		// The owner first, then the other holders of a shared address, each once.
+		keys := append([]string{ledger.OwnerKey(&ips[i])}, ledger.HolderKeys(&ips[i])...)
+		for j, key := range keys {
+			if slices.Contains(keys[:j], key) {
+				continue
+			}
+			if err := a.alloc.Assign(key, addr); err != nil {
+				importConflicts.WithLabelValues(importSourceLedger).Inc()
+				log.Error(err, "rebuild: the ledger gives an address another holder has; not imported", "ip", ips[i].Name, "holder", key)
 			}
 		}
 	}
 }
 
 // importLegacy gives the allocator the addresses of legacy VirtualIPs not yet
-// migrated. The caller holds a.mu.
-func (a *allocatorState) importLegacy(vips []paasv1.VirtualIP) {
+// migrated; a conflict is logged and counted as importLedger's are. The
+// caller holds a.mu.
+func (a *allocatorState) importLegacy(log logr.Logger, vips []paasv1.VirtualIP) {
 	for _, v := range vips {
-		if addr, ok := v.Addr(); ok && !v.Migrated() {
-			_ = a.alloc.Assign(ledger.LegacyKey(v.Namespace, v.Name), addr)
+		addr, ok := v.Addr()
+		if !ok || v.Migrated() {
+			continue
+		}
+		key := ledger.LegacyKey(v.Namespace, v.Name)
+		if err := a.alloc.Assign(key, addr); err != nil {
+			importConflicts.WithLabelValues(importSourceVirtualIP).Inc()
+			log.Error(err, "rebuild: a legacy VirtualIP holds an address another holder has; not imported", "virtualIP", v.Namespace+"/"+v.Name)
 		}
 	}
 }

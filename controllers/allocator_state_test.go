@@ -1,8 +1,12 @@
 package controllers
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,5 +58,40 @@ func TestLedgerSeenSparesOnlyTheSettledWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An address the rebuild cannot give the holder the ledger names (a status
+// gave it to another Service first, or a VirtualIP's is a Service's too) is
+// not imported for it, and each such conflict is counted by its source.
+func TestImportConflictsCounted(t *testing.T) {
+	addr := netip.MustParseAddr("192.0.2.7")
+	ledgerBefore := testutil.ToFloat64(importConflicts.WithLabelValues(importSourceLedger))
+	legacyBefore := testutil.ToFloat64(importConflicts.WithLabelValues(importSourceVirtualIP))
+	a := newAllocatorState()
+	if err := a.alloc.Assign("shop/status-holder", addr); err != nil {
+		t.Fatal(err)
+	}
+	owned := func(name string) paasv1.IP {
+		ip := paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		ip.Spec.Owner = &paasv1.IPOwner{Namespace: "shop", Name: "gone", UID: "uid-gone"}
+		return ip
+	}
+	a.importLedger(logr.Discard(), []paasv1.IP{owned("192.0.2.7"), owned("192.0.2.8")})
+	vip := paasv1.VirtualIP{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "old"}}
+	vip.Status.IP = "192.0.2.7"
+	a.importLegacy(logr.Discard(), []paasv1.VirtualIP{vip})
+
+	if got := a.alloc.Holders(addr); !slices.Equal(got, []string{"shop/status-holder"}) {
+		t.Errorf("holders of %s: %v, want the status's only", addr, got)
+	}
+	if got := a.alloc.Holders(netip.MustParseAddr("192.0.2.8")); !slices.Equal(got, []string{"shop/gone"}) {
+		t.Errorf("holders of 192.0.2.8: %v, want the ledger's", got)
+	}
+	if got := testutil.ToFloat64(importConflicts.WithLabelValues(importSourceLedger)) - ledgerBefore; got != 1 {
+		t.Errorf("ledger conflicts counted: %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(importConflicts.WithLabelValues(importSourceVirtualIP)) - legacyBefore; got != 1 {
+		t.Errorf("VirtualIP conflicts counted: %v, want 1", got)
 	}
 }
