@@ -23,7 +23,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	ledgerrules "github.com/paas-org/vip-allocator-operator/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -75,7 +75,7 @@ var _ = AfterSuite(func() {
 
 // operatorOptions are the flags the suite's operator runs with.
 var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 8, IPMode: "Proxy",
-	Agent:     controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
+	Agent:     agent.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
 	Migration: migration.Options{CutoverDelay: 2 * time.Second}}
 
 // startOperator runs the operator's manager in-process as the operator's ServiceAccount.
