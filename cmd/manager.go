@@ -18,8 +18,15 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/config/admission"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/admissionpolicy"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
+	"github.com/paas-org/vip-allocator-operator/controllers/bgppeer"
+	"github.com/paas-org/vip-allocator-operator/controllers/ipgroup"
+	"github.com/paas-org/vip-allocator-operator/controllers/lanrecord"
+	"github.com/paas-org/vip-allocator-operator/controllers/nodeview"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 	"github.com/paas-org/vip-allocator-operator/internal/slimcache"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
@@ -49,43 +56,43 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	base := func(name string) util.ReconcilerBase {
-		//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
-		return util.NewFromManager(mgr, mgr.GetEventRecorderFor(name))
-	}
-	reserved, err := controllers.NewReservedSource(mgr, o.ServiceCIDRs)
+	//nolint:staticcheck // The Events users and tests read are core/v1 Events.
+	recorder := mgr.GetEventRecorderFor("vip-allocator")
+	reservedAddrs, err := reserved.NewSource(mgr, o.ServiceCIDRs)
 	if err != nil {
 		return nil, err
 	}
-	if err := (&controllers.ServiceReconciler{ReconcilerBase: base("vip-allocator"), OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
-		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reserved, ReleasedGrace: o.ReleasedGrace}).SetupWithManager(mgr); err != nil {
+	if err := (&service.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
+		OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reservedAddrs, ReleasedGrace: o.ReleasedGrace}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
-	if err := (&controllers.IPGroupReconciler{ReconcilerBase: base("vip-allocator"), Reserved: reserved, OnCordon: o.Agent.OnCordon}).SetupWithManager(mgr); err != nil {
+	if err := (&ipgroup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reserved: reservedAddrs, OnCordon: o.Agent.OnCordon}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up IPGroup controller: %w", err)
 	}
-	bgpPeers := base("vip-allocator")
-	if err := (&controllers.BGPPeerReconciler{Client: mgr.GetClient(), Namespace: operatorNamespace(o), Events: bgpPeers.GetRecorder()}).SetupWithManager(mgr); err != nil {
+	if err := (&bgppeer.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Namespace: operatorNamespace(o)}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up BGPPeer controller: %w", err)
 	}
-	if err := (&controllers.LANRecordReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&lanrecord.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up the controller of addresses in use on the LAN: %w", err)
 	}
-	if err := (&controllers.NodeViewReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&nodeview.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up NodeView controller: %w", err)
 	}
 	if o.Agent.Namespace != "" {
-		if err := (&controllers.AgentReconciler{ReconcilerBase: base("vip-allocator"), Options: o.Agent}).SetupWithManager(mgr); err != nil {
+		if err := (&agent.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Options: o.Agent}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up agent controller: %w", err)
 		}
 	}
 	migrationOptions := o.Migration
 	migrationOptions.OwnClassOnly, migrationOptions.Workers = o.OwnClassOnly, max(cmp.Or(migrationOptions.Workers, o.Workers), 1)
-	if err := (&migration.Reconciler{ReconcilerBase: base("vip-allocator-migration"), Options: migrationOptions}).SetupWithManager(mgr); err != nil {
+	//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
+	migrationBase := util.NewFromManager(mgr, mgr.GetEventRecorderFor("vip-allocator-migration"))
+	if err := (&migration.Reconciler{ReconcilerBase: migrationBase, Options: migrationOptions}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up migration controller: %w", err)
 	}
 	if o.AdmissionPolicies {
-		if err := mgr.Add(&controllers.AdmissionPolicies{Client: mgr.GetClient(), Namespace: operatorNamespace(o),
+		if err := mgr.Add(&admissionpolicy.Applier{Client: mgr.GetClient(), Namespace: operatorNamespace(o),
 			Files: admission.Files, Period: 10 * time.Minute}); err != nil {
 			return nil, fmt.Errorf("set up admission policies: %w", err)
 		}

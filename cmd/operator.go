@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
@@ -41,7 +41,7 @@ type OperatorOptions struct {
 	// for its own namespace (OLM installs: a bundle cannot carry them).
 	AdmissionPolicies bool
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
-	Agent controllers.AgentOptions
+	Agent agent.Options
 	// Migration configures the legacy VirtualIP migration (OwnClassOnly is
 	// taken from the flag above).
 	Migration migration.Options
@@ -72,7 +72,7 @@ func runOperator(args []string) error {
 		if err != nil {
 			return err
 		}
-		if o.Agent.Image, err = controllers.OwnImage(context.Background(), c, o.Agent.Namespace, os.Getenv("POD_NAME")); err != nil {
+		if o.Agent.Image, err = agent.OwnImage(context.Background(), c, o.Agent.Namespace, os.Getenv("POD_NAME")); err != nil {
 			return fmt.Errorf("find the agent image (or pass --agent-image): %w", err)
 		}
 	}

@@ -13,7 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/migration"
@@ -50,7 +51,7 @@ func operatorFlags(fs *flag.FlagSet, o *OperatorOptions) rawOperatorFlags {
 	fs.Float64Var(&o.QPS, "kube-api-qps", DefaultQPS, "API requests per second the operator may make, per resource type")
 	fs.IntVar(&o.Burst, "kube-api-burst", DefaultBurst, "API request burst, per resource type")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
-	fs.DurationVar(&o.ReleasedGrace, "released-address-grace", controllers.DefaultReleasedAddressGrace, "how long an address a Service asked for by name (spec.loadBalancerIP, vip.paas.org/ips) stays kept for that namespace/name after the Service is deleted or stops being a LoadBalancer, so that deleting and creating it again gets the address back before another Service waiting for it; 0 keeps none")
+	fs.DurationVar(&o.ReleasedGrace, "released-address-grace", service.DefaultReleasedAddressGrace, "how long an address a Service asked for by name (spec.loadBalancerIP, vip.paas.org/ips) stays kept for that namespace/name after the Service is deleted or stops being a LoadBalancer, so that deleting and creating it again gets the address back before another Service waiting for it; 0 keeps none")
 	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
 	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
@@ -103,7 +104,7 @@ func (r rawOperatorFlags) complete(o *OperatorOptions) error {
 		return fmt.Errorf("--on-cordon %w", err)
 	}
 	o.Agent.OnCordon = onCordonPolicy
-	extra, err := controllers.ParseAgentArgs(*r.agentFlags)
+	extra, err := agent.ParseArgs(*r.agentFlags)
 	if err != nil {
 		return fmt.Errorf("--agent-args: %w", err)
 	}

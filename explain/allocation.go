@@ -14,6 +14,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // allocation is step 1 for svc: whether it holds its addresses, and which
@@ -51,7 +52,7 @@ func (o *Observed) held(svc *corev1.Service, addrs []netip.Addr) Check {
 	var parts []string
 	for _, addr := range addrs {
 		ip := o.ledger(addr)
-		if ip == nil || !ip.HeldBy(svc.UID) {
+		if ip == nil || !ledger.HeldBy(ip, svc.UID) {
 			return Check{Reason: fmt.Sprintf("%s is in the Service's status, but no IP object gives it to the Service; the agents carry only what the ledger gives", addr)}
 		}
 		parts = append(parts, fmt.Sprintf("%s from IPGroup %s", addr, ip.Labels[paasv1.IPGroupLabel]))

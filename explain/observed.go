@@ -11,6 +11,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Observed is everything a report is made from, read once (read.go).
@@ -66,7 +67,7 @@ func (o *Observed) group(name string) *paasv1.IPGroup {
 // holders are the Services ip names as holding its address, that exist.
 func (o *Observed) holders(ip *paasv1.IP) []*corev1.Service {
 	var out []*corev1.Service
-	for _, h := range ip.Holders() {
+	for _, h := range ledger.Holders(ip) {
 		if svc := o.service(types.NamespacedName{Namespace: h.Namespace, Name: h.Name}); svc != nil && svc.UID == h.UID {
 			out = append(out, svc)
 		}
@@ -114,7 +115,7 @@ func (o *Observed) ledgerAddrs(group string) []netip.Addr {
 	var out []netip.Addr
 	for i := range o.IPs {
 		ip := &o.IPs[i]
-		if addr, ok := ip.Addr(); ok && len(ip.Holders()) > 0 && (group == "" || ip.Labels[paasv1.IPGroupLabel] == group) {
+		if addr, ok := ip.Addr(); ok && len(ledger.Holders(ip)) > 0 && (group == "" || ip.Labels[paasv1.IPGroupLabel] == group) {
 			out = append(out, addr)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // vip is steps 2 to 5 for addr, with the election run over l.
@@ -46,7 +47,7 @@ func (o *Observed) vip(addr netip.Addr, l liveness) VIP {
 // ledgerCheck is the address's IP object: who holds it, under which key.
 func ledgerCheck(ip *paasv1.IP, holders []*corev1.Service) Ledger {
 	l := Ledger{Object: ip.Name, SharingKey: ip.Spec.SharingKey}
-	for _, h := range ip.Holders() {
+	for _, h := range ledger.Holders(ip) {
 		l.Holders = append(l.Holders, h.Namespace+"/"+h.Name)
 	}
 	switch {

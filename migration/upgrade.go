@@ -17,6 +17,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // Upgrading the original paas.org operator (0.3 or 1.0) in place. After
@@ -385,7 +386,7 @@ func planLedger(in Installation, p *UpgradePlan) {
 	ledgerOf := map[types.NamespacedName][]string{}
 	for i := range in.Ledger {
 		ip := &in.Ledger[i]
-		owner, ok := paasv1.OriginalServiceOwner(ip)
+		owner, ok := ledger.OriginalOwner(ip)
 		if !ok {
 			continue
 		}

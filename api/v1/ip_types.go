@@ -252,28 +252,6 @@ type IPList struct {
 	Items           []IP `json:"items"`
 }
 
-// Holders are the Services the address is allocated to: Owner first, then
-// SharedWith.
-func (ip *IP) Holders() []IPOwner {
-	if ip.Spec.Owner == nil {
-		return nil
-	}
-	return append([]IPOwner{*ip.Spec.Owner}, ip.Spec.SharedWith...)
-}
-
-// HeldBy reports whether the Service with uid is one of the holders.
-func (ip *IP) HeldBy(uid types.UID) bool {
-	if uid == "" {
-		return false
-	}
-	for _, o := range ip.Holders() {
-		if o.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
 // Reserved reports whether the address is reserved elsewhere in the cluster
 // (spec.reservedBy): agents must neither program nor announce it.
 func (ip *IP) Reserved() bool { return ip.Spec.ReservedBy != "" }

@@ -2,8 +2,6 @@ package v1
 
 import (
 	"strings"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // What the original paas.org operator (releases 0.3 and 1.0, installed from its
@@ -44,29 +42,6 @@ const (
 	// OriginalLeaderElectionRole is the original's Role in its namespace.
 	OriginalLeaderElectionRole = "vip-allocator-operator-leader-election-role"
 )
-
-// OriginalServiceOwner names the Service a ledger object written by the
-// original operator for a LoadBalancer Service was allocated to: label
-// ipgroup=<group>, annotation virtualips.paas.il/owner: <namespace>/<name>, and
-// no spec.owner (the original wrote no spec). ok is false for every other
-// object: ours (they have spec.owner) and legacy VirtualIP ones (label gsm,
-// the annotation naming a VirtualIP).
-func OriginalServiceOwner(ip *IP) (svc types.NamespacedName, ok bool) {
-	if ip.Spec.Owner != nil {
-		return types.NamespacedName{}, false
-	}
-	if _, grouped := ip.Labels[IPGroupLabel]; !grouped {
-		return types.NamespacedName{}, false
-	}
-	if _, legacy := ip.Labels[LegacyGSMLabel]; legacy {
-		return types.NamespacedName{}, false
-	}
-	ns, name, found := strings.Cut(ip.Annotations[OwnerAnnotation], "/")
-	if !found || ns == "" || name == "" || strings.Contains(name, "/") {
-		return types.NamespacedName{}, false
-	}
-	return types.NamespacedName{Namespace: ns, Name: name}, true
-}
 
 // IsOriginalImage reports whether a container image is the original operator's
 // (docker.io/paasteam324/vip-allocator-operator:1.0, a mirror's copy, a digest).

@@ -30,7 +30,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redhat-cop/operator-utils/pkg/util"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,9 +44,10 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/bench/internal/operatorproc"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/ipgroup"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -192,7 +192,7 @@ func annotateNode(ctx context.Context, c client.Client, name, value string) erro
 
 // startReconciler runs a manager with the IPGroup reconciler alone, as the
 // operator's ServiceAccount with no client-side rate limit.
-func startReconciler(ctx context.Context, dir string) (*controllers.IPGroupReconciler, ctrl.Manager, error) {
+func startReconciler(ctx context.Context, dir string) (*ipgroup.Reconciler, ctrl.Manager, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	cfg, err := operatorproc.UnlimitedConfig(filepath.Join(dir, "operator.kubeconfig"))
 	if err != nil {
@@ -203,12 +203,12 @@ func startReconciler(ctx context.Context, dir string) (*controllers.IPGroupRecon
 	if err != nil {
 		return nil, nil, err
 	}
-	reserved, err := controllers.NewReservedSource(mgr, nil)
+	reservedAddrs, err := reserved.NewSource(mgr, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
-	r := &controllers.IPGroupReconciler{ReconcilerBase: util.NewFromManager(mgr, mgr.GetEventRecorderFor("vip-allocator")), Reserved: reserved, OnCordon: election.OnCordonHandover}
+	r := &ipgroup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reserved: reservedAddrs, OnCordon: election.OnCordonHandover}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, nil, err
 	}
@@ -296,7 +296,7 @@ const pollEvery = 50 * time.Millisecond
 
 // measureBaseline is the mean CPU of one reconcile of one group whose status
 // is current, called directly.
-func measureBaseline(ctx context.Context, r *controllers.IPGroupReconciler, nGroups, n int) time.Duration {
+func measureBaseline(ctx context.Context, r *ipgroup.Reconciler, nGroups, n int) time.Duration {
 	from := cpu()
 	for k := range n {
 		_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: groupName(k % nGroups)}})

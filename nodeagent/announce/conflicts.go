@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/l2"
 )
 
@@ -56,7 +57,7 @@ func (a *Announcer) reportConflict(ctx context.Context, c l2.Conflict) error {
 	msg := fmt.Sprintf("%s answers %s for %s on the segment of %s/%s, which announces it: another host uses the address or a second load balancer announces it; remove it there, or exclude %s from the IPGroup",
 		c.MAC, protocolOf(c.VIP), c.VIP, a.NodeName, c.Interface, c.VIP)
 	a.Recorder.Event(&ip, corev1.EventTypeWarning, EventARPConflict, msg)
-	for _, o := range ip.Holders() { // every Service sharing the address
+	for _, o := range ledger.Holders(&ip) { // every Service sharing the address
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID}}
 		a.Recorder.Event(svc, corev1.EventTypeWarning, EventARPConflict, msg)
 	}

@@ -13,6 +13,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
@@ -53,7 +54,7 @@ func ReadWith(ctx context.Context, c client.Reader, services []corev1.Service, o
 				}
 				return v, fmt.Errorf("get ledger IP %s: %w", paasv1.IPObjectName(vip), err)
 			}
-			if uids := ledgerHolders(&ip); len(uids) > 0 {
+			if uids := ledger.HolderUIDs(&ip); len(uids) > 0 {
 				v.Holders[vip] = uids
 			}
 			if ip.Reserved() {

@@ -86,23 +86,6 @@ func (v View) RefusalOf(svc *corev1.Service, vip netip.Addr) (r Refusal, refused
 	return r, false
 }
 
-// ledgerHolders are the uids of the Services ip names: spec.owner and, for a
-// shared address, spec.sharedWith; none for an object naming nobody (a legacy
-// or not yet adopted object: the operator adopts it before it shows its
-// address with ipMode Proxy).
-func ledgerHolders(ip *paasv1.IP) []types.UID {
-	if ip == nil {
-		return nil
-	}
-	var out []types.UID
-	for _, o := range ip.Holders() {
-		if o.UID != "" {
-			out = append(out, o.UID)
-		}
-	}
-	return out
-}
-
 // NodeAddresses maps every address of every Node but the viewed ones (read
 // from a NodeView, see nodes.List) to the Node's name. Only addresses count
 // (Hostname and DNS entries are skipped).

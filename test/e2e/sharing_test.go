@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // TestSharedVIP: DNS as users run it, TCP 53 and UDP 53 as two Services with
@@ -67,7 +68,7 @@ func TestSharedVIP(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(netip.MustParseAddr(vip))}, &ip); err != nil {
 		t.Fatal(err)
 	}
-	if !ip.HeldBy(tcp.UID) || !ip.HeldBy(udp.UID) || ip.Spec.SharingKey != "dns" {
+	if !ledger.HeldBy(&ip, tcp.UID) || !ledger.HeldBy(&ip, udp.UID) || ip.Spec.SharingKey != "dns" {
 		t.Fatalf("ledger %s: %+v, want both Services under key dns", ip.Name, ip.Spec)
 	}
 

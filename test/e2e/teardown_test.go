@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -32,9 +32,9 @@ func TestAgentTeardownOnUninstall(t *testing.T) {
 	// The node's own rule, which the teardown must leave alone.
 	d.in("node1", "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
 
-	labels := map[string]string{"app.kubernetes.io/name": controllers.AgentName}
+	labels := map[string]string{"app.kubernetes.io/name": agent.Name}
 	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: controllers.AgentName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.OperatorNamespace, Name: agent.Name},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -71,7 +71,7 @@ func TestAgentTeardownOnUninstall(t *testing.T) {
 		return nil
 	})
 	d.via("node1")
-	daemonSet := "--daemonset=" + testenv.OperatorNamespace + "/" + controllers.AgentName
+	daemonSet := "--daemonset=" + testenv.OperatorNamespace + "/" + agent.Name
 
 	t.Run("stopped while its DaemonSet exists (restart, upgrade): rules and traffic stay", func(t *testing.T) {
 		d.startAgent(t, "node1", daemonSet)

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
@@ -254,10 +254,10 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
 		eventually(t, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
 			ds := &appsv1.DaemonSet{}
-			if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: agent.Name}, ds); err != nil {
 				return err
 			}
-			if len(ds.OwnerReferences) != 1 || ds.OwnerReferences[0].Name != controllers.AgentServiceAccount {
+			if len(ds.OwnerReferences) != 1 || ds.OwnerReferences[0].Name != agent.ServiceAccount {
 				return fmt.Errorf("owners %v", ds.OwnerReferences)
 			}
 			if got := ds.Spec.Template.Spec.Containers[0].Image; got != image {
@@ -270,7 +270,7 @@ func TestBundleLifecycle(t *testing.T) {
 
 	t.Run("Pod Security: the operator passes restricted, the agent needs privileged and gets it only in its namespace", func(t *testing.T) {
 		ds := &appsv1.DaemonSet{}
-		if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: agent.Name}, ds); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
@@ -321,8 +321,8 @@ func TestBundleLifecycle(t *testing.T) {
 		})
 	})
 
-	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount))
-	agentDS := types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}
+	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, agent.ServiceAccount))
+	agentDS := types.NamespacedName{Namespace: namespace, Name: agent.Name}
 	// The agent watches its DaemonSet while it runs, as a real one does
 	// (nodeagent.Server): what it sees decides whether a refused token on
 	// the way out is an uninstall.

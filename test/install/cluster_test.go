@@ -27,7 +27,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -219,14 +219,14 @@ func (c *cluster) tokenClient(t *testing.T, token string) client.WithWatch {
 // the RBAC is the bundle's), with leader election, deploying the agent.
 func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
 	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
-		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+		LeaderElect: true, Agent: agent.Options{Namespace: namespace, Image: image}})
 }
 
 // runOperatorServingMetrics is runOperator with the metrics served as the bundle serves
 // them (TLS, authenticated and authorized) on metricsAddr.
 func (c *cluster) runOperatorServingMetrics(t *testing.T, image, metricsAddr string) (stop func()) {
 	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: metricsAddr, MetricsSecure: true, ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
-		LeaderElect: true, Agent: controllers.AgentOptions{Namespace: namespace, Image: image}})
+		LeaderElect: true, Agent: agent.Options{Namespace: namespace, Image: image}})
 }
 
 // runOperatorWith runs the operator with options o, as runOperator does.

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
 )
 
 // checkAgentPodHardening asserts what the operator puts in the agent's pod: a read-only root,
@@ -183,7 +183,7 @@ func agentSecurity(ds *appsv1.DaemonSet) *corev1.SecurityContext {
 // what the namespace's admission policy asks of every pod (seccomp RuntimeDefault).
 func agentPod(ns, node, image string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-" + node},
-		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: controllers.AgentServiceAccount,
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: agentctrl.ServiceAccount,
 			SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers:      []corev1.Container{{Name: "agent", Image: image}}}}
 }
@@ -194,7 +194,7 @@ func testMetricsAuth(t *testing.T, c *cluster, metricsAddr string) {
 	c.mustKubectl(t, "create", "serviceaccount", "-n", namespace, "scraper")
 	c.mustKubectl(t, "create", "clusterrolebinding", "scraper-metrics", "--clusterrole=vip-allocator-metrics-reader", "--serviceaccount="+namespace+":scraper")
 	scraper := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, "scraper"))
-	agent := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount))
+	agent := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, agentctrl.ServiceAccount))
 	httpc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test asks about authorization, not the self-signed certificate
 	get := func(token string) (int, string, error) {
@@ -255,7 +255,7 @@ func freeLoopbackAddr(t *testing.T) string {
 // agentDaemonSet reads the DaemonSet the operator deployed.
 func agentDaemonSet(t *testing.T, admin client.Client) *appsv1.DaemonSet {
 	ds := &appsv1.DaemonSet{}
-	if err := admin.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
+	if err := admin.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: agentctrl.Name}, ds); err != nil {
 		t.Fatal(err)
 	}
 	return ds

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
@@ -74,7 +74,7 @@ func TestIdentities(t *testing.T) {
 	t.Run("the agent may change nothing else on any Node", func(t *testing.T) { testAgentNodeWrites(t, admin, agentA) })
 
 	t.Run("a token bound to no pod names no node, and writes no Node", func(t *testing.T) {
-		unbound := c.tokenClient(t, strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount)))
+		unbound := c.tokenClient(t, strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, agentctrl.ServiceAccount)))
 		err := (&nodes.InterfacePublisher{Client: unbound, NodeName: "node-a"}).Publish(ctx)
 		if err == nil || !strings.Contains(err.Error(), "names no node") {
 			t.Fatalf("want a refusal naming the missing node binding, got %v", err)
@@ -144,7 +144,7 @@ func (c *cluster) boundAgents(t *testing.T, admin client.Client, nodes ...string
 			Annotations: map[string]string{"owner.example/rack": "r1"}}}))
 		pod := agentPod(namespace, node, "registry.example/vip-allocator:test")
 		must(t, admin.Create(ctx, pod))
-		token := c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount,
+		token := c.mustKubectl(t, "create", "token", "-n", namespace, agentctrl.ServiceAccount,
 			"--bound-object-kind", "Pod", "--bound-object-name", pod.Name)
 		agent[node] = c.tokenClient(t, strings.TrimSpace(token))
 	}
@@ -378,13 +378,13 @@ func testOperatorNamespace(t *testing.T, operator client.Client) {
 	refused(t, "read a Secret in default", operator.Get(ctx, types.NamespacedName{Namespace: "default", Name: "x"}, &corev1.Secret{}), "forbidden")
 	refused(t, "list DaemonSets everywhere", operator.List(ctx, &appsv1.DaemonSetList{}), "forbidden")
 	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-forever",
-		Annotations: map[string]string{corev1.ServiceAccountNameKey: controllers.AgentServiceAccount}},
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: agentctrl.ServiceAccount}},
 		Type: corev1.SecretTypeServiceAccountToken}
 	refused(t, "mint a token Secret for the agent", operator.Create(ctx, token), "writes only its Opaque Secrets")
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "other"}, Type: corev1.SecretTypeOpaque}
 	refused(t, "create another Secret", operator.Create(ctx, other), "writes only its Opaque Secrets")
 	disguised := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret,
-		Annotations: map[string]string{corev1.ServiceAccountNameKey: controllers.AgentServiceAccount}},
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: agentctrl.ServiceAccount}},
 		Type: corev1.SecretTypeServiceAccountToken}
 	refused(t, "a token Secret under an allowed name", operator.Create(ctx, disguised), "writes only its Opaque Secrets")
 	allowed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret}, Type: corev1.SecretTypeOpaque}

@@ -23,7 +23,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
 )
 
@@ -72,7 +72,7 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
-		LeaderElect: true, AdmissionPolicies: true, Agent: controllers.AgentOptions{Namespace: ns, Image: dep.Image}})
+		LeaderElect: true, AdmissionPolicies: true, Agent: agentctrl.Options{Namespace: ns, Image: dep.Image}})
 	must(t, err)
 	mgrCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -111,7 +111,7 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 
 	t.Run("the operator deploys the agent and labels its namespace, with the CSV's permissions", func(t *testing.T) {
 		eventually(t, "the agent DaemonSet and the namespace label", func() error {
-			if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.AgentName}, &appsv1.DaemonSet{}); err != nil {
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: agentctrl.Name}, &appsv1.DaemonSet{}); err != nil {
 				return err
 			}
 			return privileged(ctx, admin, ns)
@@ -126,7 +126,7 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 			must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 		}
 		must(t, admin.Create(ctx, agentPod(ns, "node-a", dep.Image)))
-		token := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", ns, controllers.AgentServiceAccount,
+		token := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", ns, agentctrl.ServiceAccount,
 			"--bound-object-kind", "Pod", "--bound-object-name", "agent-node-a"))
 		agent := c.tokenClient(t, token)
 		must(t, (&nodes.InterfacePublisher{Client: agent, NodeName: "node-a"}).Publish(ctx))

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 )
 
 // lbService is a LoadBalancer Service of class (none when empty) in default.
@@ -129,7 +129,7 @@ func testOperatorServiceWrites(t *testing.T, admin, operator client.Client) {
 			s.Status.Conditions = []metav1.Condition{condition(paasv1.ConditionAddressConflict, "Reserved")}
 		}, ""},
 		{"dropping the original's finalizer", web.Name, false, func(s *corev1.Service) { s.Finalizers = []string{"example.com/keep"} }, ""},
-		{"adding the cleanup finalizer", web.Name, false, func(s *corev1.Service) { s.Finalizers = append(s.Finalizers, controllers.CleanupFinalizer) }, ""},
+		{"adding the cleanup finalizer", web.Name, false, func(s *corev1.Service) { s.Finalizers = append(s.Finalizers, service.CleanupFinalizer) }, ""},
 		{"removing the cleanup finalizer", web.Name, false, func(s *corev1.Service) { s.Finalizers = []string{"example.com/keep"} }, ""},
 		{"a migration's conversion", legacy.Name, false, func(s *corev1.Service) {
 			s.Spec.Type, s.Spec.LoadBalancerIP = corev1.ServiceTypeLoadBalancer, "192.0.2.20"

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -106,7 +106,7 @@ func servedByMetalLB(vip string, more func(), svcs ...*corev1.Service) []*corev1
 	}
 	startOperator()
 	for _, s := range out {
-		Eventually(func() []string { return getService(s).Finalizers }).Should(ContainElement(controllers.CleanupFinalizer))
+		Eventually(func() []string { return getService(s).Finalizers }).Should(ContainElement(service.CleanupFinalizer))
 	}
 	return out
 }

@@ -11,17 +11,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 var _ = Describe("the agent DaemonSet's place in the installation", Ordered, func() {
 	ctx := context.Background()
-	dsKey := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: controllers.AgentName}
+	dsKey := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: agent.Name}
 
 	It("is owned by the agent's ServiceAccount, so deleting the bundle deletes it", func() {
 		sa := &corev1.ServiceAccount{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: controllers.AgentServiceAccount}, sa)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: agent.ServiceAccount}, sa)).To(Succeed())
 		Eventually(func(g Gomega) {
 			ds := &appsv1.DaemonSet{}
 			g.Expect(k8s.Get(ctx, dsKey, ds)).To(Succeed())
@@ -69,7 +69,7 @@ var _ = Describe("the agent DaemonSet's place in the installation", Ordered, fun
 			g.Expect(k8s.List(ctx, &events, client.InNamespace(testenv.OperatorNamespace))).To(Succeed())
 			var found []string
 			for _, e := range events.Items {
-				if e.Reason == controllers.EventNamespaceNotPrivileged && e.InvolvedObject.Name == controllers.AgentName {
+				if e.Reason == agent.EventNamespaceNotPrivileged && e.InvolvedObject.Name == agent.Name {
 					found = append(found, e.Message)
 				}
 			}

@@ -13,12 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 var _ = Describe("the agent DaemonSet", Ordered, func() {
-	key := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: controllers.AgentName}
+	key := client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: agent.Name}
 	getDS := func(g Gomega) *appsv1.DaemonSet {
 		ds := &appsv1.DaemonSet{}
 		g.Expect(k8s.Get(context.Background(), key, ds)).To(Succeed())
@@ -30,7 +30,7 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 			ds := getDS(g)
 			pod := ds.Spec.Template.Spec
 			g.Expect(pod.HostNetwork).To(BeTrue())
-			g.Expect(pod.ServiceAccountName).To(Equal(controllers.AgentServiceAccount))
+			g.Expect(pod.ServiceAccountName).To(Equal(agent.ServiceAccount))
 			g.Expect(pod.Tolerations).To(Equal([]corev1.Toleration{{Operator: corev1.TolerationOpExists}}))
 			c := pod.Containers[0]
 			g.Expect(c.Image).To(Equal("registry.example/vip-allocator:test"))

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 )
 
 var _ = Describe("allocation from the original IPGroup", func() {
@@ -32,7 +32,7 @@ var _ = Describe("allocation from the original IPGroup", func() {
 		Expect(got.Status.LoadBalancer.Ingress[0].IPMode).To(HaveValue(Equal(corev1.LoadBalancerIPModeProxy)))
 		c := eventuallyCondition(first, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(Equal("holds 192.0.2.1 from IPGroup 192.0.2.0-24"))
-		eventuallyEvent(first, corev1.EventTypeNormal, controllers.EventIPAllocated, "Allocated 192.0.2.1 from IPGroup 192.0.2.0-24")
+		eventuallyEvent(first, corev1.EventTypeNormal, service.EventIPAllocated, "Allocated 192.0.2.1 from IPGroup 192.0.2.0-24")
 
 		ours := createService(lbService(ns, "ours", withClass(paasv1.LoadBalancerClass)))
 		eventuallyIPs(ours, "192.0.2.2")
@@ -120,7 +120,7 @@ var _ = Describe("refusals", func() {
 		waiting := createService(lbService(ns, "waiting"))
 		c := eventuallyCondition(waiting, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(ContainSubstring("no auto-assign IPv4 IPGroup admits this Service"))
-		eventuallyEvent(waiting, corev1.EventTypeWarning, controllers.EventAllocationFailed, "no auto-assign IPv4 IPGroup")
+		eventuallyEvent(waiting, corev1.EventTypeWarning, service.EventAllocationFailed, "no auto-assign IPv4 IPGroup")
 		Eventually(func() float64 { return gauge("vip_allocator_services_pending", "reason", paasv1.ReasonNoIPGroup) }).Should(BeNumerically(">=", 1),
 			"a pending Service is counted (alerts read it)")
 		Expect(gauge("vip_allocator_services_pending_seconds", "reason", paasv1.ReasonNoIPGroup)).To(BeNumerically(">=", 0))
@@ -144,7 +144,7 @@ var _ = Describe("refusals", func() {
 		taken := createService(lbService(ns, "taken", withLoadBalancerIP("192.0.2.1")))
 		c = eventuallyCondition(taken, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("requested 192.0.2.1 is already held by " + ns + "/second"))
-		eventuallyEvent(taken, corev1.EventTypeWarning, controllers.EventAllocationFailed, "already held by")
+		eventuallyEvent(taken, corev1.EventTypeWarning, service.EventAllocationFailed, "already held by")
 		Expect(k8s.Delete(ctx, getService(createService(lbService(ns, "unrelated", withClass("example.com/x")))))).To(Succeed())
 		Expect(k8s.Delete(ctx, getService(lbService(ns, "second")))).To(Succeed())
 		eventuallyIPs(taken, "192.0.2.1")
@@ -233,7 +233,7 @@ var _ = Describe("release", func() {
 		createIPGroup(newIPGroup("rel", "192.0.2.64/28"))
 		ns := newNamespace(nil)
 		svc := eventuallyIPs(createService(lbService(ns, "gone")), "192.0.2.64")
-		Expect(getService(svc).Finalizers).To(ConsistOf(controllers.CleanupFinalizer))
+		Expect(getService(svc).Finalizers).To(ConsistOf(service.CleanupFinalizer))
 		Expect(ledger()).To(HaveKey("192.0.2.64"))
 		Expect(k8s.Delete(ctx, svc)).To(Succeed())
 		Eventually(ledger).ShouldNot(HaveKey("192.0.2.64"))
@@ -255,9 +255,9 @@ var _ = Describe("release", func() {
 			got := getService(changing)
 			g.Expect(got.Status.LoadBalancer.Ingress).To(BeEmpty())
 			g.Expect(findCondition(got.Status.Conditions, paasv1.ConditionIPAllocated)).To(BeNil())
-			g.Expect(got.Finalizers).NotTo(ContainElement(controllers.CleanupFinalizer))
+			g.Expect(got.Finalizers).NotTo(ContainElement(service.CleanupFinalizer))
 		}).Should(Succeed())
-		eventuallyEvent(changing, corev1.EventTypeNormal, controllers.EventIPReleased, "192.0.2.64")
+		eventuallyEvent(changing, corev1.EventTypeNormal, service.EventIPReleased, "192.0.2.64")
 	})
 
 	It("leaves the cleanup finalizer of another implementation's Service", func() {
@@ -265,10 +265,10 @@ var _ = Describe("release", func() {
 		ns := newNamespace(nil)
 		other := lbService(ns, "elsewhere")
 		other.Spec.LoadBalancerClass = ptr.To("example.com/cloud")
-		other.Finalizers = []string{controllers.CleanupFinalizer}
+		other.Finalizers = []string{service.CleanupFinalizer}
 		other = createService(other)
 		Expect(k8s.Delete(ctx, other)).To(Succeed())
-		Consistently(func() []string { return getService(other).Finalizers }, "2s").Should(ConsistOf(controllers.CleanupFinalizer))
+		Consistently(func() []string { return getService(other).Finalizers }, "2s").Should(ConsistOf(service.CleanupFinalizer))
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			got := getService(other)
 			got.Finalizers = nil

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 )
 
 // manualGroup is a group only Services naming it use, so other specs'
@@ -63,7 +63,7 @@ var _ = Describe("dual stack", func() {
 			ContainSubstring("none of the named IPGroups dsr-v4 is IPv6; name one IPv6 group per family in vip.paas.org/ipgroup"),
 			ContainSubstring("or set ipFamilyPolicy PreferDualStack to be served by IPv4 alone"),
 		))
-		eventuallyEvent(half, corev1.EventTypeWarning, controllers.EventAllocationFailed, "RequireDualStack")
+		eventuallyEvent(half, corev1.EventTypeWarning, service.EventAllocationFailed, "RequireDualStack")
 
 		By("the same Service as PreferDualStack is served by IPv4 and told why IPv6 is missing")
 		prefer := createService(lbService(ns, "prefer", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),

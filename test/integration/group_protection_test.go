@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 )
 
 // A group from which Services hold addresses is protected like a PVC: deleting,
@@ -117,7 +117,7 @@ var _ = Describe("group protection", func() {
 			ns + "/s0 (203.0.113.168), " + ns + "/s1 (203.0.113.169);"))
 		c := eventuallyCondition(s1, metav1.ConditionTrue, paasv1.ReasonAddressKept)
 		Expect(c.Message).To(ContainSubstring("keeps 203.0.113.169, which IPGroup shrink no longer allows"))
-		eventuallyEvent(s1, corev1.EventTypeWarning, controllers.EventAddressKept, "keeps 203.0.113.169")
+		eventuallyEvent(s1, corev1.EventTypeWarning, service.EventAddressKept, "keeps 203.0.113.169")
 		Consistently(func() []string { return append(ingressIPs(getService(s0)), ingressIPs(getService(s1))...) }, "1s").
 			Should(Equal([]string{"203.0.113.168", "203.0.113.169"}))
 
@@ -129,7 +129,7 @@ var _ = Describe("group protection", func() {
 		By("and releases the rest: it moves into the segment, and the report clears")
 		releaseAddresses("shrink")
 		eventuallyIPs(s1, "203.0.113.160")
-		eventuallyEvent(s1, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 203.0.113.169 → 203.0.113.160 (IPGroup shrink)")
+		eventuallyEvent(s1, corev1.EventTypeNormal, service.EventIPChanged, "Changed 203.0.113.169 → 203.0.113.160 (IPGroup shrink)")
 		eventuallyKept("shrink", paasv1.ReasonNoneKept)
 		eventuallyRelocating("shrink", 0)
 	})

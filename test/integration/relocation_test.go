@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 )
 
 // watchInvariants polls the Services of ns until the returned function is
@@ -148,7 +148,7 @@ var _ = Describe("relocation", func() {
 			ns + "/api (192.0.2.10), " + ns + "/db (192.0.2.2), " + ns + "/ingress (192.0.2.11), " + ns + "/web (192.0.2.1); set vip.paas.org/release-addresses=true"))
 		c := eventuallyCondition(web, metav1.ConditionTrue, paasv1.ReasonAddressKept)
 		Expect(c.Message).To(Equal("holds 192.0.2.1; keeps 192.0.2.1, which IPGroup appliance-ext no longer allows (excluded, outside its segment or addresses, or the group is being deleted) until the group's admin sets vip.paas.org/release-addresses=true on it, or the Service asks for another address"))
-		eventuallyEvent(web, corev1.EventTypeWarning, controllers.EventAddressKept, "keeps 192.0.2.1, which IPGroup appliance-ext no longer allows")
+		eventuallyEvent(web, corev1.EventTypeWarning, service.EventAddressKept, "keeps 192.0.2.1, which IPGroup appliance-ext no longer allows")
 		Consistently(func() []string { return append(ingressIPs(getService(web)), ingressIPs(getService(db))...) }, "1s").
 			Should(Equal([]string{"192.0.2.1", "192.0.2.2"}))
 		eventuallyRelocating("appliance-ext", 4)
@@ -159,7 +159,7 @@ var _ = Describe("relocation", func() {
 			g.Expect(append(ingressIPs(getService(web)), ingressIPs(getService(db))...)).To(ConsistOf("198.51.100.1", "198.51.100.2"))
 		}).Should(Succeed())
 		webNow := ingressIPs(getService(web))[0]
-		eventuallyEvent(web, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 192.0.2.1 → "+webNow+" (IPGroup appliance-ext)")
+		eventuallyEvent(web, corev1.EventTypeNormal, service.EventIPChanged, "Changed 192.0.2.1 → "+webNow+" (IPGroup appliance-ext)")
 		c = eventuallyCondition(web, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(Equal("holds " + webNow + " from IPGroup appliance-ext"))
 		Eventually(func() []string { return ledgerOwnedBy(ns, "web") }).Should(Equal([]string{webNow}), "the old ledger object is released")
@@ -169,7 +169,7 @@ var _ = Describe("relocation", func() {
 		c = eventuallyCondition(api, metav1.ConditionFalse, paasv1.ReasonRequestedIPOutsideGroups)
 		Expect(c.Message).To(Equal("requested 192.0.2.10 is in no IPGroup; request an address inside an IPGroup's segment or create an IPGroup that holds it (keeps 192.0.2.10 meanwhile)"))
 		eventuallyCondition(ingress, metav1.ConditionFalse, paasv1.ReasonRequestedIPOutsideGroups)
-		eventuallyEvent(api, corev1.EventTypeWarning, controllers.EventAllocationFailed, "requested 192.0.2.10 is in no IPGroup")
+		eventuallyEvent(api, corev1.EventTypeWarning, service.EventAllocationFailed, "requested 192.0.2.10 is in no IPGroup")
 		Consistently(func() []string { return append(ingressIPs(getService(api)), ingressIPs(getService(ingress))...) }, "1s").
 			Should(Equal([]string{"192.0.2.10", "192.0.2.11"}))
 		Expect(ledgerOwnedBy(ns, "api")).To(Equal([]string{"192.0.2.10"}))
@@ -185,8 +185,8 @@ var _ = Describe("relocation", func() {
 		editService(ingress, func(s *corev1.Service) { s.Spec.LoadBalancerIP = "198.51.100.11" })
 		eventuallyIPs(api, "198.51.100.10")
 		eventuallyIPs(ingress, "198.51.100.11")
-		eventuallyEvent(api, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 192.0.2.10 → 198.51.100.10 (IPGroup appliance-ext)")
-		eventuallyEvent(ingress, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 192.0.2.11 → 198.51.100.11")
+		eventuallyEvent(api, corev1.EventTypeNormal, service.EventIPChanged, "Changed 192.0.2.10 → 198.51.100.10 (IPGroup appliance-ext)")
+		eventuallyEvent(ingress, corev1.EventTypeNormal, service.EventIPChanged, "Changed 192.0.2.11 → 198.51.100.11")
 		eventuallyCondition(api, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		eventuallyCondition(ingress, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Eventually(func() []string { return ledgerOwnedBy(ns, "api") }).Should(Equal([]string{"198.51.100.10"}))
@@ -234,8 +234,8 @@ var _ = Describe("relocation", func() {
 			g.Expect(append(ingressIPs(getService(b)), ingressIPs(getService(pinned))...)).To(ConsistOf("203.0.113.66", "203.0.113.67"))
 		}).Should(Succeed())
 		bNow, pinnedNow := ingressIPs(getService(b))[0], ingressIPs(getService(pinned))[0]
-		eventuallyEvent(b, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 203.0.113.65 → "+bNow)
-		eventuallyEvent(pinned, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 203.0.113.70 → "+pinnedNow)
+		eventuallyEvent(b, corev1.EventTypeNormal, service.EventIPChanged, "Changed 203.0.113.65 → "+bNow)
+		eventuallyEvent(pinned, corev1.EventTypeNormal, service.EventIPChanged, "Changed 203.0.113.70 → "+pinnedNow)
 		By("the one whose request is excluded hears why")
 		c := eventuallyCondition(pinned, metav1.ConditionFalse, paasv1.ReasonRequestedIPExcluded)
 		Expect(c.Message).To(Equal("requested 203.0.113.70 is excluded from IPGroup excl-edit (spec.excludedIPs); request another address (keeps " + pinnedNow + " from IPGroup excl-edit meanwhile)"))
@@ -294,7 +294,7 @@ var _ = Describe("relocation by selectors", func() {
 		nsObj.Labels["team"] = "red"
 		Expect(k8s.Update(ctx, &nsObj)).To(Succeed())
 		eventuallyIPs(svc, "203.0.113.32")
-		eventuallyEvent(svc, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 198.51.100.32 → 203.0.113.32 (IPGroup shared-pool)")
+		eventuallyEvent(svc, corev1.EventTypeNormal, service.EventIPChanged, "Changed 198.51.100.32 → 203.0.113.32 (IPGroup shared-pool)")
 
 		By("a group's serviceSelector stops matching")
 		editIPGroup("shared-pool", func(g *paasv1.IPGroup) {
@@ -354,7 +354,7 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		eventuallyIPs(afterPatch, "198.51.100.198")
 		Eventually(func() []string { return ledgerOwnedBy(ns, "before-patch") }).Should(Equal([]string{"198.51.100.197"}))
 		Eventually(func() []string { return ledgerOwnedBy(ns, "after-patch") }).Should(Equal([]string{"198.51.100.198"}))
-		eventuallyEvent(beforePatch, corev1.EventTypeNormal, controllers.EventIPChanged, "Changed 192.0.2.201 → 198.51.100.197")
+		eventuallyEvent(beforePatch, corev1.EventTypeNormal, service.EventIPChanged, "Changed 192.0.2.201 → 198.51.100.197")
 		eventuallyRelocating("crash", 0)
 		fresh := createService(lbService(ns, "fresh"))
 		eventuallyIPs(fresh, "198.51.100.192")

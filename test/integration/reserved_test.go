@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 )
 
 // An address only goes where it is safe.
@@ -138,7 +138,7 @@ var _ = Describe("reserved addresses", func() {
 			svc := createService(lbService(ns, tc.name, withAnnotation(paasv1.IPsAnnotation, tc.ip)))
 			c := eventuallyCondition(svc, metav1.ConditionFalse, paasv1.ReasonRequestedIPReserved)
 			Expect(c.Message).To(HavePrefix(tc.message))
-			eventuallyEvent(svc, corev1.EventTypeWarning, controllers.EventAllocationFailed, tc.message)
+			eventuallyEvent(svc, corev1.EventTypeWarning, service.EventAllocationFailed, tc.message)
 			Expect(ingressIPs(getService(svc))).To(BeEmpty())
 			Expect(ledger()).NotTo(HaveKey(tc.ip))
 		}
@@ -179,7 +179,7 @@ var _ = Describe("reserved addresses", func() {
 		node := reservedNode("rsv-late-node", []string{"198.51.100.20"}, nil, "")
 		c := conflictCondition(svc, paasv1.ReasonReservedByNode)
 		Expect(c.Message).To(HavePrefix("198.51.100.20 is the address of Node rsv-late-node: the Service keeps the address but no node programs or announces it"))
-		eventuallyEvent(svc, corev1.EventTypeWarning, controllers.EventAddressConflict, "198.51.100.20 is the address of Node rsv-late-node")
+		eventuallyEvent(svc, corev1.EventTypeWarning, service.EventAddressConflict, "198.51.100.20 is the address of Node rsv-late-node")
 		Eventually(ledgerReservedBy("198.51.100.20")).Should(Equal("the address of Node rsv-late-node"))
 		Consistently(func() []string { return ingressIPs(getService(svc)) }, "1s").Should(Equal([]string{"198.51.100.20"}))
 		eventuallyCondition(svc, metav1.ConditionTrue, paasv1.ReasonAllocated)
@@ -188,7 +188,7 @@ var _ = Describe("reserved addresses", func() {
 		Expect(k8s.Delete(ctx, node)).To(Succeed())
 		conflictCondition(svc, "")
 		Eventually(ledgerReservedBy("198.51.100.20")).Should(BeEmpty())
-		eventuallyEvent(svc, corev1.EventTypeNormal, controllers.EventAddressConflictResolved, "the nodes program and announce it again")
+		eventuallyEvent(svc, corev1.EventTypeNormal, service.EventAddressConflictResolved, "the nodes program and announce it again")
 		eventuallyIPs(svc, "198.51.100.20")
 	})
 })

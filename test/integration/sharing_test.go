@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	ledgerrules "github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 func withPorts(ports ...corev1.ServicePort) svcOption {
@@ -41,7 +42,7 @@ func holdersOf(ip string) []string {
 	if !ok {
 		return nil
 	}
-	for _, o := range obj.Holders() {
+	for _, o := range ledgerrules.Holders(&obj) {
 		out = append(out, o.Namespace+"/"+o.Name)
 	}
 	return out
@@ -239,7 +240,7 @@ func expectSharedConsistent(g Gomega, ns string, held map[string][]string) {
 	g.Expect(k8s.List(context.Background(), &list)).To(Succeed())
 	inLedger := map[string][]string{}
 	for _, ip := range list.Items {
-		for _, o := range ip.Holders() {
+		for _, o := range ledgerrules.Holders(&ip) {
 			if o.Namespace == ns {
 				inLedger[ip.Spec.Address] = append(inLedger[ip.Spec.Address], o.Namespace+"/"+o.Name)
 			}

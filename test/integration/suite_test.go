@@ -25,7 +25,8 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
+	ledgerrules "github.com/paas-org/vip-allocator-operator/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -76,7 +77,7 @@ var _ = AfterSuite(func() {
 
 // operatorOptions are the flags the suite's operator runs with.
 var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 8, IPMode: "Proxy",
-	Agent:     controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
+	Agent:     agent.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
 	Migration: migration.Options{CutoverDelay: 2 * time.Second}}
 
 // startOperator runs the operator's manager in-process as the operator's ServiceAccount.
@@ -122,7 +123,7 @@ func deleteAllServices(ns string) {
 		var ips paasv1.IPList
 		g.Expect(k8s.List(ctx, &ips)).To(Succeed())
 		for _, ip := range ips.Items {
-			for _, o := range ip.Holders() {
+			for _, o := range ledgerrules.Holders(&ip) {
 				g.Expect(o.Namespace).NotTo(Equal(ns), "ledger %s still held", ip.Name)
 			}
 		}

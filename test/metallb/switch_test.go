@@ -25,7 +25,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -171,7 +171,7 @@ func ipGroupHasAddresses(ctx context.Context, t *testing.T, env *testenv.Env) bo
 func startOperator(t *testing.T, env *testenv.Env) (stop func()) {
 	t.Helper()
 	mgr, err := cmd.NewManager(env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
-		Agent: controllers.AgentOptions{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}})
+		Agent: agent.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

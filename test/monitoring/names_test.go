@@ -18,7 +18,8 @@ import (
 
 	// Their metrics register in controller-runtime's registry when the
 	// packages load, as in the binary (the operator and the agent are one).
-	_ "github.com/paas-org/vip-allocator-operator/controllers"
+	_ "github.com/paas-org/vip-allocator-operator/controllers/ipgroup"
+	_ "github.com/paas-org/vip-allocator-operator/controllers/service"
 	_ "github.com/paas-org/vip-allocator-operator/migration"
 	_ "github.com/paas-org/vip-allocator-operator/nodeagent"
 )

@@ -1,0 +1,92 @@
+package admissionpolicy
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/paas-org/vip-allocator-operator/config/admission"
+)
+
+// TestPolicyObjectsMoveEveryServiceAccount: every policy of config/admission,
+// read for another namespace, names that namespace's ServiceAccounts and no
+// longer the bundle's, and only the namespace part changes.
+func TestPolicyObjectsMoveEveryServiceAccount(t *testing.T) {
+	bundled, err := Objects(admission.Files, "vip-allocator-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, err := Objects(admission.Files, "operators")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) == 0 || len(moved) != len(bundled) || len(moved)%2 != 0 {
+		t.Fatalf("%d objects for another namespace, %d for the bundle's: want a policy and a binding each", len(moved), len(bundled))
+	}
+	named := 0
+	for i, o := range moved {
+		raw, _ := json.Marshal(o.Object)
+		orig, _ := json.Marshal(bundled[i].Object)
+		if strings.Contains(string(raw), "system:serviceaccount:vip-allocator-operator:") {
+			t.Errorf("%s %s still names the bundle's namespace", o.GetKind(), o.GetName())
+		}
+		if strings.Contains(string(raw), "system:serviceaccount:operators:") {
+			named++
+		}
+		if back := strings.ReplaceAll(string(raw), "system:serviceaccount:operators:", "system:serviceaccount:vip-allocator-operator:"); back != string(orig) {
+			t.Errorf("%s %s: more than the namespace changed", o.GetKind(), o.GetName())
+		}
+		if o.GetLabels()[managedby.Label] != managedby.Operator {
+			t.Errorf("%s %s is not labelled as the operator's: %v", o.GetKind(), o.GetName(), o.GetLabels())
+		}
+	}
+	if named < 4 {
+		t.Errorf("only %d objects name a ServiceAccount: the ledger, Service-delete, Secret-write and agent policies all do", named)
+	}
+}
+
+// TestAdmissionPoliciesRole: the OLM bundle's ClusterRole lets the operator
+// read and change every policy and binding of config/admission by name, and
+// nothing else. A policy added to config/admission must be added there too.
+func TestAdmissionPoliciesRole(t *testing.T) {
+	objs, err := Objects(admission.Files, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, o := range objs {
+		if !slices.Contains(want, o.GetName()) {
+			want = append(want, o.GetName())
+		}
+	}
+	slices.Sort(want)
+	data, err := os.ReadFile("../config/manifests/admission_policies_role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal([]byte(strings.SplitN(string(data), "\n---\n", 2)[0]), &role); err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, r := range role.Rules {
+		if len(r.ResourceNames) > 0 {
+			named = append(named, r.ResourceNames...)
+			continue
+		}
+		if !slices.Equal(r.Verbs, []string{"create"}) {
+			t.Errorf("rule %+v: only create may go without resource names", r)
+		}
+	}
+	slices.Sort(named)
+	if !slices.Equal(named, want) {
+		t.Errorf("config/manifests/admission_policies_role.yaml names %v, config/admission holds %v: list every policy there", named, want)
+	}
+}
