@@ -119,7 +119,7 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "name a command: agent, completion, explain, help, migrate, operator, version"},
+		{nil, "name a command: agent, completion, explain, migrate, operator, version"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"operatr"}, `did you mean "operator"?`},
 		{[]string{"operator", "--no-such-flag"}, "unknown flag: --no-such-flag"},
