@@ -47,8 +47,11 @@ func newCompleter(t *testing.T, env ...string) *completer {
 // (COMPREPLY, without their descriptions).
 func (c *completer) bash(t *testing.T, line string) []string {
 	t.Helper()
+	// compopt works only while readline runs a completion: here it is
+	// recorded, not applied.
 	sh := `source ` + bashCompletionLib + `
 source "$SCRIPT"
+compopt() { echo "$*" >>"$COMPOPT_LOG"; }
 COMP_LINE=$LINE
 COMP_POINT=${#COMP_LINE}
 read -ra COMP_WORDS <<<"$LINE"
@@ -60,10 +63,13 @@ __start_vip-allocator vip-allocator "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[CO
 printf '%s\n' "${COMPREPLY[@]}"
 `
 	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", sh)
-	cmd.Env = append(append(os.Environ(), c.env...), "SCRIPT="+c.script, "LINE="+line, "COLUMNS=200")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bash completion of %q: %v: %s", line, err, out)
+	cmd.Env = append(append(os.Environ(), c.env...), "SCRIPT="+c.script, "LINE="+line, "COLUMNS=200",
+		"COMPOPT_LOG="+filepath.Join(t.TempDir(), "compopt"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Fatalf("bash completion of %q: %v: %s", line, err, stderr.String())
 	}
 	var words []string
 	for _, l := range strings.Split(string(out), "\n") {

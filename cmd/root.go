@@ -145,6 +145,9 @@ func groupRun(c *cobra.Command, args []string) error {
 		return usageError(c, fmt.Errorf("name a command: %s", strings.Join(names, ", ")))
 	}
 	err := fmt.Sprintf("unknown command %q, want one of %s", args[0], strings.Join(names, ", "))
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
 	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
 		err += fmt.Sprintf("; did you mean %q?", s[0])
 	}

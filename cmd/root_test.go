@@ -77,7 +77,7 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 	for program, prefix := range map[string]string{"/usr/local/bin/vip-allocator": "vip-allocator ", "/home/me/bin/kubectl-vip": "kubectl vip "} {
 		seen := map[string]bool{}
 		for _, c := range commands(NewRoot(program)) {
-			path := strings.TrimSpace(strings.TrimPrefix(c.CommandPath(), Name))
+			path := strings.TrimSpace(strings.TrimPrefix(c.CommandPath(), c.Root().DisplayName()))
 			seen[path] = true
 			root := NewRoot(program)
 			var out bytes.Buffer
