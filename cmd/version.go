@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -56,7 +57,7 @@ func newVersionCmd(program string) *cobra.Command {
 			v := buildVersion()
 			switch output {
 			case "":
-				commit := v.Commit
+				commit := cmp.Or(v.Commit, "unknown")
 				if v.Modified {
 					commit += " (modified)"
 				}
