@@ -174,7 +174,8 @@ func TestHelpAndVersionExitZero(t *testing.T) {
 	dir := t.TempDir()
 	binaryAs(t, dir, Name)
 	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"operator", "-h"}, {"agent", "cleanup", "--help"},
-		{"help", "migrate", "plan"}, {"version"}, {"version", "-o", "json"}, {"completion", "bash"}} {
+		{"help", "migrate", "plan"}, {"version"}, {"version", "-o", "json"}, {"completion", "bash"}, {"completion", "zsh"},
+		{"completion", "fish"}, {"completion", "powershell"}, {"completion", "bash", "--no-descriptions"}} {
 		stdout, stderr, code := run(t, filepath.Join(dir, Name), nil, args...)
 		if code != 0 || stdout == "" {
 			t.Errorf("%s %s: exit code %d, stdout %q, stderr %q; want 0 and output", Name, strings.Join(args, " "), code, stdout, stderr)
