@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -75,9 +74,7 @@ func TestCompletionFromTheCluster(t *testing.T) {
 	c = newCompleter(t, "KUBECONFIG="+kubeconfig)
 	wantWords(t, "kubectl vip explain -n shop svc/", c.plugin(t, "explain", "-n", "shop", "svc/"), []string{"svc/api", "svc/web"})
 	wantWords(t, "kubectl vip explain node n", c.plugin(t, "explain", "node", "n"), []string{"node1", "node2"})
-	kubectl := filepath.Join(repoRoot(), "bin", "k8s", "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("the real kubectl's completion: %v (make controlplane builds it)", err)
-	}
+	kubectl := c.linkKubectl(t)
 	wantWords(t, "kubectl vip explain -n shop svc/ (kubectl)", c.kubectl(t, kubectl, "vip", "explain", "-n", "shop", "svc/"), []string{"svc/api", "svc/web"})
+	wantWords(t, "kubectl vip explain svc/ (kubectl's bash)", c.kubectlBash(t, "kubectl vip explain svc/"), []string{"svc/front"})
 }

@@ -41,11 +41,18 @@ func newCompleter(t *testing.T, env ...string) *completer {
 	return &completer{dir: dir, script: path, env: append(env, testMainEnv+"=1", "PATH="+dir+":"+os.Getenv("PATH"))}
 }
 
-// bash completes line, typed up to its end, as bash does on TAB: the words
-// in COMP_WORDS, the last one's index in COMP_CWORD, and the function the
-// script registered for vip-allocator; it returns the words offered
-// (COMPREPLY, without their descriptions).
+// bash completes line, typed up to its end, as bash does on TAB with the
+// script "vip-allocator completion bash" prints.
 func (c *completer) bash(t *testing.T, line string) []string {
+	t.Helper()
+	return c.bashWith(t, c.script, line)
+}
+
+// bashWith completes line as bash does on TAB with script sourced: the words
+// in COMP_WORDS, the last one's index in COMP_CWORD, and the function the
+// script registered for the line's program; it returns the words offered
+// (COMPREPLY, without their descriptions).
+func (c *completer) bashWith(t *testing.T, script, line string) []string {
 	t.Helper()
 	// compopt works only while readline runs a completion: here it is
 	// recorded, not applied.
@@ -58,12 +65,12 @@ read -ra COMP_WORDS <<<"$LINE"
 [[ $LINE == *" " ]] && COMP_WORDS+=("")
 COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
 COMP_TYPE=9
-complete -p vip-allocator >/dev/null || exit 3
-__start_vip-allocator vip-allocator "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+complete -p "${COMP_WORDS[0]}" >/dev/null || exit 3
+"__start_${COMP_WORDS[0]}" "${COMP_WORDS[0]}" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 printf '%s\n' "${COMPREPLY[@]}"
 `
 	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", sh)
-	cmd.Env = append(append(os.Environ(), c.env...), "SCRIPT="+c.script, "LINE="+line, "COLUMNS=200",
+	cmd.Env = append(append(os.Environ(), c.env...), "SCRIPT="+script, "LINE="+line, "COLUMNS=200",
 		"COMPOPT_LOG="+filepath.Join(t.TempDir(), "compopt"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -158,12 +165,44 @@ func TestKubectlPluginCompletion(t *testing.T) {
 	wantWords(t, "kubectl vip migrate metallb ", c.plugin(t, "migrate", "metallb", ""), []string{"apply", "plan"})
 	wantWords(t, "kubectl vip explain --agent-t", c.plugin(t, "explain", "--agent-t"), []string{"--agent-timeout", "--agent-token"})
 
-	kubectl := filepath.Join(repoRoot(), "bin", "k8s", "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		t.Skipf("the real kubectl's completion: %v (make controlplane builds it)", err)
-	}
+	kubectl := c.linkKubectl(t)
 	wantWords(t, "kubectl vip ex (kubectl)", c.kubectl(t, kubectl, "vip", "ex"), []string{"explain"})
 	wantWords(t, "kubectl vip explain -o (kubectl)", c.kubectl(t, kubectl, "vip", "explain", "-o", ""), []string{"json", "yaml"})
+	wantWords(t, "kubectl vip explain --what (kubectl's bash)", c.kubectlBash(t, "kubectl vip explain --what"), []string{"--what-if-drain"})
+	wantWords(t, "kubectl vip migrate metallb (kubectl's bash)", c.kubectlBash(t, "kubectl vip migrate metallb "), []string{"apply", "plan"})
+}
+
+// linkKubectl links a real kubectl (bin/k8s's, else the PATH's) into the
+// completer's directory, first on its PATH; without one the test is skipped.
+func (c *completer) linkKubectl(t *testing.T) string {
+	t.Helper()
+	kubectl := filepath.Join(repoRoot(), "bin", "k8s", "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		if kubectl, err = exec.LookPath("kubectl"); err != nil {
+			t.Skip("no kubectl in bin/k8s (make controlplane builds it) or on the PATH")
+		}
+	}
+	if err := os.Symlink(kubectl, filepath.Join(c.dir, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(c.dir, "kubectl")
+}
+
+// kubectlBash completes line with kubectl's own bash completion script, as
+// a person who sourced "kubectl completion bash" does.
+func (c *completer) kubectlBash(t *testing.T, line string) []string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(c.dir, "kubectl"), "completion", "bash")
+	cmd.Env = append(os.Environ(), c.env...)
+	script, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl completion bash: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "kubectl.bash")
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c.bashWith(t, path, line)
 }
 
 // kubectl runs the real kubectl's completion (what its completion script asks) of words.
