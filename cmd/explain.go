@@ -50,6 +50,7 @@ func newExplainCmd(program string) *cobra.Command {
 			return completeSubject(context.Background(), clientConfig(), args, toComplete)
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			setErrorLogger()
 			return explainRun(c, clientConfig(), args, f)
 		},
 	}

@@ -59,6 +59,7 @@ func newMetalLBVerbCmd(program, verb, short, long string) *cobra.Command {
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (apply writes the BGP password Secret there; plan reads the agents' DaemonSet there)")
 	fs.BoolVar(&o.ScaleDownController, "scale-down-controller", false, "apply: scale MetalLB's controller Deployment (the one the plan names) to 0 once everything is created")
 	c.RunE = func(c *cobra.Command, _ []string) error {
+		setErrorLogger()
 		cfg, err := loadKubeconfig(o.Kubeconfig, o.Context)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -232,6 +233,13 @@ func bindZapFlags(fs *pflag.FlagSet, opts *zap.Options) {
 	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	opts.BindFlags(gofs)
 	fs.AddGoFlagSet(gofs)
+}
+
+// setErrorLogger is the logger of the commands a person runs, which have no
+// logging flags: errors alone, one line each, on stderr.
+func setErrorLogger() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.ConsoleEncoder(), zap.Level(zapcore.ErrorLevel),
+		zap.StacktraceLevel(zapcore.PanicLevel)))
 }
 
 // setLogger makes the logger of opts everyone's, its WithValues deferred to
