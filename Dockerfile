@@ -12,7 +12,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # Same flags as 'make build' (what the tests and benches run); the tests check it is static.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/vip-allocator .
+ARG VERSION=0.1.0
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/paas-org/vip-allocator-operator/cmd.version=v${VERSION}" -o /out/vip-allocator .
 
 FROM debian:${DEBIAN}-slim AS rootfs
 RUN apt-get update && apt-get install -y --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*

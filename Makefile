@@ -29,7 +29,7 @@ all: build
 ## build: the one binary, bin/vip-allocator, built as the image builds it (static, no libc; no
 ## symbol table): the tests, benches and the demo run, and the benches measure, what ships
 build:
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/vip-allocator .
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/paas-org/vip-allocator-operator/cmd.version=v$(VERSION)" -o $(BIN)/vip-allocator .
 
 ## generate: the IPGroup addresses CEL rules (hack/ipgroupcel) and deepcopy code in api/
 generate: $(CONTROLLER_GEN)
@@ -180,7 +180,7 @@ $(OPERATOR_SDK): hack/operatorsdk/go.mod
 
 ## docker-build: the one image (Dockerfile) as IMG, with podman or docker
 docker-build:
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -8,24 +8,23 @@
 //	                              (plan, all), the original operator (upgrade) and
 //	                              MetalLB (metallb plan, metallb apply)
 //	vip-allocator explain         why an address answers or not, step by step
+//	vip-allocator version         the version of the binary
+//	vip-allocator completion      the shell's completion script
 //
 // Linked (or copied) as kubectl-vip on the PATH it is also the kubectl plugin
 // "kubectl vip": kubectl runs it with the words after "vip", so
-// `kubectl vip explain svc/web` is `vip-allocator explain svc/web`.
+// `kubectl vip explain svc/web` is `vip-allocator explain svc/web`. Linked as
+// kubectl_complete-vip it answers kubectl's completion of "kubectl vip".
 //
 // One image holds it; the operator deploys the agent as a DaemonSet of that image.
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/paas-org/vip-allocator-operator/cmd"
 )
 
 func main() {
-	if err := cmd.Run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "vip-allocator:", err)
-		os.Exit(1)
-	}
+	os.Exit(cmd.Main(os.Args[0], os.Args[1:]))
 }

@@ -2,11 +2,9 @@ package cmd
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -14,54 +12,49 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
-func runAgent(args []string) error {
-	if len(args) > 0 && args[0] == "cleanup" {
-		return runAgentCleanup(args[1:])
+func newAgentCmd(program string) *cobra.Command {
+	conf := nodeagent.Config{Scheme: paasv1.NewScheme()}
+	c := &cobra.Command{
+		Use:   "agent --node-name NODE",
+		Short: "Run the node agent: nftables or iptables from VIP:port to ready endpoints",
+		Long: "The agent programs the node's kernel so that each VIP:port reaches the Service's ready endpoints,\n" +
+			"and announces the VIPs its node owns (ARP and NDP, or BGP). The operator runs it as a DaemonSet.",
+		Example: examples(program,
+			"agent --node-name=node1", "on node1, with the in-cluster config, as the DaemonSet runs it",
+			"agent --node-name node1 --kubeconfig agent.kubeconfig --dataplane iptables", "outside a pod, with iptables"),
+		Args: noArgs,
 	}
-	c := nodeagent.Config{Scheme: paasv1.NewScheme()}
-	fs, raw := agentFlags(&c)
+	fs, raw := agentFlags(&conf)
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+	bindZapFlags(fs, &zapOpts)
+	c.Flags().AddFlagSet(fs)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if conf.NodeName == "" {
+			return usageError(c, errors.New("--node-name is required"))
+		}
+		if err := raw.complete(&conf); err != nil {
+			return usageError(c, err)
+		}
+		setLogger(&zapOpts)
+		cfg, err := loadKubeconfig(*raw.kubeconfig, *raw.context)
+		if err != nil {
+			return err
+		}
+		cfg.QPS, cfg.Burst = float32(*raw.qps), *raw.burst
+		srv, err := nodeagent.NewServer(cfg, conf)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		return srv.Run(ctrl.SetupSignalHandler())
 	}
-	setLogger(&zapOpts)
-	if c.NodeName == "" {
-		return errors.New("agent: --node-name is required")
-	}
-	if err := raw.complete(&c); err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	cfg, err := loadKubeconfig(*raw.kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = float32(*raw.qps), *raw.burst
-	srv, err := nodeagent.NewServer(cfg, c)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	return srv.Run(ctrl.SetupSignalHandler())
-}
-
-// runAgentCleanup removes every rule, chain and table any agent wrote on this node, with
-// either data plane.
-func runAgentCleanup(args []string) error {
-	fs := flag.NewFlagSet("agent cleanup", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	return nodeagent.CleanupRules()
-}
-
-// loadKubeconfig loads the file named by --kubeconfig, else the in-cluster
-// config or $KUBECONFIG.
-func loadKubeconfig(path string) (*rest.Config, error) {
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = path
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, nil).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
-	}
-	return cfg, nil
+	c.AddCommand(&cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove every rule, chain and table the agent ever wrote on this node",
+		Long:  "Removes what any agent wrote on this node, with either data plane: for an uninstall, or a node leaving.",
+		Example: examples(program,
+			"agent cleanup", "on the node, as root"),
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return nodeagent.CleanupRules() },
+	})
+	return c
 }

@@ -17,7 +17,7 @@ func checkAgentArgs(args []string) (nodeagent.Config, error) {
 	var c nodeagent.Config
 	fs, raw := agentFlags(&c)
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	bindZapFlags(fs, &zapOpts)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -1,12 +1,13 @@
 package cmd
 
 import (
-	"flag"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // TestAgentArgsCarryTheProbe: the probe before an address's first
@@ -16,7 +17,7 @@ import (
 // the operator instead of every agent.
 func TestAgentArgsCarryTheProbe(t *testing.T) {
 	operator := func(agentArgs string) (*OperatorOptions, error) {
-		fs := flag.NewFlagSet("operator", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("operator", pflag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		var o OperatorOptions
 		raw := operatorFlags(fs, &o)
@@ -39,9 +40,9 @@ func TestAgentArgsCarryTheProbe(t *testing.T) {
 	}
 	for _, bad := range []struct{ args, want string }{
 		{"--new-address-probes=-1", "--new-address-probes -1"},
-		{"--new-address-probes=three", "invalid value"},
-		{"--new-address-probe-interval=soon", "invalid value"},
-		{"--new-adress-probes=5", "not defined"},
+		{"--new-address-probes=three", "invalid argument"},
+		{"--new-address-probe-interval=soon", "invalid argument"},
+		{"--new-adress-probes=5", "unknown flag"},
 		{"--failover-history=0", "--failover-history 0"},
 	} {
 		if _, err := operator(bad.args); err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "--agent-args") {

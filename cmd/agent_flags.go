@@ -2,11 +2,11 @@ package cmd
 
 import (
 	"cmp"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
@@ -20,23 +20,23 @@ import (
 
 // rawAgentFlags are the agent's flags that are not fields of its Config.
 type rawAgentFlags struct {
-	kubeconfig, onCordon *string
-	qps                  *float64
-	burst                *int
+	kubeconfig, context, onCordon *string
+	qps                           *float64
+	burst                         *int
 }
 
 // agentFlags is the agent's flag set, bound to c and to the returned raw flags.
-func agentFlags(c *nodeagent.Config) (*flag.FlagSet, *rawAgentFlags) {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	raw := &rawAgentFlags{}
-	raw.kubeconfig = fs.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
+func agentFlags(c *nodeagent.Config) (*pflag.FlagSet, *rawAgentFlags) {
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	raw := &rawAgentFlags{kubeconfig: new(string), context: new(string)}
+	bindKubeFlags(fs, raw.kubeconfig, raw.context)
 	fs.StringVar(&c.NodeName, "node-name", "", "the node this agent runs on (required)")
 	fs.BoolVar(&c.OwnClassOnly, "own-class-only", false, "serve only Services of class "+paasv1.LoadBalancerClass+" (as the operator's flag)")
 	fs.DurationVar(&c.ResyncPeriod, "resync-period", time.Minute, "rewrite every rule this often (repairs drift)")
 	fs.DurationVar(&c.CheckPeriod, "check-period", 5*time.Second, "check the canary chain and jump rules this often")
 	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", 21, "bit of the packet mark that asks for masquerading (kube-proxy uses 14)")
 	fs.StringVar(&c.Plane, "dataplane", dataplane.PlaneAuto, "what programs the VIPs: nftables (a table of our own, written through netlink), iptables (iptables-restore, the node's backend) or auto (nftables when the kernel takes it, else iptables)")
-	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), paasv1.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
+	fs.StringVarP(&c.Namespace, "namespace", "n", cmp.Or(os.Getenv("POD_NAMESPACE"), paasv1.DefaultNamespace), "namespace of the operator, which holds the agents' gossip key Secret")
 	fs.IntVar(&c.MemberlistPort, "memberlist-port", paasv1.AgentMemberlistPort, "UDP and TCP port of the agents' liveness gossip")
 	fs.StringVar(&c.BindAddress, "bind-address", "", "this node's address for the liveness gossip; empty: the Node's InternalIP")
 	fs.DurationVar(&c.HandoverDelay, "handover-delay", 2*time.Second, "how long a VIP this node hands over is still answered for, so the new owner's gratuitous ARP comes first")

@@ -3,9 +3,8 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"time"
 
@@ -27,24 +26,32 @@ type explainFlags struct {
 	timeout                                   time.Duration
 }
 
-// runExplain is `vip-allocator explain` (and `kubectl vip explain`): cobra
-// with kubectl's kubeconfig flags, for this command alone; the others keep
-// the standard library's flag sets.
-func runExplain(args []string) error {
+// newExplainCmd is `vip-allocator explain` (and `kubectl vip explain`), with
+// kubectl's flags for the cluster and the namespace.
+func newExplainCmd(program string) *cobra.Command {
 	var f explainFlags
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	overrides := &clientcmd.ConfigOverrides{}
+	clientConfig := func() clientcmd.ClientConfig {
+		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	}
 	c := &cobra.Command{
 		Use:   "explain (svc/NAME | ip ADDRESS | ipgroup NAME | node NAME)",
 		Short: "Explain, step by step, why an address answers or not",
 		Long: "Each step from allocation to announcement, with ✓ or ✗ and what to do: the IPGroups, the ledger,\n" +
 			"the election of the nodes, each node's kernel, the announcement, the failover history.",
-		Args:          cobra.RangeArgs(1, 2),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Example: examples(program,
+			"explain svc/web -n shop", "the Service shop/web, each of its addresses on each node",
+			"explain ip 192.0.2.7 -o yaml", "one address, for a program",
+			"explain ipgroup lan --what-if-drain node1", "a group, and where its addresses go if node1 is drained",
+			"explain node node1 --context prod", "what node1 announces, in the cluster of context prod"),
+		Args: cobra.RangeArgs(1, 2),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			return completeSubject(context.Background(), clientConfig(), args, toComplete)
+		},
 		RunE: func(c *cobra.Command, args []string) error {
-			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-			return explainRun(c.Context(), cc, args, f)
+			setErrorLogger()
+			return explainRun(c, clientConfig(), args, f)
 		},
 	}
 	fs := c.Flags()
@@ -57,27 +64,27 @@ func runExplain(args []string) error {
 	fs.StringToStringVar(&f.agentURLs, "agent-url", nil, "node=https://ADDRESS:PORT: ask that agent directly, not through the API server (labs whose agents are not pods)")
 	fs.StringVar(&f.agentToken, "agent-token", "", "the token to present to the agents; empty: a 10-minute token of ServiceAccount vip-allocator-explain")
 	fs.DurationVar(&f.timeout, "agent-timeout", 5*time.Second, "how long each agent may take to answer")
-	c.SetArgs(args)
-	if err := c.ExecuteContext(context.Background()); err != nil {
-		return err
-	}
-	if help, _ := fs.GetBool("help"); help {
-		return flag.ErrHelp
-	}
-	return nil
+	return c
 }
 
-func explainRun(ctx context.Context, cc clientcmd.ClientConfig, args []string, f explainFlags) error {
+func explainRun(cmd *cobra.Command, cc clientcmd.ClientConfig, args []string, f explainFlags) error {
 	// What is asked is checked before the kubeconfig, which may be missing.
+	if f.output != "" && f.output != "json" && f.output != "yaml" {
+		return usageError(cmd, fmt.Errorf("-o %q: want json or yaml", f.output))
+	}
 	ns, _, nsErr := cc.Namespace()
 	kind, name, ok := strings.Cut(args[0], "/")
+	if ok && len(args) == 2 {
+		return usageError(cmd, fmt.Errorf("%s %s: name what to explain either as KIND/NAME or as KIND NAME", args[0], args[1]))
+	}
 	if !ok && len(args) == 2 {
 		kind, name = args[0], args[1]
 	}
 	pick, report, err := explain.Subject(kind, name, ns)
 	if err != nil {
-		return err
+		return usageError(cmd, err)
 	}
+	ctx := cmd.Context()
 	if nsErr != nil {
 		return nsErr
 	}
@@ -107,23 +114,25 @@ func explainRun(ctx context.Context, cc clientcmd.ClientConfig, args []string, f
 		d := explain.WhatIfDrain(o, rep, f.drain)
 		rep.WhatIfDrain = &d
 	}
-	return printReport(rep, f.output)
+	if f.output == "" {
+		return explain.Render(cmd.OutOrStdout(), rep)
+	}
+	return printObject(cmd.OutOrStdout(), rep, f.output)
 }
 
-func printReport(r explain.Report, output string) error {
+// printObject writes v as kubectl's -o json or -o yaml do.
+func printObject(w io.Writer, v any, output string) error {
 	switch output {
-	case "":
-		return explain.Render(os.Stdout, r)
 	case "json":
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return enc.Encode(v)
 	case "yaml":
-		b, err := yaml.Marshal(r)
+		b, err := yaml.Marshal(v)
 		if err != nil {
 			return err
 		}
-		_, err = os.Stdout.Write(b)
+		_, err = w.Write(b)
 		return err
 	}
 	return fmt.Errorf("-o %q: want json or yaml", output)

@@ -4,12 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,23 +20,10 @@ import (
 	"github.com/paas-org/vip-allocator-operator/migration"
 )
 
-const migrateUsage = `usage: vip-allocator migrate plan|all|upgrade|metallb [flags]
-
-  plan     for every VirtualIP, what its migration will do and what blocks it, and what
-           the upgrade of the original operator's installation will do (writes nothing)
-  all      annotate with virtualips.paas.org/migrate every VirtualIP that can migrate now
-  upgrade  remove what the original operator left that would race or block this one:
-           its Deployment, its webhook configuration, its bindings and ServiceAccount, each
-           by name, content and uid; look-alikes are named by the plan and left
-  metallb plan   what MetalLB's pools, advertisements and peers become, what is not carried
-                 over and why, the address each Service keeps, and whether MetalLB's speakers
-                 gossip on the agents' port (writes nothing)
-  metallb apply  create the IPGroups and BGPPeers (and the BGP password Secret) the plan shows;
-                 nothing while the gossip ports clash`
-
 // MigrateOptions are the flags of "migrate plan", "migrate all" and "migrate upgrade".
 type MigrateOptions struct {
 	Kubeconfig string
+	Context    string
 	Namespace  string
 	// OwnClassOnly and CutoverDelay must match the operator's flags for the
 	// plan to say what the operator will do.
@@ -47,42 +33,69 @@ type MigrateOptions struct {
 	OperatorNamespace string
 }
 
-func runMigrate(args []string) error {
-	if len(args) > 0 && args[0] == "metallb" {
-		return runMigrateMetalLB(args[1:])
+func newMigrateCmd(program string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "migrate",
+		Short: "Move Services from the original operator or from MetalLB to this one",
+		Long: "plan says what a migration will do and what blocks it and writes nothing; all, upgrade and\n" +
+			"metallb apply do it. Run them with an admin's kubeconfig.",
+		Example: examples(program,
+			"migrate plan", "what the migration of every legacy VirtualIP will do",
+			"migrate metallb plan", "what MetalLB's configuration becomes"),
+		RunE: groupRun,
 	}
-	if len(args) == 0 || !slices.Contains([]string{"plan", "all", "upgrade"}, args[0]) {
-		return errors.New(migrateUsage)
-	}
-	verb := args[0]
+	c.AddCommand(
+		newMigrateVerbCmd(program, "plan", "For every legacy VirtualIP, what its migration will do and what blocks it (dry run)",
+			"For every VirtualIP, what its migration will do and what blocks it, and what the upgrade of the\n"+
+				"original operator's installation will do. Writes nothing."),
+		newMigrateVerbCmd(program, "all", "Mark every legacy VirtualIP that can migrate with virtualips.paas.org/migrate",
+			"Annotates with virtualips.paas.org/migrate every VirtualIP that can migrate now; the operator\n"+
+				"then migrates them."),
+		newMigrateVerbCmd(program, "upgrade", "Remove what the original operator left that would race or block this one",
+			"Removes the original operator's Deployment, its webhook configuration, its bindings and\n"+
+				"ServiceAccount, each by name, content and uid; look-alikes are named by the plan and left."),
+		newMigrateMetalLBCmd(program),
+	)
+	return c
+}
+
+// newMigrateVerbCmd is "migrate plan", "migrate all" or "migrate upgrade".
+func newMigrateVerbCmd(program, verb, short, long string) *cobra.Command {
 	var o MigrateOptions
-	fs := flag.NewFlagSet("migrate "+verb, flag.ContinueOnError)
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
-	fs.StringVar(&o.Namespace, "namespace", "", "only the VirtualIPs of this namespace; empty: all")
+	zapOpts := zap.Options{}
+	c := &cobra.Command{
+		Use:     verb,
+		Short:   short,
+		Long:    long,
+		Example: examples(program, "migrate "+verb, "every namespace", "migrate "+verb+" -n shop --context prod", "the VirtualIPs of namespace shop, in the cluster of context prod"),
+		Args:    noArgs,
+	}
+	fs := c.Flags()
+	bindKubeFlags(fs, &o.Kubeconfig, &o.Context)
+	fs.StringVarP(&o.Namespace, "namespace", "n", "", "only the VirtualIPs of this namespace; empty: all")
 	fs.BoolVar(&o.OwnClassOnly, "own-class-only", false, "as the operator's flag")
 	fs.DurationVar(&o.CutoverDelay, "migration-cutover-delay", migration.DefaultCutoverDelay, "as the operator's flag")
 	fs.DurationVar(&o.CutoverDelay, "migration-handover-delay", migration.DefaultCutoverDelay, "deprecated: the former name of --migration-cutover-delay")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (the original's, upgraded in place)")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	bindZapFlags(fs, &zapOpts)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		setLogger(&zapOpts)
+		cfg, err := loadKubeconfig(o.Kubeconfig, o.Context)
+		if err != nil {
+			return err
+		}
+		cfg.QPS, cfg.Burst = 50, 100
+		ctx, out := c.Context(), c.OutOrStdout()
+		switch verb {
+		case "plan":
+			_, err = MigratePlan(ctx, cfg, o, out)
+			return err
+		case "upgrade":
+			return MigrateUpgrade(ctx, cfg, o, out)
+		}
+		return MigrateAll(ctx, cfg, o, out)
 	}
-	setLogger(&zapOpts)
-	cfg, err := loadKubeconfig(o.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	ctx := context.Background()
-	switch verb {
-	case "plan":
-		_, err = MigratePlan(ctx, cfg, o, os.Stdout)
-		return err
-	case "upgrade":
-		return MigrateUpgrade(ctx, cfg, o, os.Stdout)
-	}
-	return MigrateAll(ctx, cfg, o, os.Stdout)
+	return c
 }
 
 // MigratePlan prints, for every VirtualIP, what its migration will do or what

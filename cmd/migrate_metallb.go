@@ -3,12 +3,9 @@ package cmd
 import (
 	"cmp"
 	"context"
-	"errors"
-	"flag"
 	"io"
-	"os"
-	"slices"
 
+	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,33 +16,61 @@ import (
 // MetalLBOptions are the flags of "migrate metallb plan|apply".
 type MetalLBOptions struct {
 	Kubeconfig       string
+	Context          string
 	MetalLBNamespace string
 	migration.MetalLBApplyOptions
 }
 
-func runMigrateMetalLB(args []string) error {
-	if len(args) == 0 || !slices.Contains([]string{"plan", "apply"}, args[0]) {
-		return errors.New(migrateUsage)
+func newMigrateMetalLBCmd(program string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "metallb",
+		Short: "Move from MetalLB: its pools, advertisements and peers become IPGroups and BGPPeers",
+		Long: "plan says what MetalLB's configuration becomes and the address each Service keeps; apply\n" +
+			"creates it.",
+		Example: examples(program, "migrate metallb plan", "what apply will create",
+			"migrate metallb apply --scale-down-controller", "create it, then stop MetalLB's controller"),
+		RunE: groupRun,
 	}
-	verb := args[0]
+	c.AddCommand(
+		newMetalLBVerbCmd(program, "plan", "What MetalLB's pools, advertisements and peers become, and the address each Service keeps (dry run)",
+			"What MetalLB's pools, advertisements and peers become, what is not carried over and why, the\n"+
+				"address each Service keeps, and whether MetalLB's speakers gossip on the agents' port. Writes nothing."),
+		newMetalLBVerbCmd(program, "apply", "Create the IPGroups and BGPPeers the plan shows",
+			"Creates the IPGroups and BGPPeers (and the BGP password Secret) the plan shows; nothing while the\n"+
+				"gossip ports clash. Running it again creates nothing more."),
+	)
+	return c
+}
+
+// newMetalLBVerbCmd is "migrate metallb plan" or "migrate metallb apply".
+func newMetalLBVerbCmd(program, verb, short, long string) *cobra.Command {
 	var o MetalLBOptions
-	fs := flag.NewFlagSet("migrate metallb "+verb, flag.ContinueOnError)
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
+	c := &cobra.Command{
+		Use:   verb,
+		Short: short,
+		Long:  long,
+		Example: examples(program, "migrate metallb "+verb, "MetalLB in metallb-system",
+			"migrate metallb "+verb+" --metallb-namespace lb --context prod", "MetalLB in namespace lb, in the cluster of context prod"),
+		Args: noArgs,
+	}
+	fs := c.Flags()
+	bindKubeFlags(fs, &o.Kubeconfig, &o.Context)
 	fs.StringVar(&o.MetalLBNamespace, "metallb-namespace", "metallb-system", "the namespace MetalLB runs in and reads its objects from")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", paasv1.DefaultNamespace, "the operator's namespace (apply writes the BGP password Secret there; plan reads the agents' DaemonSet there)")
 	fs.BoolVar(&o.ScaleDownController, "scale-down-controller", false, "apply: scale MetalLB's controller Deployment (the one the plan names) to 0 once everything is created")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		setErrorLogger()
+		cfg, err := loadKubeconfig(o.Kubeconfig, o.Context)
+		if err != nil {
+			return err
+		}
+		if verb == "plan" {
+			_, err = MetalLBPlan(c.Context(), cfg, o, c.OutOrStdout())
+			return err
+		}
+		return MetalLBApply(c.Context(), cfg, o, c.OutOrStdout())
 	}
-	cfg, err := loadKubeconfig(o.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	if verb == "plan" {
-		_, err = MetalLBPlan(context.Background(), cfg, o, os.Stdout)
-		return err
-	}
-	return MetalLBApply(context.Background(), cfg, o, os.Stdout)
+	return c
 }
 
 // MetalLBPlan prints what "migrate metallb apply" creates and what becomes of each Service

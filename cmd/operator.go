@@ -2,12 +2,12 @@ package cmd
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -20,6 +20,7 @@ import (
 // OperatorOptions are the operator's flags.
 type OperatorOptions struct {
 	Kubeconfig      string
+	Context         string
 	LeaderElect     bool
 	LeaderNamespace string
 	MetricsAddr     string
@@ -47,22 +48,36 @@ type OperatorOptions struct {
 	Migration migration.Options
 }
 
-func runOperator(args []string) error {
+func newOperatorCmd(program string) *cobra.Command {
 	var o OperatorOptions
-	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
-	raw := operatorFlags(fs, &o)
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
+	c := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the operator: IP allocation for LoadBalancer Services",
+		Long: "The operator allocates an address from the IPGroups to each LoadBalancer Service, writes it to\n" +
+			"the Service's status and deploys the agent DaemonSet. It runs in the cluster as a Deployment.",
+		Example: examples(program,
+			"operator --leader-elect", "in the cluster, as config/manager runs it",
+			"operator --kubeconfig ~/.kube/config --leader-elect=false --namespace vip-allocator-operator --agent-image registry.example/vip-allocator:0.1.0",
+			"outside the cluster, deploying the agents of that image"),
+		Args: noArgs,
 	}
-	setLogger(&zapOpts)
-	if err := raw.complete(&o); err != nil {
-		return err
+	fs := c.Flags()
+	raw := operatorFlags(fs, &o)
+	bindZapFlags(fs, &zapOpts)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if err := raw.complete(&o); err != nil {
+			return usageError(c, err)
+		}
+		setLogger(&zapOpts)
+		return runOperator(o)
 	}
-	tuneRuntime()
+	return c
+}
 
-	cfg, err := loadKubeconfig(o.Kubeconfig)
+func runOperator(o OperatorOptions) error {
+	tuneRuntime()
+	cfg, err := loadKubeconfig(o.Kubeconfig, o.Context)
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,13 @@ package cmd
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"runtime/debug"
 	"strings"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -27,9 +27,9 @@ type rawOperatorFlags struct {
 }
 
 // operatorFlags defines the operator's flags on fs, into o and the returned raw values.
-func operatorFlags(fs *flag.FlagSet, o *OperatorOptions) rawOperatorFlags {
+func operatorFlags(fs *pflag.FlagSet, o *OperatorOptions) rawOperatorFlags {
 	var r rawOperatorFlags
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config, or $KUBECONFIG")
+	bindKubeFlags(fs, &o.Kubeconfig, &o.Context)
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect one active operator among replicas (a Lease)")
 	fs.StringVar(&o.LeaderNamespace, "leader-election-namespace", "", "namespace of the leader Lease; empty: the operator's own namespace")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Prometheus metrics address; 0 disables")
@@ -53,7 +53,7 @@ func operatorFlags(fs *flag.FlagSet, o *OperatorOptions) rawOperatorFlags {
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
 	fs.DurationVar(&o.ReleasedGrace, "released-address-grace", service.DefaultReleasedAddressGrace, "how long an address a Service asked for by name (spec.loadBalancerIP, vip.paas.org/ips) stays kept for that namespace/name after the Service is deleted or stops being a LoadBalancer, so that deleting and creating it again gets the address back before another Service waiting for it; 0 keeps none")
 	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
-	fs.StringVar(&o.Agent.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
+	fs.StringVarP(&o.Agent.Namespace, "namespace", "n", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	// Not --workers: a migration makes several dependent writes to the same
 	// Service and VirtualIP, and with many at once each waits longer in its last
