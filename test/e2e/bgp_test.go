@@ -455,7 +455,8 @@ func TestBGPAnnouncement(t *testing.T) {
 				return err
 			}
 			for _, s := range p.Status.Sessions {
-				if s.Node == node && s.State == "Established" && s.Since.After(start) {
+				// Since is kept to the second: a session up in start's second is new.
+				if s.Node == node && s.State == "Established" && s.Since != nil && !s.Since.Time.Before(start.Truncate(time.Second)) {
 					return nil
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,9 +100,38 @@ type neighbor struct {
 	RemoteAs       int64  `json:"remoteAs"`
 	RemoteRouterID string `json:"remoteRouterId"`
 	State          string `json:"bgpState"`
-	// Since is when the session was established (Unix seconds): a reset
-	// changes it.
-	Since int64 `json:"bgpTimerUpEstablishedEpoch"`
+	sessionAge
+}
+
+// sessionAge is what tells one established session of a neighbour from the
+// next, in FRR's own terms: how long it has been up, in whole seconds of
+// FRR's monotonic clock, and how many sessions with the neighbour came up and
+// went down. A dynamic neighbour is deleted when its session drops and
+// created anew, counters at zero, so only the uptime shows its resets.
+type sessionAge struct {
+	UpMsec      int64 `json:"bgpTimerUpMsec"`
+	Established int64 `json:"connectionsEstablished"`
+	Dropped     int64 `json:"connectionsDropped"`
+}
+
+// kept says why the session read as after, elapsed (the test's monotonic
+// clock between the end of the first reading and the start of the second)
+// after before, is not the same session, or nil if it is: still
+// established, no session came or went, and its uptime grew with the clock
+// (FRR's whole seconds lose under 1 s).
+func (after neighbor) kept(before neighbor, elapsed time.Duration) error {
+	up := time.Duration(after.UpMsec-before.UpMsec) * time.Millisecond
+	switch {
+	case before.State != "Established" || after.State != "Established":
+		return fmt.Errorf("state %s, then %s", before.State, after.State)
+	case after.Established != before.Established || after.Dropped != before.Dropped:
+		return fmt.Errorf("sessions established %d, dropped %d, then established %d, dropped %d",
+			before.Established, before.Dropped, after.Established, after.Dropped)
+	case up < elapsed-time.Second:
+		return fmt.Errorf("up %s, then %s, %s later: it started over",
+			time.Duration(before.UpMsec)*time.Millisecond, time.Duration(after.UpMsec)*time.Millisecond, elapsed.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // neighbors are the router's neighbours by address.

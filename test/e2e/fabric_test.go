@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,7 +76,7 @@ func TestBGPFabricRacks(t *testing.T) {
 			"198.51.100.23": {RemoteAs: 64602, RemoteRouterID: "192.0.2.103", State: "Established"},
 		}
 		for a, n := range nbrs {
-			n.Since = 0
+			n.sessionAge = sessionAge{}
 			nbrs[a] = n
 		}
 		if !maps.Equal(nbrs, wantNbr) {
@@ -113,6 +114,7 @@ func TestBGPFabricRacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		read := time.Now()
 		d.annotate(t, "node3", paasv1.NodeBGPSourceAddressAnnotation, "198.51.100.12") // node2's
 		delete(want, "198.51.100.23")
 		eventually(t, "node3's routes leave the router", func() error {
@@ -130,13 +132,19 @@ func TestBGPFabricRacks(t *testing.T) {
 			}
 			return fmt.Errorf("sessions %+v", d.sessions(t, "leaf"))
 		})
+		elapsed := time.Since(read)
 		after, err := d.router.neighbors()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, addr := range []string{"198.51.100.11", "198.51.100.12"} {
-			if b, a := before[addr], after[addr]; b.Since == 0 || a != b {
-				t.Errorf("%s's session changed: %+v, then %+v", addr, b, a)
+			b, a := before[addr], after[addr]
+			if err := a.kept(b, elapsed); err != nil {
+				t.Errorf("%s's session was reset: %v (%+v, then %+v)", addr, err, b, a)
+			}
+			a.sessionAge, b.sessionAge = sessionAge{}, sessionAge{}
+			if a != b {
+				t.Errorf("%s's neighbour changed: %+v, then %+v", addr, b, a)
 			}
 		}
 
