@@ -118,7 +118,7 @@ spec:
 	if err := os.WriteFile(f, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l.eventually(t, 90*time.Second, "MetalLB's configuration accepted by its webhooks", func() error {
+	testenv.Eventually(t, 90*time.Second, "MetalLB's configuration accepted by its webhooks", func() error {
 		if out, err := l.tryKubectl("apply", "-f", f); err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
@@ -126,14 +126,14 @@ spec:
 	})
 	vip := l.backend(t, "default", "web", 3, "Cluster")
 	if bgp {
-		l.eventually(t, 90*time.Second, "the router routes "+vip+" to MetalLB's speakers", func() error {
+		testenv.Eventually(t, 90*time.Second, "the router routes "+vip+" to MetalLB's speakers", func() error {
 			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, metallbHops) {
 				return fmt.Errorf("next hops %v, want %v", hops, metallbHops)
 			}
 			return nil
 		})
 	}
-	l.eventually(t, 90*time.Second, "web through MetalLB's "+vip+" from the client", func() error {
+	testenv.Eventually(t, 90*time.Second, "web through MetalLB's "+vip+" from the client", func() error {
 		_, err := l.fromClient("http://" + vip + "/hostname")
 		return err
 	})
@@ -185,7 +185,7 @@ spec:
 	announced := time.Since(applied)
 	if bgp {
 		want := sorted(append(slices.Clone(metallbHops), l.nodeIPs(t)...))
-		l.eventually(t, 90*time.Second, "the router has the agents' routes next to MetalLB's", func() error {
+		testenv.Eventually(t, 90*time.Second, "the router has the agents' routes next to MetalLB's", func() error {
 			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, want) {
 				return fmt.Errorf("next hops %v, want %v", hops, want)
 			}
@@ -195,7 +195,7 @@ spec:
 		// the speakers withdraw the VIP while their sessions stay up.
 		l.kubectl(t, "-n", "metallb-system", "delete", "bgpadvertisement", "routed")
 		want = l.nodeIPs(t)
-		l.eventually(t, 60*time.Second, "MetalLB's routes withdrawn", func() error {
+		testenv.Eventually(t, 60*time.Second, "MetalLB's routes withdrawn", func() error {
 			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, want) {
 				return fmt.Errorf("next hops %v, want %v", hops, want)
 			}
@@ -268,7 +268,7 @@ spec:
 		if out, err := inNetns(router, "ip", "neigh", "flush", "to", vip); err != nil {
 			t.Fatalf("flush the router's ARP entry: %v %s", err, out)
 		}
-		l.eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
+		testenv.Eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
 			_, err := l.fromClient("http://" + vip + "/hostname")
 			return err
 		})
@@ -276,7 +276,7 @@ spec:
 			t.Errorf("the router's ARP entry for %s is %s's, the ledger names %s", vip, got, owner)
 		}
 	} else {
-		l.eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
+		testenv.Eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
 			_, err := l.fromClient("http://" + vip + "/hostname")
 			return err
 		})
@@ -317,7 +317,7 @@ func (l *lab) cli(t *testing.T, args ...string) string {
 func (l *lab) arpOwner(t *testing.T, router, vip string) string {
 	t.Helper()
 	var mac string
-	l.eventually(t, 10*time.Second, "the router's ARP entry for "+vip, func() error {
+	testenv.Eventually(t, 10*time.Second, "the router's ARP entry for "+vip, func() error {
 		out, err := inNetns(router, "ip", "neigh", "show", "to", vip, "dev", "eth0")
 		f := strings.Fields(out)
 		if err != nil || len(f) < 3 || f[1] != "lladdr" {

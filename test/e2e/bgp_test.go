@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 func TestBGPAnnouncement(t *testing.T) {
@@ -56,14 +57,14 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Errorf("path %+v: want community 65000:100 and large community 65000:1:2", p)
 			}
 		}
-		eventually(t, "curl through the router", func() error {
+		testenv.Eventually(t, settle, "curl through the router", func() error {
 			body, err := d.curl("http://" + webVIP + "/")
 			if err == nil && !strings.HasPrefix(body, "backend1 ") {
 				err = fmt.Errorf("answer %q", body)
 			}
 			return err
 		})
-		eventually(t, "the Service says who advertises it", func() error {
+		testenv.Eventually(t, settle, "the Service says who advertises it", func() error {
 			var s corev1.Service
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(web), &s); err != nil {
 				return err
@@ -77,7 +78,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		// What a user sees (the docs show it).
 		kc, _ := d.env.KubeconfigFile(t.TempDir())
 		kubectl := filepath.Join(d.root, "bin", "k8s", "kubectl")
-		eventually(t, "every session reports its prefix", func() error {
+		testenv.Eventually(t, settle, "every session reports its prefix", func() error {
 			out := d.run(kubectl, "--kubeconfig", kc, "get", "bgppeer", "router", "-o", `jsonpath={.status.sessions[*].prefixesSent}`)
 			if out != "1 1 1" {
 				return fmt.Errorf("prefixes sent: %q", out)
@@ -106,7 +107,7 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("withdrawn %s after the last local endpoint went", d.waitNextHops(t, vip))
-		eventually(t, "the Service says nobody advertises it", func() error {
+		testenv.Eventually(t, settle, "the Service says nobody advertises it", func() error {
 			var s corev1.Service
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(api), &s); err != nil {
 				return err
@@ -305,7 +306,7 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		svc := d.lbService(t, "internal", false, map[string]string{"192.0.2.11": "node1"}, "vip.paas.org/ipgroup", "internal-vips")
+		svc := d.createService(t, "internal", false, map[string]string{"192.0.2.11": "node1"}, "vip.paas.org/ipgroup", "internal-vips")
 		vip := d.vipOf(t, svc)
 		router2.waitNextHops(t, vip, "node1", "node2", "node3")
 		paths, err := router2.paths(hostRoute(vip))
@@ -351,7 +352,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		}()
 		// The first router sends it to every node...
 		for _, n := range []string{"node1", "node2", "node3"} {
-			eventually(t, "router announces "+learned+" to "+n, func() error {
+			testenv.Eventually(t, settle, "router announces "+learned+" to "+n, func() error {
 				out, err := d.router.vtysh("show bgp ipv4 unicast neighbors " + bgpNodeIP[n] + " advertised-routes json")
 				if err != nil {
 					return err
@@ -392,7 +393,7 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		eventually(t, "each node reports why it leaves router-again out", func() error {
+		testenv.Eventually(t, settle, "each node reports why it leaves router-again out", func() error {
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(dup), dup); err != nil {
 				return err
 			}
@@ -449,7 +450,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		start := time.Now()
 		d.stopAgent(node)
 		d.startAgent(lab, node)
-		eventually(t, node+"'s new agent re-establishes its session", func() error {
+		testenv.Eventually(t, settle, node+"'s new agent re-establishes its session", func() error {
 			var p paasv1.BGPPeer
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &p); err != nil {
 				return err

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +25,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 const (
@@ -34,11 +34,9 @@ const (
 	agentUser    = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
 )
 
-// eventually retries f until it succeeds or 30 s pass.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	gomega.NewWithT(t).Eventually(f).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Succeed(), what)
-}
+// settle is how long the checks wait for what they expect
+// (testenv.Eventually).
+const settle = 30 * time.Second
 
 // operatorPod is the pod template of the operator Deployment in objects.
 func operatorPod(t *testing.T, objects []*unstructured.Unstructured) corev1.PodSpec {
@@ -101,7 +99,7 @@ func TestBundleLifecycle(t *testing.T) {
 		c.mustKubectl(t, "create", "clusterrole", "jane", "--verb=create,delete", "--resource=virtualips.paas.org,ips.paas.org")
 		c.mustKubectl(t, "create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
 		vip := "apiVersion: paas.org/v1\nkind: VirtualIP\nmetadata: {name: old, namespace: default}\nspec: {service: web, ip: 192.0.2.7}\n"
-		eventually(t, "a VirtualIP create is refused by the policy, with the way out", func() error {
+		testenv.Eventually(t, settle, "a VirtualIP create is refused by the policy, with the way out", func() error {
 			out, err := c.kubectl(vip, "create", "-f", "-", "--as=jane")
 			if err == nil {
 				c.mustKubectl(t, "delete", "virtualip", "-n", "default", "old")
@@ -122,7 +120,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if out, err := c.kubectl(svc, "create", "-f", "-"); err != nil {
 			t.Fatal(out)
 		}
-		eventually(t, "an admin's address in a Service status is refused by the policy", func() error {
+		testenv.Eventually(t, settle, "an admin's address in a Service status is refused by the policy", func() error {
 			// A dry run: a write that got through before the policy was in force would make
 			// every later identical one a no-op, which the policy allows.
 			out, err := c.kubectl("", "patch", "service", "forged", "-n", "default", "--subresource=status", "--type=merge", "--dry-run=server",
@@ -250,7 +248,7 @@ func TestBundleLifecycle(t *testing.T) {
 	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
 
 	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
-		eventually(t, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
+		testenv.Eventually(t, settle, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
 			ds := &appsv1.DaemonSet{}
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}, ds); err != nil {
 				return err
@@ -263,7 +261,7 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, "the namespace admits the agent", func() error { return privileged(ctx, admin, namespace) })
+		testenv.Eventually(t, settle, "the namespace admits the agent", func() error { return privileged(ctx, admin, namespace) })
 	})
 
 	t.Run("Pod Security: the operator passes restricted, the agent needs privileged and gets it only in its namespace", func(t *testing.T) {
@@ -310,7 +308,7 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Run("a LoadBalancer Service gets an address with the bundle's permissions", func(t *testing.T) {
 		c.mustKubectl(t, "create", "-f", "config/samples/ipgroup.yaml")
 		c.mustKubectl(t, "create", "service", "loadbalancer", "web", "--tcp=80:8080")
-		eventually(t, "web holds 192.0.2.1", func() error {
+		testenv.Eventually(t, settle, "web holds 192.0.2.1", func() error {
 			out, err := c.kubectl("", "get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 			if err != nil || out != "192.0.2.1" {
 				return fmt.Errorf("%q %v", out, err)
@@ -362,7 +360,7 @@ func TestBundleLifecycle(t *testing.T) {
 		// With its last address released, the group loses the finalizer that
 		// protects held addresses: the uninstall, which stops the operator,
 		// then finds nothing left to let go of (docs/install.md's order).
-		eventually(t, "the IPGroup without the addresses-held finalizer", func() error {
+		testenv.Eventually(t, settle, "the IPGroup without the addresses-held finalizer", func() error {
 			if f := c.mustKubectl(t, "get", "ipgroups.paas.org", "192.0.2.0-24", "-o", "jsonpath={.metadata.finalizers}"); f != "" {
 				return fmt.Errorf("finalizers %s", f)
 			}
@@ -432,7 +430,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if err := admin.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the agent's watch saw the deletion", func() error {
+		testenv.Eventually(t, settle, "the agent's watch saw the deletion", func() error {
 			if !watched.Seen() {
 				return fmt.Errorf("not seen")
 			}
@@ -470,7 +468,7 @@ func privileged(ctx context.Context, c client.Reader, ns string) error {
 func (c *cluster) onlyOperatorWritesLedger(t *testing.T, operator string) {
 	t.Helper()
 	ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
-	eventually(t, "only the operator writes the IP ledger", func() error {
+	testenv.Eventually(t, settle, "only the operator writes the IP ledger", func() error {
 		out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
 		if err == nil || !strings.Contains(out, "only the operator writes them") {
 			return fmt.Errorf("jane: %v %s", err, out)

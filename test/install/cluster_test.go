@@ -56,11 +56,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 func (b *syncBuffer) tail(n int) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return testenv.Tail(b.buf.String(), n)
 }
 
 func startCluster(t *testing.T) *cluster {

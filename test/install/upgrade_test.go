@@ -38,7 +38,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	c := startCluster(t)
 	ctx := context.Background()
 	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
-	must(t, err)
+	testenv.Must(t, err)
 	original := impersonating(t, c.admin, "system:serviceaccount:"+namespace+":"+paasv1.OriginalServiceAccount)
 	bundle := originalBundle(t, release)
 
@@ -58,7 +58,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	}
 	// A ledger object whose Service was force-deleted (its finalizer removed by
 	// hand): the original never freed that address.
-	must(t, original.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.9",
+	testenv.Must(t, original.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.9",
 		Labels: map[string]string{paasv1.IPGroupLabel: labGroup}, Annotations: map[string]string{paasv1.OwnerAnnotation: shop + "/gone"}}}))
 	var legacy *paasv1.VirtualIP
 	if release == "0.3" {
@@ -68,13 +68,13 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		}
 		legacy, err = testenv.CreateLegacy(ctx, admin, original, testenv.LegacyVIP{Namespace: shop, Name: "legacy-vip", Service: "legacy",
 			IP: "198.51.100.10", GSM: "gsm-legacy"})
-		must(t, err)
+		testenv.Must(t, err)
 	}
 	out := c.mustKubectl(t, "apply", "-f", bundle)
 	if !strings.Contains(out, "validatingwebhookconfiguration.admissionregistration.k8s.io/"+paasv1.OriginalWebhookConfiguration+" created") {
 		t.Fatalf("the original's webhook was not registered:\n%s", out)
 	}
-	eventually(t, "the original's webhook, with no pod behind it, refuses ledger writes", func() error {
+	testenv.Eventually(t, settle, "the original's webhook, with no pod behind it, refuses ledger writes", func() error {
 		err := admin.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.99"}}, client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), `failed calling webhook "vip.kb.io"`) {
 			return fmt.Errorf("want the webhook's refusal, got %v", err)
@@ -89,7 +89,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	t.Run("the upgrade can be planned before our bundle is applied (1.0 has no VirtualIP CRD)", func(t *testing.T) {
 		var buf bytes.Buffer
 		p, err := migration.PlanUpgradeOf(ctx, admin, namespace, false, &buf)
-		must(t, err)
+		testenv.Must(t, err)
 		if len(p.Remove) == 0 || len(p.Adopt) != 2 || len(p.Finalizers) != 3 || len(p.Orphans) != 1 {
 			t.Errorf("plan before the apply:\n%s", buf.String())
 		}
@@ -124,13 +124,13 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 
 	t.Run("every stored object of the shared CRDs is readable under the new schema", func(t *testing.T) {
 		var groups paasv1.IPGroupList
-		must(t, admin.List(ctx, &groups))
+		testenv.Must(t, admin.List(ctx, &groups))
 		var ips paasv1.IPList
-		must(t, admin.List(ctx, &ips))
+		testenv.Must(t, admin.List(ctx, &ips))
 		var vips paasv1.VirtualIPList
-		must(t, admin.List(ctx, &vips))
+		testenv.Must(t, admin.List(ctx, &vips))
 		var gsms paasv1.GroupSegmentMappingList
-		must(t, admin.List(ctx, &gsms))
+		testenv.Must(t, admin.List(ctx, &gsms))
 		if len(groups.Items) != 1 || len(ips.Items) != len(before) || len(vips.Items) != len(gsms.Items) {
 			t.Fatalf("%d IPGroups, %d of %d IPs, %d VirtualIPs, %d GroupSegmentMappings", len(groups.Items), len(ips.Items), len(before), len(vips.Items), len(gsms.Items))
 		}
@@ -142,7 +142,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	t.Run("migrate plan shows what the upgrade will do (golden file)", func(t *testing.T) {
 		var buf bytes.Buffer
 		_, err := cmd.MigratePlan(ctx, c.admin, cmd.MigrateOptions{CutoverDelay: migration.DefaultCutoverDelay}, &buf)
-		must(t, err)
+		testenv.Must(t, err)
 		golden(t, "upgrade-plan-"+release+".golden", buf.String())
 		if after := ledgerUIDs(ctx, t, admin); !mapsEqual(after, before) {
 			t.Fatal("plan wrote to the ledger")
@@ -154,12 +154,12 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	defer stopOperator()
 
 	t.Run("while the original's webhook is registered, the operator says why it cannot adopt or allocate", func(t *testing.T) {
-		must(t, admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "fresh"},
+		testenv.Must(t, admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "fresh"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}))
-		eventually(t, "a Warning Event AllocationFailed on shop/fresh naming the webhook", func() error {
+		testenv.Eventually(t, settle, "a Warning Event AllocationFailed on shop/fresh naming the webhook", func() error {
 			return findEvent(ctx, admin, "fresh", "AllocationFailed")
 		})
-		eventually(t, "a Warning Event AdoptionFailed on shop/api naming the webhook", func() error {
+		testenv.Eventually(t, settle, "a Warning Event AdoptionFailed on shop/api naming the webhook", func() error {
 			return findEvent(ctx, admin, "api", "AdoptionFailed")
 		})
 	})
@@ -170,7 +170,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 
 	var upgradeOut bytes.Buffer
 	t.Run("migrate upgrade removes the original's Deployment, webhook and bindings, and nothing that only resembles them", func(t *testing.T) {
-		must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &upgradeOut))
+		testenv.Must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &upgradeOut))
 		t.Log("\n" + upgradeOut.String())
 		for _, obj := range []string{"deployment/" + paasv1.OriginalDeployment, "rolebinding/" + paasv1.OriginalLeaderElectionBinding,
 			"serviceaccount/" + paasv1.OriginalServiceAccount, "validatingwebhookconfiguration/" + paasv1.OriginalWebhookConfiguration,
@@ -197,24 +197,24 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		// IPs (and in 0.3 VirtualIPs) until migrate upgrade removed them.
 		operator := impersonating(t, c.admin, operatorUser)
 		var groups paasv1.IPGroupList
-		must(t, admin.List(ctx, &groups))
+		testenv.Must(t, admin.List(ctx, &groups))
 		for i := range groups.Items {
-			must(t, admin.Update(ctx, &groups.Items[i], client.DryRunAll))
+			testenv.Must(t, admin.Update(ctx, &groups.Items[i], client.DryRunAll))
 		}
 		var vips paasv1.VirtualIPList
-		must(t, admin.List(ctx, &vips))
+		testenv.Must(t, admin.List(ctx, &vips))
 		for i := range vips.Items {
-			must(t, admin.Update(ctx, &vips.Items[i], client.DryRunAll))
+			testenv.Must(t, admin.Update(ctx, &vips.Items[i], client.DryRunAll))
 		}
 		var gsms paasv1.GroupSegmentMappingList
-		must(t, admin.List(ctx, &gsms))
+		testenv.Must(t, admin.List(ctx, &gsms))
 		for i := range gsms.Items {
-			must(t, admin.Update(ctx, &gsms.Items[i], client.DryRunAll))
+			testenv.Must(t, admin.Update(ctx, &gsms.Items[i], client.DryRunAll))
 		}
 		var ips paasv1.IPList
-		must(t, admin.List(ctx, &ips))
+		testenv.Must(t, admin.List(ctx, &ips))
 		for i := range ips.Items {
-			must(t, client.IgnoreNotFound(operator.Update(ctx, &ips.Items[i], client.DryRunAll)))
+			testenv.Must(t, client.IgnoreNotFound(operator.Update(ctx, &ips.Items[i], client.DryRunAll)))
 		}
 	})
 
@@ -262,7 +262,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	})
 
 	t.Run("the Service already being deleted finishes deleting and its address is released", func(t *testing.T) {
-		eventually(t, "shop/old is gone, and so is its ledger object", func() error {
+		testenv.Eventually(t, settle, "shop/old is gone, and so is its ledger object", func() error {
 			err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "old"}, &corev1.Service{})
 			if !apierrors.IsNotFound(err) {
 				return fmt.Errorf("shop/old: %v", err)
@@ -272,7 +272,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			}
 			return nil
 		})
-		eventually(t, "the orphan ledger object of the force-deleted Service is freed", func() error {
+		testenv.Eventually(t, settle, "the orphan ledger object of the force-deleted Service is freed", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Name: "192.0.2.9"}, &paasv1.IP{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("ledger 192.0.2.9: %v", err)
 			}
@@ -281,8 +281,8 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		for name, ip := range map[string]string{"reuse": "192.0.2.3", "reuse-orphan": "192.0.2.9"} {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: name},
 				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: ip, Ports: []corev1.ServicePort{{Port: 80}}}}
-			must(t, admin.Create(ctx, svc))
-			eventually(t, name+" gets the freed "+ip, func() error {
+			testenv.Must(t, admin.Create(ctx, svc))
+			testenv.Eventually(t, settle, name+" gets the freed "+ip, func() error {
 				if err := admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 					return err
 				}
@@ -296,7 +296,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 
 	t.Run("a new Service gets an address (the ledger is writable again) and deleting an adopted one frees its address", func(t *testing.T) {
 		fresh := &corev1.Service{}
-		eventually(t, "shop/fresh, refused by the webhook before, gets the first free address", func() error {
+		testenv.Eventually(t, settle, "shop/fresh, refused by the webhook before, gets the first free address", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "fresh"}, fresh); err != nil {
 				return err
 			}
@@ -307,8 +307,8 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		})
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "new"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
-		must(t, admin.Create(ctx, svc))
-		eventually(t, "shop/new gets the first free address (.1 api, .2 fresh, .3 reuse)", func() error {
+		testenv.Must(t, admin.Create(ctx, svc))
+		testenv.Eventually(t, settle, "shop/new gets the first free address (.1 api, .2 fresh, .3 reuse)", func() error {
 			if err := admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 				return err
 			}
@@ -317,8 +317,8 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			}
 			return nil
 		})
-		must(t, admin.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "api"}}))
-		eventually(t, "shop/api is gone and 192.0.2.1 is released", func() error {
+		testenv.Must(t, admin.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "api"}}))
+		testenv.Eventually(t, settle, "shop/api is gone and 192.0.2.1 is released", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "api"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("shop/api: %v", err)
 			}
@@ -331,7 +331,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 
 	t.Run("migrate upgrade again changes nothing, and the plan says nothing is left", func(t *testing.T) {
 		var again bytes.Buffer
-		must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &again))
+		testenv.Must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &again))
 		if strings.Contains(again.String(), "deleted ") {
 			t.Errorf("the second run deleted something:\n%s", again.String())
 		}

@@ -362,7 +362,7 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 			stopOperator()
 			DeferCleanup(func() {
 				if stopOp == nil { // the test failed with the operator down
-					startOperator()
+					runOperator()
 				}
 			})
 			crashed := make(chan struct{})
@@ -409,7 +409,7 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 			Expect(getVIP(ns, l.name).Status.State).NotTo(Equal(paasv1.VirtualIPMigrated))
 
 			By("a new operator finishes the migration")
-			startOperator()
+			runOperator()
 			eventuallyState(ns, l.name, paasv1.VirtualIPMigrated)
 			Eventually(func(g Gomega) { expectMigrated(g, l, gsm) }).Should(Succeed())
 		})
