@@ -45,6 +45,27 @@ func TestBGPAnnouncement(t *testing.T) {
 
 	web := d.bgpService(t, "web", false)
 	webVIP := d.vipOf(t, web)
+	st := &bgpAnnouncement{d: d, lab: lab, peer: peer, web: web, webVIP: webVIP}
+	st.serving(t)
+	st.leaving(t)
+	st.md5(t)
+	st.routers(t)
+	st.peerChanges(t)
+}
+
+// bgpAnnouncement is TestBGPAnnouncement's lab and what its steps share.
+type bgpAnnouncement struct {
+	d      *bgpLab
+	lab    *testing.T
+	peer   *paasv1.BGPPeer
+	web    *corev1.Service
+	webVIP string
+}
+
+// serving: a Cluster Service from every node, a Local one from its endpoint's.
+func (st *bgpAnnouncement) serving(t *testing.T) {
+	d, web, webVIP := st.d, st.web, st.webVIP
+	ctx := context.Background()
 	t.Run("Cluster: every node advertises, with the group's communities, and the router spreads over them", func(t *testing.T) {
 		took := d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 		t.Logf("%s routed through 3 nodes %s after its IP was read", webVIP, took)
@@ -121,7 +142,11 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
 
+// leaving: a node drained, excluded, restarted or hung stops advertising, no new connection failing.
+func (st *bgpAnnouncement) leaving(t *testing.T) {
+	d, lab, webVIP := st.d, st.lab, st.webVIP
 	t.Run("drain: the node withdraws before its agent stops, no new connection fails", func(t *testing.T) {
 		node := d.clientPath(t, webVIP)
 		loop := d.curlLoop("http://" + webVIP + "/")
@@ -199,7 +224,12 @@ func TestBGPAnnouncement(t *testing.T) {
 		}
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 	})
+}
 
+// md5: sessions with a password, also while the API server is out of reach.
+func (st *bgpAnnouncement) md5(t *testing.T) {
+	d, lab, peer, webVIP := st.d, st.lab, st.peer, st.webVIP
+	ctx := context.Background()
 	t.Run("MD5: a wrong password keeps the sessions down and says so, the right one brings them up", func(t *testing.T) {
 		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "neighbor nodes password s3cret"); err != nil {
 			t.Fatal(err)
@@ -269,7 +299,12 @@ func TestBGPAnnouncement(t *testing.T) {
 		before.Status.Sessions = slices.DeleteFunc(before.Status.Sessions, func(s paasv1.BGPSession) bool { return s.Node == "node3" })
 		d.noFlap(t, before)
 	})
+}
 
+// routers: an IPv6 peer, a group for one router only, and nothing imported.
+func (st *bgpAnnouncement) routers(t *testing.T) {
+	d, peer, webVIP := st.d, st.peer, st.webVIP
+	ctx := context.Background()
 	t.Run("IPv6: /128 routes to an IPv6 peer, with the nodes' own IPv6 next hops", func(t *testing.T) {
 		peer6 := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router6"},
 			Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8:1::1", PeerASN: 64512, MyASN: 64513}}
@@ -377,7 +412,12 @@ func TestBGPAnnouncement(t *testing.T) {
 			}
 		}
 	})
+}
 
+// peerChanges: a duplicate BGPPeer, graceful restart, and the Service's deletion.
+func (st *bgpAnnouncement) peerChanges(t *testing.T) {
+	d, lab, peer, web, webVIP := st.d, st.lab, st.peer, st.web, st.webVIP
+	ctx := context.Background()
 	t.Run("a second BGPPeer with the router's address is left out and says so; the first keeps its sessions", func(t *testing.T) {
 		var before paasv1.BGPPeer
 		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &before); err != nil {

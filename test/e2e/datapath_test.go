@@ -80,7 +80,28 @@ func testDataPath(t *testing.T, plane string) {
 		return nil
 	})
 	vipURL := "http://" + vip
+	st := &dataPathSteps{d: d, k8s: k8s, plane: plane, before: before, svc: svc, es: es, vip: vip, vipURL: vipURL}
+	st.forwarding(t)
+	st.changes(t)
+	st.lifecycle(t)
+}
 
+// dataPathSteps is testDataPath's lab and what its steps share.
+type dataPathSteps struct {
+	d      *dataLab
+	k8s    client.Client
+	plane  string
+	before string
+	svc    *corev1.Service
+	es     *discoveryv1.EndpointSlice
+	vip    string
+	vipURL string
+}
+
+// forwarding: both policies, the node's own rules, a late kube-proxy DNAT and a port not exposed.
+func (st *dataPathSteps) forwarding(t *testing.T) {
+	d, k8s, plane, svc, vip, vipURL := st.d, st.k8s, st.plane, st.svc, st.vip, st.vipURL
+	ctx := context.Background()
 	t.Run("Cluster policy spreads over every ready endpoint, through each node, on every port", func(t *testing.T) {
 		for _, node := range []string{"node1", "node2"} {
 			d.via(node)
@@ -144,7 +165,12 @@ func testDataPath(t *testing.T, plane string) {
 			t.Fatal(err)
 		}
 	})
+}
 
+// changes: endpoints going, drift repaired, the node and a backend reaching the VIP.
+func (st *dataPathSteps) changes(t *testing.T) {
+	d, k8s, plane, es, vipURL := st.d, st.k8s, st.plane, st.es, st.vipURL
+	ctx := context.Background()
 	t.Run("a removed endpoint stops getting traffic; no endpoint at all is refused", func(t *testing.T) {
 		d.via("node1")
 		es.Endpoints = es.Endpoints[:0]
@@ -206,7 +232,12 @@ func testDataPath(t *testing.T, plane string) {
 			})
 		}
 	})
+}
 
+// lifecycle: UDP, source ranges, and an agent restart and cleanup.
+func (st *dataPathSteps) lifecycle(t *testing.T) {
+	d, k8s, before, svc, es, vip, vipURL := st.d, st.k8s, st.before, st.svc, st.es, st.vip, st.vipURL
+	ctx := context.Background()
 	t.Run("UDP ports are forwarded", func(t *testing.T) {
 		for _, b := range []string{"backend1", "backend2"} {
 			serveUDPName(t, d.lab, b, ":5353")

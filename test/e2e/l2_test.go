@@ -43,7 +43,23 @@ func TestL2Announcement(t *testing.T) {
 		}
 		return nil
 	})
+	st := &l2Announcement{d: d, web: web, vip: vip, k8s: k8s, top: top}
+	st.moves(t)
+	st.carriers(t)
+}
 
+// l2Announcement is TestL2Announcement's lab and what its steps share.
+type l2Announcement struct {
+	d   *l2Lab
+	web *corev1.Service
+	vip string
+	k8s client.Client
+	top *testing.T
+}
+
+// moves: VIPs spread, Local policy, and the VIP's owner cordoned, restarted, killed or cut off.
+func (st *l2Announcement) moves(t *testing.T) {
+	d, vip, top := st.d, st.vip, st.top
 	t.Run("VIPs spread over the nodes", func(t *testing.T) {
 		carriers := map[string]bool{}
 		for i := range 8 {
@@ -138,7 +154,12 @@ func TestL2Announcement(t *testing.T) {
 		}
 		d.in(from, "ip", "link", "set", "eth0", "up")
 	})
+}
 
+// carriers: nodeSelector, a group on no node's subnet, and forged ARP claims.
+func (st *l2Announcement) carriers(t *testing.T) {
+	d, web, vip, k8s := st.d, st.web, st.vip, st.k8s
+	ctx := context.Background()
 	t.Run("nodeSelector picks the carriers", func(t *testing.T) {
 		d.label(t, "node3", map[string]string{"rack": "b"})
 		if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "rack-b"},

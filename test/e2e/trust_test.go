@@ -99,7 +99,28 @@ func testAddressTrust(t *testing.T, plane string) {
 	web := service("web")
 	vip := allocated(web)
 	testenv.Eventually(t, settle, "web is served (the lab works)", func() error { _, err := d.curl("http://" + vip); return err })
+	st := &addressTrust{d: d, k8s: k8s, service: service, allocated: allocated, reported: reported, cleared: cleared, notProgrammed: notProgrammed, web: web, vip: vip}
+	st.ownAddresses(t)
+	st.forged(t)
+}
 
+// addressTrust is testAddressTrust's lab and what its steps share.
+type addressTrust struct {
+	d             *dataLab
+	k8s           client.Client
+	service       func(string) *corev1.Service
+	allocated     func(*corev1.Service) string
+	reported      func(*corev1.Service, string, string)
+	cleared       func(*corev1.Service)
+	notProgrammed func(string, ...string)
+	web           *corev1.Service
+	vip           string
+}
+
+// ownAddresses: a Node's address, a node naming web's address, a Node with no agent, an address on a node's interface.
+func (st *addressTrust) ownAddresses(t *testing.T) {
+	d, k8s, service, allocated, reported, cleared, web, vip := st.d, st.k8s, st.service, st.allocated, st.reported, st.cleared, st.web, st.vip
+	ctx := context.Background()
 	t.Run("a Node's address in the status: not programmed, reported, and carried again once no Node has it", func(t *testing.T) {
 		web2 := service("web2")
 		vip2 := allocated(web2)
@@ -187,7 +208,12 @@ func testAddressTrust(t *testing.T, plane string) {
 			t.Fatalf("one node's refusal is its Event, not the shared condition: %+v", c)
 		}
 	})
+}
 
+// forged: source ranges, and a status with no ledger object or another Service's.
+func (st *addressTrust) forged(t *testing.T) {
+	d, k8s, service, reported, cleared, notProgrammed, web, vip := st.d, st.k8s, st.service, st.reported, st.cleared, st.notProgrammed, st.web, st.vip
+	ctx := context.Background()
 	// A patch, not an update: the agents and the operator write the status
 	// meanwhile, which an update would conflict with.
 	setRanges := func(t *testing.T, ranges []string) {

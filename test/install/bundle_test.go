@@ -61,7 +61,55 @@ func TestBundleLifecycle(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	c := startCluster(t)
 	objects := readObjects(t, "deploy/bundle.yaml")
+	st := &bundleLifecycle{c: c, objects: objects}
+	st.installing(t)
+	st.permissions(t)
 
+	image := operatorPod(t, objects).Containers[0].Image
+	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	metricsAddr := freeLoopbackAddr(t)
+	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
+	st.image = image
+	st.admin = admin
+	st.metricsAddr = metricsAddr
+	st.operating(t)
+
+	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount))
+	agentDS := types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}
+	// The agent watches its DaemonSet while it runs, as a real one does
+	// (nodeagent.Server): what it sees decides whether a refused token on
+	// the way out is an uninstall.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := nodeagent.WatchDeletion(watchCtx, c.tokenClient(t, agentToken), agentDS)
+	st.agentToken = agentToken
+	st.agentDS = agentDS
+	st.watched = watched
+	st.stopping(t)
+
+	stopOperator() // its Deployment goes with the bundle; here it is a process
+	st.removal(t)
+}
+
+// bundleLifecycle is TestBundleLifecycle's lab and what its steps share.
+type bundleLifecycle struct {
+	c           *cluster
+	objects     []*unstructured.Unstructured
+	image       string
+	admin       client.Client
+	metricsAddr string
+	agentToken  string
+	agentDS     types.NamespacedName
+	watched     *nodeagent.DeletionWatch
+}
+
+// installing: the bundle created as documented, every object there, one image, the admission policies in force.
+func (st *bundleLifecycle) installing(t *testing.T) {
+	c, objects := st.c, st.objects
 	t.Run("kubectl create namespace && kubectl create -f deploy/bundle.yaml", func(t *testing.T) {
 		c.mustKubectl(t, "create", "namespace", namespace)
 		out := c.mustKubectl(t, "create", "-f", "deploy/bundle.yaml")
@@ -132,7 +180,11 @@ func TestBundleLifecycle(t *testing.T) {
 		})
 		c.mustKubectl(t, "delete", "service", "forged", "-n", "default")
 	})
+}
 
+// permissions: what RBAC lets the operator and the agent do, and the agent's SCC.
+func (st *bundleLifecycle) permissions(t *testing.T) {
+	c := st.c
 	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
 		for _, tc := range []struct {
 			who, verb, what, ns string
@@ -237,15 +289,12 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 		}
 	})
+}
 
-	image := operatorPod(t, objects).Containers[0].Image
-	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+// operating: the operator as its ServiceAccount deploys the agent, passes Pod Security and hardening, serves metrics and Services.
+func (st *bundleLifecycle) operating(t *testing.T) {
+	c, objects, image, admin, metricsAddr := st.c, st.objects, st.image, st.admin, st.metricsAddr
 	ctx := context.Background()
-	metricsAddr := freeLoopbackAddr(t)
-	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
 
 	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
 		testenv.Eventually(t, settle, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
@@ -316,15 +365,11 @@ func TestBundleLifecycle(t *testing.T) {
 			return nil
 		})
 	})
+}
 
-	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, controllers.AgentServiceAccount))
-	agentDS := types.NamespacedName{Namespace: namespace, Name: controllers.AgentName}
-	// The agent watches its DaemonSet while it runs, as a real one does
-	// (nodeagent.Server): what it sees decides whether a refused token on
-	// the way out is an uninstall.
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watched := nodeagent.WatchDeletion(watchCtx, c.tokenClient(t, agentToken), agentDS)
+// stopping: an agent stopping while installed, an upgrade, a Service deleted while the operator runs.
+func (st *bundleLifecycle) stopping(t *testing.T) {
+	c, image, agentToken, agentDS, watched := st.c, st.image, st.agentToken, st.agentDS, st.watched
 
 	t.Run("an agent that stops while installed keeps its rules", func(t *testing.T) {
 		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", watched, func() error {
@@ -367,8 +412,12 @@ func TestBundleLifecycle(t *testing.T) {
 			return nil
 		})
 	})
+}
 
-	stopOperator() // its Deployment goes with the bundle; here it is a process
+// removal: uninstalls with kubectl delete and apply, and the agent removing its rules once its DaemonSet is gone.
+func (st *bundleLifecycle) removal(t *testing.T) {
+	c, objects, admin, agentToken, agentDS, watched := st.c, st.objects, st.admin, st.agentToken, st.agentDS, st.watched
+	ctx := context.Background()
 
 	t.Run("uninstall: kubectl delete -f deploy/bundle.yaml removes every object", func(t *testing.T) {
 		c.uninstall(t, "deploy/bundle.yaml")

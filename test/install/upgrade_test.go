@@ -85,7 +85,32 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	createDecoys(t, c)
 	before := ledgerUIDs(ctx, t, admin)
 	addrs := serviceAddrs(ctx, t, admin)
+	st := &upgradeFromOriginal{c: c, release: release, admin: admin, legacy: legacy, before: before, addrs: addrs}
+	st.planning(t)
 
+	stopOperator := c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy", LeaderElect: true, LeaderNamespace: namespace,
+		Migration: migration.Options{CutoverDelay: 2 * time.Second}})
+	defer stopOperator()
+	st.refusing(t)
+	st.upgrading(t)
+	st.adopting(t)
+	st.again(t)
+}
+
+// upgradeFromOriginal is testUpgradeFromOriginal's lab and what its steps share.
+type upgradeFromOriginal struct {
+	c       *cluster
+	release string
+	admin   client.Client
+	legacy  *paasv1.VirtualIP
+	before  map[string]types.UID
+	addrs   map[string]string
+}
+
+// planning: the upgrade planned before our bundle, the shared CRDs upgraded in place and readable, the plan shown.
+func (st *upgradeFromOriginal) planning(t *testing.T) {
+	c, release, admin, before := st.c, st.release, st.admin, st.before
+	ctx := context.Background()
 	t.Run("the upgrade can be planned before our bundle is applied (1.0 has no VirtualIP CRD)", func(t *testing.T) {
 		var buf bytes.Buffer
 		p, err := migration.PlanUpgradeOf(ctx, admin, namespace, false, &buf)
@@ -148,10 +173,12 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			t.Fatal("plan wrote to the ledger")
 		}
 	})
+}
 
-	stopOperator := c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy", LeaderElect: true, LeaderNamespace: namespace,
-		Migration: migration.Options{CutoverDelay: 2 * time.Second}})
-	defer stopOperator()
+// refusing: with the original's webhook registered the operator says why it waits; a swapped object stays.
+func (st *upgradeFromOriginal) refusing(t *testing.T) {
+	admin := st.admin
+	ctx := context.Background()
 
 	t.Run("while the original's webhook is registered, the operator says why it cannot adopt or allocate", func(t *testing.T) {
 		testenv.Must(t, admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "fresh"},
@@ -167,7 +194,12 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	t.Run("a plan applied after one of its objects was swapped leaves that object", func(t *testing.T) {
 		checkSwappedIsLeft(ctx, t, admin)
 	})
+}
 
+// upgrading: migrate upgrade removes the original and nothing else, and every stored object is valid.
+func (st *upgradeFromOriginal) upgrading(t *testing.T) {
+	c, release, admin := st.c, st.release, st.admin
+	ctx := context.Background()
 	var upgradeOut bytes.Buffer
 	t.Run("migrate upgrade removes the original's Deployment, webhook and bindings, and nothing that only resembles them", func(t *testing.T) {
 		testenv.Must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &upgradeOut))
@@ -217,7 +249,12 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			testenv.Must(t, client.IgnoreNotFound(operator.Update(ctx, &ips.Items[i], client.DryRunAll)))
 		}
 	})
+}
 
+// adopting: the ledger adopted in place, a Service being deleted finishes, a new Service gets an address.
+func (st *upgradeFromOriginal) adopting(t *testing.T) {
+	admin, before, addrs := st.admin, st.before, st.addrs
+	ctx := context.Background()
 	t.Run("the operator adopts the original's ledger in place, drops its finalizer, and no address changes", func(t *testing.T) {
 		g := gomega.NewWithT(t)
 		for _, s := range originalServices {
@@ -328,7 +365,12 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			return nil
 		})
 	})
+}
 
+// again: a second migrate upgrade changes nothing, and a VirtualIP of 0.3 is migrated.
+func (st *upgradeFromOriginal) again(t *testing.T) {
+	c, admin, legacy, before := st.c, st.admin, st.legacy, st.before
+	ctx := context.Background()
 	t.Run("migrate upgrade again changes nothing, and the plan says nothing is left", func(t *testing.T) {
 		var again bytes.Buffer
 		testenv.Must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &again))
