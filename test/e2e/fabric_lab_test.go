@@ -146,3 +146,31 @@ func (r *frr) neighbors() (map[string]neighbor, error) {
 	}
 	return doc, nil
 }
+
+// TestSessionKept: kept tells FRR's readings of one session from those of a
+// session reset in between, as FRR reports them: a static neighbour counts
+// the reset; a dynamic one is created anew, counters at 1 and 0 again, and
+// only its uptime, in whole seconds, shows it.
+func TestSessionKept(t *testing.T) {
+	up := func(seconds, established, dropped int64) neighbor {
+		return neighbor{State: "Established", sessionAge: sessionAge{UpMsec: seconds * 1000, Established: established, Dropped: dropped}}
+	}
+	for _, tc := range []struct {
+		desc          string
+		before, after neighbor
+		elapsed       time.Duration
+		kept          bool
+	}{
+		{"kept: FRR's whole seconds fall behind the clock", up(8, 1, 0), up(13, 1, 0), 5900 * time.Millisecond, true},
+		{"kept: read twice within a second", up(8, 1, 0), up(8, 1, 0), 900 * time.Millisecond, true},
+		{"kept: FRR's second turned between two close readings", up(8, 1, 0), up(9, 1, 0), 100 * time.Millisecond, true},
+		{"a dynamic neighbour created anew", up(14, 1, 0), up(3, 1, 0), 19 * time.Second, false},
+		{"a dynamic neighbour created anew, up longer than the first was", up(5, 1, 0), up(7, 1, 0), 20 * time.Second, false},
+		{"a static neighbour's reset", up(14, 1, 0), up(30, 2, 1), 19 * time.Second, false},
+		{"down", up(14, 1, 0), neighbor{State: "Active"}, time.Second, false},
+	} {
+		if err := tc.after.kept(tc.before, tc.elapsed); (err == nil) != tc.kept {
+			t.Errorf("%s: kept = %v, want kept %v", tc.desc, err, tc.kept)
+		}
+	}
+}
