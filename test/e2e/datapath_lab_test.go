@@ -149,7 +149,7 @@ func (d *dataLab) installOperator(t testing.TB) {
 // test's end: the operator as shipped (cmd/operator.go's defaults), since
 // bench-announce times it giving 1,000 Services their IPs.
 func (d *dataLab) runOperator(t testing.TB) {
-	stop, err := d.env.StartOperator(cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy",
+	stop, err := testenv.StartOperator(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy",
 		QPS: cmd.DefaultQPS, Burst: cmd.DefaultBurst})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ package install
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -228,21 +227,9 @@ func (c *cluster) runOperatorWith(t *testing.T, o cmd.OperatorOptions) (stop fun
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
-	mgr, err := cmd.NewManager(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	var once bool
-	stop = func() {
-		if !once {
-			once = true
-			cancel()
-			<-done
-		}
-	}
+	end, err := testenv.StartOperator(cfg, o)
+	testenv.Must(t, err)
+	stop = func() { _ = end() }
 	t.Cleanup(stop)
 	return stop
 }

@@ -70,13 +70,10 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+	stop, err := testenv.StartOperator(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
 		LeaderElect: true, AdmissionPolicies: true, Agent: controllers.AgentOptions{Namespace: ns, Image: dep.Image}})
 	testenv.Must(t, err)
-	mgrCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mgrCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { _ = stop() })
 
 	t.Run("the operator applies every policy of config/admission, naming the ServiceAccounts of its namespace", func(t *testing.T) {
 		want := readObjects(t, "deploy/bundle.yaml")

@@ -79,7 +79,7 @@ var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Work
 // (testenv.StartOperator) with operatorOptions, until stopOperator.
 func runOperator() {
 	var err error
-	stopOp, err = env.StartOperator(operatorOptions)
+	stopOp, err = testenv.StartOperator(env.OperatorConfig, operatorOptions)
 	Expect(err).NotTo(HaveOccurred())
 }
 

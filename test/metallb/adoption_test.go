@@ -79,7 +79,7 @@ spec: {addresses: [203.0.113.0/28], serviceAllocation: {priority: 1, namespaces:
 			t.Fatal(err)
 		}
 	}
-	stop, err := env.StartOperator(operatorOptions)
+	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
 	testenv.Must(t, err)
 	defer func() { testenv.Must(t, stop()) }()
 	for _, s := range svcs[:3] {

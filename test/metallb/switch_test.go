@@ -76,7 +76,7 @@ func TestMetalLBSwitch(t *testing.T) {
 		t.Fatalf("second apply: %v\n%s", err, again.String())
 	}
 
-	stop, err := env.StartOperator(operatorOptions)
+	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
 	testenv.Must(t, err)
 	defer func() { testenv.Must(t, stop()) }()
 	// Every one, the pair sharing 192.0.2.18 under allow-shared-ip too.

@@ -49,7 +49,7 @@ func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
 	})
 	restore()
 
-	stop, err := env.StartOperator(operatorOptions)
+	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
 	testenv.Must(t, err)
 	defer func() { testenv.Must(t, stop()) }()
 	waitFor(t, 60*time.Second, func() (bool, string) {
