@@ -11,63 +11,67 @@ import (
 // chainRef is how tests spell a Service port chain: {ns/name:port/PROTO}.
 var chainRef = regexp.MustCompile(`\{([^/{}]+)/([^:{}]+):([^/{}]*)/([A-Z]+)\}`)
 
-// TestRenderOne covers the rules of one full render each.
-func TestRenderOne(t *testing.T) {
-	local := func(s Service) Service { s.Local = true; return s }
-	for _, tc := range []struct {
-		desc     string
-		fam      Family
-		services []Service
-		filter   string // VIPA-FILTER rules
-		nat      string // nat rules after the fixed chains
-	}{{
-		desc: "cluster: masquerade, then spread evenly over every ready endpoint",
-		fam:  IPv4,
-		services: []Service{web(
-			ep("198.51.100.3", false, "http/8080"),
-			ep("198.51.100.1", true, "http/8080"),
-			ep("198.51.100.2", false, "http/8080"),
-		)},
-		filter: filterFor("192.0.2.10"),
-		nat: `:{default/web:http/TCP} - [0:0]
+// renderOneCase is one full render: its Services and the rules it writes.
+type renderOneCase struct {
+	desc     string
+	fam      Family
+	services []Service
+	filter   string // VIPA-FILTER rules
+	nat      string // nat rules after the fixed chains
+}
+
+// localService is s with externalTrafficPolicy Local.
+func localService(s Service) Service { s.Local = true; return s }
+
+// renderOneCases are TestRenderOne's renders.
+var renderOneCases = []renderOneCase{{
+	desc: "cluster: masquerade, then spread evenly over every ready endpoint",
+	fam:  IPv4,
+	services: []Service{web(
+		ep("198.51.100.3", false, "http/8080"),
+		ep("198.51.100.1", true, "http/8080"),
+		ep("198.51.100.2", false, "http/8080"),
+	)},
+	filter: filterFor("192.0.2.10"),
+	nat: `:{default/web:http/TCP} - [0:0]
 -A {default/web:http/TCP} -j VIPA-MARK-MASQ
 -A {default/web:http/TCP} -p tcp -m statistic --mode random --probability 0.3333333333 -j DNAT --to-destination 198.51.100.1:8080
 -A {default/web:http/TCP} -p tcp -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 198.51.100.2:8080
 -A {default/web:http/TCP} -p tcp -j DNAT --to-destination 198.51.100.3:8080
 -A VIPA-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "default/web:http" -m tcp --dport 80 -j {default/web:http/TCP}
 `,
-	}, {
-		desc: "local: only this node's endpoints, source kept except hairpin",
-		fam:  IPv4,
-		services: []Service{local(web(
-			ep("198.51.100.1", true, "http/8080"),
-			ep("198.51.100.2", true, "http/8080"),
-			ep("198.51.100.3", false, "http/8080"),
-		))},
-		filter: filterFor("192.0.2.10"),
-		nat: `:{default/web:http/TCP} - [0:0]
+}, {
+	desc: "local: only this node's endpoints, source kept except hairpin",
+	fam:  IPv4,
+	services: []Service{localService(web(
+		ep("198.51.100.1", true, "http/8080"),
+		ep("198.51.100.2", true, "http/8080"),
+		ep("198.51.100.3", false, "http/8080"),
+	))},
+	filter: filterFor("192.0.2.10"),
+	nat: `:{default/web:http/TCP} - [0:0]
 -A {default/web:http/TCP} -s 198.51.100.1/32 -j VIPA-MARK-MASQ
 -A {default/web:http/TCP} -s 198.51.100.2/32 -j VIPA-MARK-MASQ
 -A {default/web:http/TCP} -p tcp -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 198.51.100.1:8080
 -A {default/web:http/TCP} -p tcp -j DNAT --to-destination 198.51.100.2:8080
 -A VIPA-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "default/web:http" -m tcp --dport 80 -j {default/web:http/TCP}
 `,
-	}, {
-		desc:     "local without a local endpoint: no chain, no jump, the VIP still rejects",
-		fam:      IPv4,
-		services: []Service{local(web(ep("198.51.100.3", false, "http/8080")))},
-		filter:   filterFor("192.0.2.10"),
-	}, {
-		desc:     "no endpoint at all: no chain, no jump, the VIP still rejects",
-		fam:      IPv4,
-		services: []Service{web()},
-		filter:   filterFor("192.0.2.10"),
-	}, {
-		desc:     "several ports and protocols; named ports resolve per endpoint; unusable ports get nothing",
-		fam:      IPv4,
-		services: []Service{multi()},
-		filter:   filterFor("192.0.2.20"),
-		nat: `:{default/multi:sctp/SCTP} - [0:0]
+}, {
+	desc:     "local without a local endpoint: no chain, no jump, the VIP still rejects",
+	fam:      IPv4,
+	services: []Service{localService(web(ep("198.51.100.3", false, "http/8080")))},
+	filter:   filterFor("192.0.2.10"),
+}, {
+	desc:     "no endpoint at all: no chain, no jump, the VIP still rejects",
+	fam:      IPv4,
+	services: []Service{web()},
+	filter:   filterFor("192.0.2.10"),
+}, {
+	desc:     "several ports and protocols; named ports resolve per endpoint; unusable ports get nothing",
+	fam:      IPv4,
+	services: []Service{multi()},
+	filter:   filterFor("192.0.2.20"),
+	nat: `:{default/multi:sctp/SCTP} - [0:0]
 -A {default/multi:sctp/SCTP} -j VIPA-MARK-MASQ
 -A {default/multi:sctp/SCTP} -p sctp -j DNAT --to-destination 198.51.100.1:9001
 -A VIPA-SERVICES -d 192.0.2.20/32 -p sctp -m comment --comment "default/multi:sctp" -m sctp --dport 9000 -j {default/multi:sctp/SCTP}
@@ -81,80 +85,80 @@ func TestRenderOne(t *testing.T) {
 -A {default/multi:dns/UDP} -p udp -j DNAT --to-destination 198.51.100.1:5353
 -A VIPA-SERVICES -d 192.0.2.20/32 -p udp -m comment --comment "default/multi:dns" -m udp --dport 53 -j {default/multi:dns/UDP}
 `,
-	}, {
-		desc: "an unnamed port is named by its number in the comment",
-		fam:  IPv4,
-		services: []Service{{Namespace: "default", Name: "multi", VIPs: addrs("192.0.2.20"),
-			Ports:     []Port{{Port: 7000}}, // protocol defaults to TCP
-			Endpoints: []Endpoint{ep("198.51.100.1", false, "/7001")}}},
-		filter: filterFor("192.0.2.20"),
-		nat: `:{default/multi:/TCP} - [0:0]
+}, {
+	desc: "an unnamed port is named by its number in the comment",
+	fam:  IPv4,
+	services: []Service{{Namespace: "default", Name: "multi", VIPs: addrs("192.0.2.20"),
+		Ports:     []Port{{Port: 7000}}, // protocol defaults to TCP
+		Endpoints: []Endpoint{ep("198.51.100.1", false, "/7001")}}},
+	filter: filterFor("192.0.2.20"),
+	nat: `:{default/multi:/TCP} - [0:0]
 -A {default/multi:/TCP} -j VIPA-MARK-MASQ
 -A {default/multi:/TCP} -p tcp -j DNAT --to-destination 198.51.100.1:7001
 -A VIPA-SERVICES -d 192.0.2.20/32 -p tcp -m comment --comment "default/multi:7000" -m tcp --dport 7000 -j {default/multi:/TCP}
 `,
-	}, {
-		desc:     "source ranges: one jump per allowed range of the family, others fall through to the reject",
-		fam:      IPv4,
-		services: []Service{fw("203.0.113.7/24", "198.51.100.128/25", "2001:db8::/32")},
-		filter:   filterFor("192.0.2.30"),
-		nat: `:{default/fw:http/TCP} - [0:0]
+}, {
+	desc:     "source ranges: one jump per allowed range of the family, others fall through to the reject",
+	fam:      IPv4,
+	services: []Service{fw("203.0.113.7/24", "198.51.100.128/25", "2001:db8::/32")},
+	filter:   filterFor("192.0.2.30"),
+	nat: `:{default/fw:http/TCP} - [0:0]
 -A {default/fw:http/TCP} -j VIPA-MARK-MASQ
 -A {default/fw:http/TCP} -p tcp -j DNAT --to-destination 198.51.100.1:8080
 -A VIPA-SERVICES -s 203.0.113.0/24 -d 192.0.2.30/32 -p tcp -m comment --comment "default/fw:http" -m tcp --dport 80 -j {default/fw:http/TCP}
 -A VIPA-SERVICES -s 198.51.100.128/25 -d 192.0.2.30/32 -p tcp -m comment --comment "default/fw:http" -m tcp --dport 80 -j {default/fw:http/TCP}
 `,
-	}, {
-		desc:     "source ranges only of the other family: nobody of this family may connect",
-		fam:      IPv4,
-		services: []Service{fw("2001:db8::/32")},
-		filter:   filterFor("192.0.2.30"),
-	}, {
-		desc:     "closed (a source range that does not parse): nobody may connect, in either family",
-		fam:      IPv4,
-		services: []Service{closed(fw("203.0.113.0/24"))},
-		filter:   filterFor("192.0.2.30"),
-	}, {
-		desc:     "closed without any parsable range: still nobody, never everyone",
-		fam:      IPv6,
-		services: []Service{closed(fw())},
-		filter:   filterFor("2001:db8::30"),
-	}, {
-		desc:     "IPv6: /128, [addr]:port, icmp6; IPv4 VIPs, ranges and endpoints are skipped",
-		fam:      IPv6,
-		services: []Service{fw("2001:db8::/32", "203.0.113.0/24")},
-		filter:   filterFor("2001:db8::30"),
-		nat: `:{default/fw:http/TCP} - [0:0]
+}, {
+	desc:     "source ranges only of the other family: nobody of this family may connect",
+	fam:      IPv4,
+	services: []Service{fw("2001:db8::/32")},
+	filter:   filterFor("192.0.2.30"),
+}, {
+	desc:     "closed (a source range that does not parse): nobody may connect, in either family",
+	fam:      IPv4,
+	services: []Service{closed(fw("203.0.113.0/24"))},
+	filter:   filterFor("192.0.2.30"),
+}, {
+	desc:     "closed without any parsable range: still nobody, never everyone",
+	fam:      IPv6,
+	services: []Service{closed(fw())},
+	filter:   filterFor("2001:db8::30"),
+}, {
+	desc:     "IPv6: /128, [addr]:port, icmp6; IPv4 VIPs, ranges and endpoints are skipped",
+	fam:      IPv6,
+	services: []Service{fw("2001:db8::/32", "203.0.113.0/24")},
+	filter:   filterFor("2001:db8::30"),
+	nat: `:{default/fw:http/TCP} - [0:0]
 -A {default/fw:http/TCP} -j VIPA-MARK-MASQ
 -A {default/fw:http/TCP} -p tcp -j DNAT --to-destination [2001:db8:1::1]:8080
 -A VIPA-SERVICES -s 2001:db8::/32 -d 2001:db8::30/128 -p tcp -m comment --comment "default/fw:http" -m tcp --dport 80 -j {default/fw:http/TCP}
 `,
-	}, {
-		desc: "IPv6 local: hairpin per /128",
-		fam:  IPv6,
-		services: []Service{local(web(
-			ep("2001:db8:1::2", true, "http/8080"),
-			ep("2001:db8:1::1", true, "http/8080"),
-			ep("198.51.100.1", true, "http/8080"),
-		))},
-		filter: filterFor("2001:db8::10"),
-		nat: `:{default/web:http/TCP} - [0:0]
+}, {
+	desc: "IPv6 local: hairpin per /128",
+	fam:  IPv6,
+	services: []Service{localService(web(
+		ep("2001:db8:1::2", true, "http/8080"),
+		ep("2001:db8:1::1", true, "http/8080"),
+		ep("198.51.100.1", true, "http/8080"),
+	))},
+	filter: filterFor("2001:db8::10"),
+	nat: `:{default/web:http/TCP} - [0:0]
 -A {default/web:http/TCP} -s 2001:db8:1::1/128 -j VIPA-MARK-MASQ
 -A {default/web:http/TCP} -s 2001:db8:1::2/128 -j VIPA-MARK-MASQ
 -A {default/web:http/TCP} -p tcp -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination [2001:db8:1::1]:8080
 -A {default/web:http/TCP} -p tcp -j DNAT --to-destination [2001:db8:1::2]:8080
 -A VIPA-SERVICES -d 2001:db8::10/128 -p tcp -m comment --comment "default/web:http" -m tcp --dport 80 -j {default/web:http/TCP}
 `,
-	}, {
-		desc: "Services sharing a VIP on different ports: the filter names it once",
-		fam:  IPv4,
-		services: []Service{
-			web(ep("198.51.100.1", false, "http/8080")),
-			{Namespace: "default", Name: "web2", VIPs: addrs("192.0.2.10"), Ports: []Port{{Name: "http", Protocol: TCP, Port: 8080}},
-				Endpoints: []Endpoint{ep("198.51.100.2", false, "http/80")}},
-		},
-		filter: filterFor("192.0.2.10"),
-		nat: `:{default/web2:http/TCP} - [0:0]
+}, {
+	desc: "Services sharing a VIP on different ports: the filter names it once",
+	fam:  IPv4,
+	services: []Service{
+		web(ep("198.51.100.1", false, "http/8080")),
+		{Namespace: "default", Name: "web2", VIPs: addrs("192.0.2.10"), Ports: []Port{{Name: "http", Protocol: TCP, Port: 8080}},
+			Endpoints: []Endpoint{ep("198.51.100.2", false, "http/80")}},
+	},
+	filter: filterFor("192.0.2.10"),
+	nat: `:{default/web2:http/TCP} - [0:0]
 -A {default/web2:http/TCP} -j VIPA-MARK-MASQ
 -A {default/web2:http/TCP} -p tcp -j DNAT --to-destination 198.51.100.2:80
 -A VIPA-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "default/web2:http" -m tcp --dport 8080 -j {default/web2:http/TCP}
@@ -163,11 +167,15 @@ func TestRenderOne(t *testing.T) {
 -A {default/web:http/TCP} -p tcp -j DNAT --to-destination 198.51.100.1:8080
 -A VIPA-SERVICES -d 192.0.2.10/32 -p tcp -m comment --comment "default/web:http" -m tcp --dport 80 -j {default/web:http/TCP}
 `,
-	}, {
-		desc:     "a Service without a VIP of the family: nothing at all",
-		fam:      IPv4,
-		services: []Service{{Namespace: "default", Name: "v6only", VIPs: addrs("2001:db8::99"), Ports: []Port{{Name: "http", Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.1", false, "http/80")}}},
-	}} {
+}, {
+	desc:     "a Service without a VIP of the family: nothing at all",
+	fam:      IPv4,
+	services: []Service{{Namespace: "default", Name: "v6only", VIPs: addrs("2001:db8::99"), Ports: []Port{{Name: "http", Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.1", false, "http/80")}}},
+}}
+
+// TestRenderOne covers the rules of one full render each.
+func TestRenderOne(t *testing.T) {
+	for _, tc := range renderOneCases {
 		t.Run(tc.desc, func(t *testing.T) {
 			got := render(renderInput{Family: tc.fam, Mark: 0x200000, RandomFully: true, Services: tc.services})
 			checkPayload(t, tc.desc, got.Payload, expand(fullPayload(tc.filter, tc.nat), tc.fam))

@@ -22,15 +22,10 @@ func TestIPTables(t *testing.T) {
 	}
 }
 
-func testIPTables(t *testing.T, backend string, fam Family) {
-	f := fixtureFor(fam)
-	ipt := func(args ...string) string { return cmd(t, tool(backend, fam, ""), args...) }
-	cfg := Config{Family: fam, Backend: backend}
-	webChain := svcChainName("default", "web", Port{Name: "http", Protocol: TCP}, fam)
-	dnsChain := svcChainName("kube-system", "dns", Port{Name: "dns", Protocol: UDP}, fam)
-
-	// Someone else's rules, in every built-in chain we jump from: ours go first, theirs stay.
-	for _, r := range [][]string{
+// foreignRules are someone else's rules (iptables arguments) in every
+// built-in chain the data plane jumps from.
+func foreignRules(f fixture) [][]string {
+	return [][]string{
 		{"-t", "filter", "-N", "KUBE-FOO"},
 		{"-t", "filter", "-A", "KUBE-FOO", "-j", "RETURN"},
 		{"-t", "filter", "-A", "INPUT", "-s", f.ep3 + f.bits, "-j", "KUBE-FOO"},
@@ -40,7 +35,18 @@ func testIPTables(t *testing.T, backend string, fam Family) {
 		{"-t", "nat", "-A", "OUTPUT", "-j", "RETURN"},
 		{"-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
 		{"-t", "mangle", "-A", "PREROUTING", "-j", "RETURN"},
-	} {
+	}
+}
+
+func testIPTables(t *testing.T, backend string, fam Family) {
+	f := fixtureFor(fam)
+	ipt := func(args ...string) string { return cmd(t, tool(backend, fam, ""), args...) }
+	cfg := Config{Family: fam, Backend: backend}
+	webChain := svcChainName("default", "web", Port{Name: "http", Protocol: TCP}, fam)
+	dnsChain := svcChainName("kube-system", "dns", Port{Name: "dns", Protocol: UDP}, fam)
+
+	// Someone else's rules, in every built-in chain we jump from: ours go first, theirs stay.
+	for _, r := range foreignRules(f) {
 		ipt(r...)
 	}
 	before := save(t, backend, fam)

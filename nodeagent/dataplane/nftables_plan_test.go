@@ -28,22 +28,24 @@ func changes(p *nftPlan) []string {
 	return out
 }
 
-// TestNFTPlanSteps follows one nftables plane's state through full and partial Syncs: each
-// step builds on the last, as the agent's Syncs do.
-func TestNFTPlanSteps(t *testing.T) {
+// nftPlanStep is one Sync of TestNFTPlanSteps: its Services and the changes
+// its plan makes.
+type nftPlanStep struct {
+	desc     string
+	full     bool
+	fam      Family
+	services []Service
+	want     []string
+}
+
+// nftPlanSteps are TestNFTPlanSteps' Syncs, in order.
+func nftPlanSteps() []nftPlanStep {
 	web2 := web(ep("198.51.100.1", true, "http/8080"), ep("198.51.100.2", false, "http/8080"))
 	shared := Service{Namespace: "default", Name: "shared", VIPs: addrs("192.0.2.10"), // web's VIP, another port
 		Ports: []Port{{Name: "ssh", Protocol: TCP, Port: 22}}, Endpoints: []Endpoint{ep("198.51.100.3", false, "ssh/22")}}
 	thief := Service{Namespace: "default", Name: "a-thief", VIPs: addrs("192.0.2.10"), // web's VIP and port: sorts first
 		Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Endpoints: []Endpoint{ep("198.51.100.9", false, "http/80")}}
-	type step struct {
-		desc     string
-		full     bool
-		fam      Family
-		services []Service
-		want     []string
-	}
-	steps := []step{
+	return []nftPlanStep{
 		{desc: "full: every element, one map per endpoint count", full: true, services: []Service{web2, dns(ep("198.51.100.3", false, "dns/UDP/5353"))},
 			want: []string{
 				"+endpoints_1 192.0.2.53 . 17 . 53 . 0 : 198.51.100.3 . 5353", // dns-tcp has no endpoint port: not DNATed
@@ -164,8 +166,13 @@ func TestNFTPlanSteps(t *testing.T) {
 				"+vips 2001:db8::30",
 			}},
 	}
+}
+
+// TestNFTPlanSteps follows one nftables plane's state through full and partial Syncs: each
+// step builds on the last, as the agent's Syncs do.
+func TestNFTPlanSteps(t *testing.T) {
 	var last *nftState
-	for _, s := range steps {
+	for _, s := range nftPlanSteps() {
 		fam := s.fam
 		if fam == "" {
 			fam = IPv4

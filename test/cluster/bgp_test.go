@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestBGP announces a routed pool from the agent pods to the LAN's FRR router,
@@ -36,13 +38,13 @@ spec:
 	vip := l.backend(t, "default", "web", 3, "Cluster")
 	router := env["ROUTER_NETNS"]
 
-	l.eventually(t, 60*time.Second, "a route to "+vip+" over every node", func() error {
+	testenv.Eventually(t, 60*time.Second, "a route to "+vip+" over every node", func() error {
 		if hops := nextHops(router, vip); len(hops) != len(l.nodeNetns) {
 			return fmt.Errorf("next hops %v", hops)
 		}
 		return nil
 	})
-	l.eventually(t, 30*time.Second, "web through its VIP from the client", func() error {
+	testenv.Eventually(t, 30*time.Second, "web through its VIP from the client", func() error {
 		_, err := l.fromClient("http://" + vip + "/hostname")
 		return err
 	})
@@ -53,13 +55,13 @@ spec:
 	if out, err := inNetns(node, "kill", "-9", pid); err != nil {
 		t.Fatalf("kill %s: %v %s", pid, err, out)
 	}
-	l.eventually(t, 60*time.Second, "the agent restarted by the kubelet", func() error {
+	testenv.Eventually(t, 60*time.Second, "the agent restarted by the kubelet", func() error {
 		if p, err := findAgentPID(node); err != nil || p == pid {
 			return fmt.Errorf("agent pid %q (killed %s): %v", p, pid, err)
 		}
 		return nil
 	})
-	l.eventually(t, 60*time.Second, "the route over every node again", func() error {
+	testenv.Eventually(t, 60*time.Second, "the route over every node again", func() error {
 		if hops := nextHops(router, vip); len(hops) != len(l.nodeNetns) {
 			return fmt.Errorf("next hops %v", hops)
 		}

@@ -29,7 +29,7 @@ func (l *lab) explainHealthy(t *testing.T, ns, name string) {
 		t.Fatal(err)
 	}
 	var r explain.Report
-	l.eventually(t, 60*time.Second, "explain svc/"+name+" through pods/proxy", func() error {
+	testenv.Eventually(t, 60*time.Second, "explain svc/"+name+" through pods/proxy", func() error {
 		// kubectl takes no flag before a plugin's name: the plugin reads --kubeconfig.
 		cmd := exec.Command(filepath.Join(root, "bin", "k8s", "kubectl"), "vip", "explain", "svc/"+name, "-n", ns, "-o", "json",
 			"--kubeconfig", l.kubeconfig)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestFailover takes the VIP's owner away in the ways a node goes on a real
@@ -41,7 +43,7 @@ func failover(t *testing.T, mode string) {
 		if out, err := inNetns(owner, "kill", "-9", pid); err != nil {
 			t.Fatalf("kill %s: %v %s", pid, err, out)
 		}
-		l.eventually(t, 60*time.Second, "the agent restarted by the kubelet", func() error {
+		testenv.Eventually(t, 60*time.Second, "the agent restarted by the kubelet", func() error {
 			if p, err := findAgentPID(owner); err != nil || p == pid {
 				return fmt.Errorf("agent pid %q (killed %s): %v", p, pid, err)
 			}
@@ -72,10 +74,10 @@ func failover(t *testing.T, mode string) {
 			}
 		}
 		defer resume()
-		l.eventually(t, 120*time.Second, owner+" NotReady", func() error { return l.nodeReady(owner, "False|Unknown") })
+		testenv.Eventually(t, 120*time.Second, owner+" NotReady", func() error { return l.nodeReady(owner, "False|Unknown") })
 		time.Sleep(5 * time.Second)
 		resume()
-		l.eventually(t, 60*time.Second, owner+" Ready again", func() error { return l.nodeReady(owner, "True") })
+		testenv.Eventually(t, 60*time.Second, owner+" Ready again", func() error { return l.nodeReady(owner, "True") })
 		ok, failed := c.stop()
 		t.Logf("%d requests answered, %d failed while %s's kubelet was stopped and the Node NotReady", ok, failed, owner)
 		if failed > 0 || ok == 0 {
@@ -92,7 +94,7 @@ func failover(t *testing.T, mode string) {
 		c := l.startClient(vip)
 		l.kubectl(t, "-n", operatorNamespace, "set", "image", "deployment/vip-allocator-operator", "operator="+next)
 		l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
-		l.eventually(t, 120*time.Second, "the agents' DaemonSet on the new image", func() error {
+		testenv.Eventually(t, 120*time.Second, "the agents' DaemonSet on the new image", func() error {
 			img, err := l.tryKubectl("-n", operatorNamespace, "get", "daemonset/vip-allocator-agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 			if err != nil || img != next {
 				return fmt.Errorf("image %q: %v", img, err)
@@ -160,7 +162,7 @@ func failover(t *testing.T, mode string) {
 func (l *lab) owner(t *testing.T, vip, not string) string {
 	t.Helper()
 	var ns string
-	l.eventually(t, 60*time.Second, "an owner of "+vip, func() error {
+	testenv.Eventually(t, 60*time.Second, "an owner of "+vip, func() error {
 		// By its group: kubectl takes the short name "ip" for
 		// networking.k8s.io's IPAddress.
 		out, err := l.tryKubectl("get", "ips.paas.org", vip, "-o", "jsonpath={.status.announcedBy[*]}")

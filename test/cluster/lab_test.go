@@ -180,27 +180,11 @@ func (l *lab) install(t *testing.T, operatorArgs ...string) {
 	l.kubectl(t, "create", "namespace", operatorNamespace)
 	l.kubectl(t, "create", "-f", bundle)
 	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
-	l.eventually(t, 120*time.Second, "the agent DaemonSet", func() error {
+	testenv.Eventually(t, 120*time.Second, "the agent DaemonSet", func() error {
 		_, err := l.tryKubectl("-n", operatorNamespace, "get", "daemonset/vip-allocator-agent")
 		return err
 	})
 	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "daemonset/vip-allocator-agent", "--timeout=180s")
-}
-
-// eventually retries f every half second until it returns nil or d passes.
-func (l *lab) eventually(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, d, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // inNetns runs a command in one of the lab's network namespaces.
@@ -249,7 +233,7 @@ spec:
 `, ns, name, replicas, l.agnhost, policy))
 	l.kubectl(t, "-n", ns, "rollout", "status", "deployment/"+name, "--timeout=120s")
 	var vip string
-	l.eventually(t, 60*time.Second, "the Service's VIP", func() error {
+	testenv.Eventually(t, 60*time.Second, "the Service's VIP", func() error {
 		vip, _ = l.tryKubectl("-n", ns, "get", "service", name, "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 		if vip == "" {
 			return fmt.Errorf("no ingress yet")

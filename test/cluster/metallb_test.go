@@ -68,59 +68,12 @@ func metallbSwitch(t *testing.T, mode string, bgp bool) {
 	l.kubectl(t, "apply", "-f", manifest)
 	l.kubectl(t, "-n", "metallb-system", "rollout", "status", "deployment/controller", "--timeout=180s")
 	l.kubectl(t, "-n", "metallb-system", "rollout", "status", "daemonset/speaker", "--timeout=180s")
-	var config string
-	var metallbHops []string // BGP: the addresses MetalLB's speakers peer from
-	if !bgp {
-		config = fmt.Sprintf(`
-apiVersion: metallb.io/v1beta1
-kind: IPAddressPool
-metadata: {name: lan, namespace: metallb-system}
-spec: {addresses: [%q]}
----
-apiVersion: metallb.io/v1beta1
-kind: L2Advertisement
-metadata: {name: lan, namespace: metallb-system}
-`, l.lanPool)
-	} else {
-		config = fmt.Sprintf(`
-apiVersion: metallb.io/v1beta1
-kind: IPAddressPool
-metadata: {name: routed, namespace: metallb-system}
-spec: {addresses: [%q]}
----
-apiVersion: metallb.io/v1beta1
-kind: BGPAdvertisement
-metadata: {name: routed, namespace: metallb-system}
-spec: {ipAddressPools: [routed]}
-`, env["BGP_POOL"])
-		// MetalLB's speakers peer from a second address of each node: the
-		// agents peer with the same router from the nodes' own addresses, and
-		// a router takes a second session from an address it has one with for
-		// a collision and closes one of them (docs/migration.md).
-		for i, node := range l.nodeNetns {
-			src := fmt.Sprintf("192.0.2.%d", 21+i)
-			if out, err := inNetns(node, "ip", "addr", "add", src+"/24", "dev", "eth0"); err != nil {
-				t.Fatalf("%s: add %s: %v %s", node, src, err, out)
-			}
-			metallbHops = append(metallbHops, src)
-			config += fmt.Sprintf(`---
-apiVersion: metallb.io/v1beta2
-kind: BGPPeer
-metadata: {name: router-%[1]s, namespace: metallb-system}
-spec:
-  myASN: %[2]s
-  peerASN: %[3]s
-  peerAddress: %[4]s
-  sourceAddress: %[5]s
-  nodeSelectors: [{matchLabels: {kubernetes.io/hostname: %[1]s}}]
-`, node, env["NODE_ASN"], env["ROUTER_ASN"], env["ROUTER_IP"], src)
-		}
-	}
+	config, metallbHops := metallbConfig(t, l, env, bgp)
 	f := filepath.Join(t.TempDir(), "metallb-config.yaml")
 	if err := os.WriteFile(f, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l.eventually(t, 90*time.Second, "MetalLB's configuration accepted by its webhooks", func() error {
+	testenv.Eventually(t, 90*time.Second, "MetalLB's configuration accepted by its webhooks", func() error {
 		if out, err := l.tryKubectl("apply", "-f", f); err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
@@ -128,14 +81,14 @@ spec:
 	})
 	vip := l.backend(t, "default", "web", 3, "Cluster")
 	if bgp {
-		l.eventually(t, 90*time.Second, "the router routes "+vip+" to MetalLB's speakers", func() error {
+		testenv.Eventually(t, 90*time.Second, "the router routes "+vip+" to MetalLB's speakers", func() error {
 			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, metallbHops) {
 				return fmt.Errorf("next hops %v, want %v", hops, metallbHops)
 			}
 			return nil
 		})
 	}
-	l.eventually(t, 90*time.Second, "web through MetalLB's "+vip+" from the client", func() error {
+	testenv.Eventually(t, 90*time.Second, "web through MetalLB's "+vip+" from the client", func() error {
 		_, err := l.fromClient("http://" + vip + "/hostname")
 		return err
 	})
@@ -185,38 +138,7 @@ spec:
 	t.Logf("vip-allocator migrate metallb apply --scale-down-controller:\n%s", l.cli(t, "migrate", "metallb", "apply", "--scale-down-controller"))
 	owner := l.owner(t, vip, "")
 	announced := time.Since(applied)
-	if bgp {
-		want := sorted(append(slices.Clone(metallbHops), l.nodeIPs(t)...))
-		l.eventually(t, 90*time.Second, "the router has the agents' routes next to MetalLB's", func() error {
-			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, want) {
-				return fmt.Errorf("next hops %v, want %v", hops, want)
-			}
-			return nil
-		})
-		// MetalLB's withdrawal, the routes first: its advertisement goes and
-		// the speakers withdraw the VIP while their sessions stay up.
-		l.kubectl(t, "-n", "metallb-system", "delete", "bgpadvertisement", "routed")
-		want = l.nodeIPs(t)
-		l.eventually(t, 60*time.Second, "MetalLB's routes withdrawn", func() error {
-			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, want) {
-				return fmt.Errorf("next hops %v, want %v", hops, want)
-			}
-			return nil
-		})
-	} else {
-		// The agents elect the node MetalLB answers from (the ledger's
-		// spec.adoptedFromNode, from MetalLB's ServiceL2Status): both
-		// speakers answer with one MAC, and the router's ARP entry stays.
-		if owner != metallbNode {
-			t.Errorf("the agents elected %s for %s, MetalLB answers from %s: the router's ARP entry moves at the switch", owner, vip, metallbNode)
-		}
-		if from := l.kubectl(t, "get", "ip", vip, "-o", "jsonpath={.spec.adoptedFromNode}"); from != metallbNode {
-			t.Errorf("the ledger says %s was adopted from %q, MetalLB's node is %s", vip, from, metallbNode)
-		}
-		// MetalLB's withdrawal, ARP first: its L2Advertisement goes and the
-		// speaker stops answering for the VIP.
-		l.kubectl(t, "-n", "metallb-system", "delete", "l2advertisement", "lan")
-	}
+	withdrawMetalLB(t, l, router, vip, owner, metallbNode, metallbHops, bgp)
 	time.Sleep(2 * time.Second) // flows already on MetalLB's path finish there
 	removing := time.Now()
 	l.kubectl(t, "delete", "-f", manifest, "--wait=true", "--timeout=180s")
@@ -250,7 +172,104 @@ spec:
 		t.Errorf("the router's ARP entry for %s moved %d times during the switch", vip, moves)
 	}
 
-	// The end: the Service kept its address, the operator holds it, MetalLB is gone.
+	checkAfterMetalLB(t, l, router, vip, owner, bgp)
+}
+
+// metallbConfig is MetalLB's configuration for the lab: a pool of the LAN's
+// addresses announced in L2, or (bgp) of the routed pool, peering with the
+// router from a second address of each node, which metallbHops lists.
+func metallbConfig(t *testing.T, l *lab, env map[string]string, bgp bool) (config string, metallbHops []string) {
+	if !bgp {
+		config = fmt.Sprintf(`
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lan, namespace: metallb-system}
+spec: {addresses: [%q]}
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: lan, namespace: metallb-system}
+`, l.lanPool)
+	} else {
+		config = fmt.Sprintf(`
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: routed, namespace: metallb-system}
+spec: {addresses: [%q]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: routed, namespace: metallb-system}
+spec: {ipAddressPools: [routed]}
+`, env["BGP_POOL"])
+		// MetalLB's speakers peer from a second address of each node: the
+		// agents peer with the same router from the nodes' own addresses, and
+		// a router takes a second session from an address it has one with for
+		// a collision and closes one of them (docs/migration.md).
+		for i, node := range l.nodeNetns {
+			src := fmt.Sprintf("192.0.2.%d", 21+i)
+			if out, err := inNetns(node, "ip", "addr", "add", src+"/24", "dev", "eth0"); err != nil {
+				t.Fatalf("%s: add %s: %v %s", node, src, err, out)
+			}
+			metallbHops = append(metallbHops, src)
+			config += fmt.Sprintf(`---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router-%[1]s, namespace: metallb-system}
+spec:
+  myASN: %[2]s
+  peerASN: %[3]s
+  peerAddress: %[4]s
+  sourceAddress: %[5]s
+  nodeSelectors: [{matchLabels: {kubernetes.io/hostname: %[1]s}}]
+`, node, env["NODE_ASN"], env["ROUTER_ASN"], env["ROUTER_IP"], src)
+		}
+	}
+	return config, metallbHops
+}
+
+// withdrawMetalLB has MetalLB stop announcing vip once the agents carry it:
+// in BGP, once the router has the agents' routes next to MetalLB's, its
+// advertisement goes; in L2, once the agents elected MetalLB's node, its
+// L2Advertisement goes.
+func withdrawMetalLB(t *testing.T, l *lab, router, vip, owner, metallbNode string, metallbHops []string, bgp bool) {
+	if bgp {
+		want := sorted(append(slices.Clone(metallbHops), l.nodeIPs(t)...))
+		testenv.Eventually(t, 90*time.Second, "the router has the agents' routes next to MetalLB's", func() error {
+			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, want) {
+				return fmt.Errorf("next hops %v, want %v", hops, want)
+			}
+			return nil
+		})
+		// MetalLB's withdrawal, the routes first: its advertisement goes and
+		// the speakers withdraw the VIP while their sessions stay up.
+		l.kubectl(t, "-n", "metallb-system", "delete", "bgpadvertisement", "routed")
+		want = l.nodeIPs(t)
+		testenv.Eventually(t, 60*time.Second, "MetalLB's routes withdrawn", func() error {
+			if hops := sorted(nextHops(router, vip)); !slices.Equal(hops, want) {
+				return fmt.Errorf("next hops %v, want %v", hops, want)
+			}
+			return nil
+		})
+	} else {
+		// The agents elect the node MetalLB answers from (the ledger's
+		// spec.adoptedFromNode, from MetalLB's ServiceL2Status): both
+		// speakers answer with one MAC, and the router's ARP entry stays.
+		if owner != metallbNode {
+			t.Errorf("the agents elected %s for %s, MetalLB answers from %s: the router's ARP entry moves at the switch", owner, vip, metallbNode)
+		}
+		if from := l.kubectl(t, "get", "ip", vip, "-o", "jsonpath={.spec.adoptedFromNode}"); from != metallbNode {
+			t.Errorf("the ledger says %s was adopted from %q, MetalLB's node is %s", vip, from, metallbNode)
+		}
+		// MetalLB's withdrawal, ARP first: its L2Advertisement goes and the
+		// speaker stops answering for the VIP.
+		l.kubectl(t, "-n", "metallb-system", "delete", "l2advertisement", "lan")
+	}
+}
+
+// checkAfterMetalLB: the Service kept its address, the operator holds it,
+// MetalLB is gone, and the client reaches vip through the agents alone.
+func checkAfterMetalLB(t *testing.T, l *lab, router, vip, owner string, bgp bool) {
 	if got := l.kubectl(t, "get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress[*].ip}"); got != vip {
 		t.Errorf("web shows %q after the switch, MetalLB gave it %s", got, vip)
 	}
@@ -270,7 +289,7 @@ spec:
 		if out, err := inNetns(router, "ip", "neigh", "flush", "to", vip); err != nil {
 			t.Fatalf("flush the router's ARP entry: %v %s", err, out)
 		}
-		l.eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
+		testenv.Eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
 			_, err := l.fromClient("http://" + vip + "/hostname")
 			return err
 		})
@@ -278,7 +297,7 @@ spec:
 			t.Errorf("the router's ARP entry for %s is %s's, the ledger names %s", vip, got, owner)
 		}
 	} else {
-		l.eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
+		testenv.Eventually(t, 30*time.Second, "web through "+vip+" after MetalLB", func() error {
 			_, err := l.fromClient("http://" + vip + "/hostname")
 			return err
 		})
@@ -319,7 +338,7 @@ func (l *lab) cli(t *testing.T, args ...string) string {
 func (l *lab) arpOwner(t *testing.T, router, vip string) string {
 	t.Helper()
 	var mac string
-	l.eventually(t, 10*time.Second, "the router's ARP entry for "+vip, func() error {
+	testenv.Eventually(t, 10*time.Second, "the router's ARP entry for "+vip, func() error {
 		out, err := inNetns(router, "ip", "neigh", "show", "to", vip, "dev", "eth0")
 		f := strings.Fields(out)
 		if err != nil || len(f) < 3 || f[1] != "lladdr" {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestSmoke installs the bundle on a fresh cluster in each kube-proxy mode and
@@ -34,7 +36,7 @@ spec:
 			t.Logf("web has %s", vip)
 
 			var hostname string
-			l.eventually(t, 60*time.Second, "web through its VIP from the client", func() (err error) {
+			testenv.Eventually(t, 60*time.Second, "web through its VIP from the client", func() (err error) {
 				hostname, err = l.fromClient("http://" + vip + "/hostname")
 				return err
 			})
@@ -59,14 +61,14 @@ spec:
 			// With its last address released, the group loses the finalizer
 			// that protects held addresses: the uninstall, which takes the
 			// operator away, then finds nothing left to let go of.
-			l.eventually(t, 30*time.Second, "IPGroup lan without the addresses-held finalizer", func() error {
+			testenv.Eventually(t, 30*time.Second, "IPGroup lan without the addresses-held finalizer", func() error {
 				if f := l.kubectl(t, "get", "ipgroups.paas.org", "lan", "-o", "jsonpath={.metadata.finalizers}"); f != "" {
 					return fmt.Errorf("finalizers %s", f)
 				}
 				return nil
 			})
 			l.kubectl(t, "delete", "-f", "../../deploy/bundle.yaml", "--wait=true", "--timeout=120s")
-			l.eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
+			testenv.Eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
 				for _, node := range l.nodeNetns {
 					if rules := l.ruleset(t, node); strings.Contains(rules, "VIPA") || strings.Contains(rules, "vip-allocator") {
 						return fmt.Errorf("%s still holds the agent's rules", node)

@@ -24,6 +24,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // BenchmarkAnnounce is 'make bench-announce': 1,000 LoadBalancer Services
@@ -63,7 +64,7 @@ func benchAnnounce(tb testing.TB, n int) {
 	}
 	// The agents settle (they published their interfaces and see each
 	// other) before the burst: what is measured is the burst, not the start.
-	eventually(tb, "every agent published its interfaces", func() error {
+	testenv.Eventually(tb, settle, "every agent published its interfaces", func() error {
 		var nodes corev1.NodeList
 		if err := d.env.Admin.List(ctx, &nodes); err != nil {
 			return err
@@ -254,7 +255,7 @@ func (r announceRun) deleteAll(tb testing.TB) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	eventually(tb, "the ledger is empty", func() error {
+	testenv.Eventually(tb, settle, "the ledger is empty", func() error {
 		var ips paasv1.IPList
 		if err := r.d.env.Admin.List(ctx, &ips); err != nil {
 			return err

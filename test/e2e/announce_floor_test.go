@@ -19,6 +19,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/fanout"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // pipelineFloor is the API server's floor for announcing n Services: the
@@ -117,7 +118,7 @@ func (d *l2Lab) pipelineFloor(tb testing.TB, n int) time.Duration {
 	}); err != nil {
 		tb.Fatal(err)
 	}
-	eventually(tb, "the floor's Services and ledger are gone", func() error {
+	testenv.Eventually(tb, settle, "the floor's Services and ledger are gone", func() error {
 		var svcs corev1.ServiceList
 		if err := admin.List(ctx, &svcs, client.InNamespace("default"), client.MatchingLabels{"bench": label}); err != nil {
 			return err

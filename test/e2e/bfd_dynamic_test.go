@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // frrConfigBFDDynamic is frrConfig with BFD (bfdd's profile vipa) on the
@@ -124,7 +125,7 @@ func TestBFDDynamic(t *testing.T) {
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("router's BFD peers:\n%s", must(d.router.vtysh("show bfd peers")))
+			t.Logf("router's BFD peers:\n%s", outputOrErr(d.router.vtysh("show bfd peers")))
 			b, _ := os.ReadFile(filepath.Join(d.router.dir, "bfdd.log"))
 			t.Logf("bfdd.log:\n%s", b)
 		}
@@ -151,7 +152,7 @@ func TestBFDDynamic(t *testing.T) {
 	t.Run("sessions come up with BFD and stay up without a reset", func(t *testing.T) {
 		start := time.Now()
 		d.peerCondition(t, paasv1.BGPPeerBFDUp, metav1.ConditionTrue, "BFD is up on 3 of 3 established sessions")
-		eventually(t, "the router's BFD peers up", func() error {
+		testenv.Eventually(t, settle, "the router's BFD peers up", func() error {
 			got, err := d.router.bfdPeers()
 			if err != nil {
 				return err
@@ -168,7 +169,7 @@ func TestBFDDynamic(t *testing.T) {
 		const watch = 20 * time.Second
 		resets, bfdChanges := d.router.watchResets(t, "ipv4", addrs, watch)
 		t.Logf("over %s: BGP session resets at the router %v, BFD sessions replaced or down %v", watch, resets, bfdChanges)
-		t.Logf("vtysh show bfd peers brief:\n%s", must(d.router.vtysh("show bfd peers brief")))
+		t.Logf("vtysh show bfd peers brief:\n%s", outputOrErr(d.router.vtysh("show bfd peers brief")))
 		if len(resets) > 0 || len(bfdChanges) > 0 {
 			t.Errorf("over %s the router reset BGP sessions %v and replaced BFD sessions %v: want none", watch, resets, bfdChanges)
 		}

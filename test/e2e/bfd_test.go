@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // frrConfigBFD is frrConfig with BFD (bfdd's profile vipa) on the nodes'
@@ -105,7 +106,7 @@ func TestBFD(t *testing.T) {
 	lab := t
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("router's BFD peers:\n%s", must(d.router.vtysh("show bfd peers")))
+			t.Logf("router's BFD peers:\n%s", outputOrErr(d.router.vtysh("show bfd peers")))
 			b, _ := os.ReadFile(filepath.Join(d.router.dir, "bfdd.log"))
 			t.Logf("bfdd.log:\n%s", b)
 		}
@@ -129,7 +130,7 @@ func TestBFD(t *testing.T) {
 	t.Run("sessions come up with BFD on both sides", func(t *testing.T) {
 		d.peerCondition(t, paasv1.BGPPeerEstablished, metav1.ConditionTrue, "3 of 3 sessions established")
 		d.peerCondition(t, paasv1.BGPPeerBFDUp, metav1.ConditionTrue, "BFD is up on 3 of 3 established sessions")
-		eventually(t, "the router's BFD peers up", func() error {
+		testenv.Eventually(t, settle, "the router's BFD peers up", func() error {
 			got, err := d.router.bfdPeers()
 			if err != nil {
 				return err
@@ -143,7 +144,7 @@ func TestBFD(t *testing.T) {
 		})
 		kc, _ := d.env.KubeconfigFile(t.TempDir())
 		kubectl := filepath.Join(d.root, "bin", "k8s", "kubectl")
-		eventually(t, "every session reports BFD Up", func() error {
+		testenv.Eventually(t, settle, "every session reports BFD Up", func() error {
 			out := d.run(kubectl, "--kubeconfig", kc, "get", "bgppeer", "router", "-o", `jsonpath={.status.sessions[*].bfd}`)
 			if out != "Up Up Up" {
 				return fmt.Errorf("BFD states: %q", out)
@@ -153,7 +154,7 @@ func TestBFD(t *testing.T) {
 		t.Logf("sessions:\n%s", d.run(kubectl, "--kubeconfig", kc, "get", "bgppeer", "router", "-o",
 			`jsonpath={range .status.sessions[*]}{.node}{"\t"}{.state}{"\t"}{.bfd}{"\n"}{end}`))
 		t.Logf("kubectl get bgppeers -o wide:\n%s", d.run(kubectl, "--kubeconfig", kc, "get", "bgppeers", "-o", "wide"))
-		t.Logf("vtysh show bfd peers brief:\n%s", must(d.router.vtysh("show bfd peers brief")))
+		t.Logf("vtysh show bfd peers brief:\n%s", outputOrErr(d.router.vtysh("show bfd peers brief")))
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 	})
 
@@ -186,7 +187,7 @@ func TestBFD(t *testing.T) {
 			t.Errorf("routes gone after %s, want within BFD's detection time (900 ms), well below the hold time (3 s)", took)
 		}
 		// The agent saw BFD go down on its side too, and said so.
-		eventually(t, "node3 reports BFD down", func() error {
+		testenv.Eventually(t, settle, "node3 reports BFD down", func() error {
 			var p paasv1.BGPPeer
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &p); err != nil {
 				return err
@@ -240,7 +241,8 @@ func TestBFD(t *testing.T) {
 	})
 }
 
-func must(s string, err error) string {
+// outputOrErr is a command's output, or its error when it failed.
+func outputOrErr(s string, err error) string {
 	if err != nil {
 		return err.Error()
 	}

@@ -485,17 +485,3 @@ func runBareSpeaker() {
 		fmt.Println(answer)
 	}
 }
-
-// TestMain runs the bare speaker or the gossip impostor when a test re-runs
-// this binary as one.
-func TestMain(m *testing.M) {
-	if os.Getenv("VIPA_BARE_SPEAKER") != "" {
-		runBareSpeaker()
-		return
-	}
-	if os.Getenv(impostorEnv) != "" {
-		runImpostor()
-		return
-	}
-	os.Exit(m.Run())
-}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // gshutDelay is the agents' --bgp-graceful-shutdown in TestBGPGracefulShutdown.
@@ -158,7 +159,7 @@ func (d *bgpLab) drainRequests(t, on testing.TB, vip, node string, gshut time.Du
 func (r *frr) waitDepreferred(t testing.TB, vip, node string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	eventually(t, fmt.Sprintf("router %s holds %s's path to %s in graceful shutdown, forwarding on the others", r.ns, node, vip), func() error {
+	testenv.Eventually(t, settle, fmt.Sprintf("router %s holds %s's path to %s in graceful shutdown, forwarding on the others", r.ns, node, vip), func() error {
 		paths, err := r.paths(hostRoute(vip))
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestBGPHistory: in the BGP lab, every change of a VIP's advertisers is in
@@ -97,7 +98,7 @@ func checkJoin(t testing.TB, e paasv1.Failover, node string) {
 func (d *bgpLab) waitAdvertisers(t testing.TB, vip string, nodes []string, n int) []paasv1.Failover {
 	t.Helper()
 	var ip paasv1.IP
-	eventually(t, fmt.Sprintf("%s advertised by %v after %d changes", vip, nodes, n), func() error {
+	testenv.Eventually(t, settle, fmt.Sprintf("%s advertised by %v after %d changes", vip, nodes, n), func() error {
 		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: paasv1.IPObjectName(netip.MustParseAddr(vip))}, &ip); err != nil {
 			return err
 		}

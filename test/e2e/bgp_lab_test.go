@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // bgpLab: three nodes and a router on one dual-stack LAN (198.51.100.0/24,
@@ -103,7 +104,7 @@ func (d *bgpLab) addRouter(t testing.TB, name, addr string, asn int) *frr {
 
 // bgpService is a LoadBalancer Service for backend1 (on node1), Cluster or Local.
 func (d *bgpLab) bgpService(t testing.TB, name string, local bool) *corev1.Service {
-	return d.lbService(t, name, local, map[string]string{"192.0.2.11": "node1"})
+	return d.createService(t, name, local, map[string]string{"192.0.2.11": "node1"})
 }
 
 // nodesOf names the nodes behind next-hop addresses.
@@ -133,7 +134,7 @@ func (r *frr) waitNextHops(t testing.TB, vip string, nodes ...string) time.Durat
 	t.Helper()
 	start := time.Now()
 	slices.Sort(nodes)
-	eventually(t, fmt.Sprintf("router %s routes %s to %v", r.ns, vip, nodes), func() error {
+	testenv.Eventually(t, settle, fmt.Sprintf("router %s routes %s to %v", r.ns, vip, nodes), func() error {
 		hops, err := r.nextHops(hostRoute(vip))
 		if err != nil {
 			return err
@@ -212,7 +213,7 @@ func (d *bgpLab) clientPath(t testing.TB, vip string) string {
 
 func (d *bgpLab) peerCondition(t testing.TB, typ string, status metav1.ConditionStatus, texts ...string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("BGPPeer router %s=%s %v", typ, status, texts), func() error {
+	testenv.Eventually(t, settle, fmt.Sprintf("BGPPeer router %s=%s %v", typ, status, texts), func() error {
 		var p paasv1.BGPPeer
 		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: "router"}, &p); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 func TestBGPAnnouncement(t *testing.T) {
@@ -46,6 +47,27 @@ func TestBGPAnnouncement(t *testing.T) {
 
 	web := d.bgpService(t, "web", false)
 	webVIP := d.vipOf(t, web)
+	st := &bgpAnnouncement{d: d, lab: lab, peer: peer, web: web, webVIP: webVIP}
+	st.serving(t)
+	st.leaving(t)
+	st.md5(t)
+	st.routers(t)
+	st.peerChanges(t)
+}
+
+// bgpAnnouncement is TestBGPAnnouncement's lab and what its steps share.
+type bgpAnnouncement struct {
+	d      *bgpLab
+	lab    *testing.T
+	peer   *paasv1.BGPPeer
+	web    *corev1.Service
+	webVIP string
+}
+
+// serving: a Cluster Service from every node, a Local one from its endpoint's.
+func (st *bgpAnnouncement) serving(t *testing.T) {
+	d, web, webVIP := st.d, st.web, st.webVIP
+	ctx := context.Background()
 	t.Run("Cluster: every node advertises, with the group's communities, and the router spreads over them", func(t *testing.T) {
 		took := d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 		t.Logf("%s routed through 3 nodes %s after its IP was read", webVIP, took)
@@ -58,14 +80,14 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Errorf("path %+v: want community 65000:100 and large community 65000:1:2", p)
 			}
 		}
-		eventually(t, "curl through the router", func() error {
+		testenv.Eventually(t, settle, "curl through the router", func() error {
 			body, err := d.curl("http://" + webVIP + "/")
 			if err == nil && !strings.HasPrefix(body, "backend1 ") {
 				err = fmt.Errorf("answer %q", body)
 			}
 			return err
 		})
-		eventually(t, "the Service says who advertises it", func() error {
+		testenv.Eventually(t, settle, "the Service says who advertises it", func() error {
 			var s corev1.Service
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(web), &s); err != nil {
 				return err
@@ -79,7 +101,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		// What a user sees (the docs show it).
 		kc, _ := d.env.KubeconfigFile(t.TempDir())
 		kubectl := filepath.Join(d.root, "bin", "k8s", "kubectl")
-		eventually(t, "every session reports its prefix", func() error {
+		testenv.Eventually(t, settle, "every session reports its prefix", func() error {
 			out := d.run(kubectl, "--kubeconfig", kc, "get", "bgppeer", "router", "-o", `jsonpath={.status.sessions[*].prefixesSent}`)
 			if out != "1 1 1" {
 				return fmt.Errorf("prefixes sent: %q", out)
@@ -108,7 +130,7 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("withdrawn %s after the last local endpoint went", d.waitNextHops(t, vip))
-		eventually(t, "the Service says nobody advertises it", func() error {
+		testenv.Eventually(t, settle, "the Service says nobody advertises it", func() error {
 			var s corev1.Service
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(api), &s); err != nil {
 				return err
@@ -122,7 +144,11 @@ func TestBGPAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
 
+// leaving: a node drained, excluded, restarted or hung stops advertising, no new connection failing.
+func (st *bgpAnnouncement) leaving(t *testing.T) {
+	d, lab, webVIP := st.d, st.lab, st.webVIP
 	t.Run("drain: the node withdraws before its agent stops, no new connection fails", func(t *testing.T) {
 		node := d.clientPath(t, webVIP)
 		loop := d.curlLoop("http://" + webVIP + "/")
@@ -200,7 +226,12 @@ func TestBGPAnnouncement(t *testing.T) {
 		}
 		d.waitNextHops(t, webVIP, "node1", "node2", "node3")
 	})
+}
 
+// md5: sessions with a password, also while the API server is out of reach.
+func (st *bgpAnnouncement) md5(t *testing.T) {
+	d, lab, peer, webVIP := st.d, st.lab, st.peer, st.webVIP
+	ctx := context.Background()
 	t.Run("MD5: a wrong password keeps the sessions down and says so, the right one brings them up", func(t *testing.T) {
 		if _, err := d.router.vtysh("configure terminal", "router bgp 64512", "neighbor nodes password s3cret"); err != nil {
 			t.Fatal(err)
@@ -270,7 +301,12 @@ func TestBGPAnnouncement(t *testing.T) {
 		before.Status.Sessions = slices.DeleteFunc(before.Status.Sessions, func(s paasv1.BGPSession) bool { return s.Node == "node3" })
 		d.noFlap(t, before)
 	})
+}
 
+// routers: an IPv6 peer, a group for one router only, and nothing imported.
+func (st *bgpAnnouncement) routers(t *testing.T) {
+	d, peer, webVIP := st.d, st.peer, st.webVIP
+	ctx := context.Background()
 	t.Run("IPv6: /128 routes to an IPv6 peer, with the nodes' own IPv6 next hops", func(t *testing.T) {
 		peer6 := &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router6"},
 			Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8:1::1", PeerASN: 64512, MyASN: 64513}}
@@ -307,7 +343,7 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		svc := d.lbService(t, "internal", false, map[string]string{"192.0.2.11": "node1"}, "vip.paas.org/ipgroup", "internal-vips")
+		svc := d.createService(t, "internal", false, map[string]string{"192.0.2.11": "node1"}, "vip.paas.org/ipgroup", "internal-vips")
 		vip := d.vipOf(t, svc)
 		router2.waitNextHops(t, vip, "node1", "node2", "node3")
 		paths, err := router2.paths(hostRoute(vip))
@@ -353,7 +389,7 @@ func TestBGPAnnouncement(t *testing.T) {
 		}()
 		// The first router sends it to every node...
 		for _, n := range []string{"node1", "node2", "node3"} {
-			eventually(t, "router announces "+learned+" to "+n, func() error {
+			testenv.Eventually(t, settle, "router announces "+learned+" to "+n, func() error {
 				out, err := d.router.vtysh("show bgp ipv4 unicast neighbors " + bgpNodeIP[n] + " advertised-routes json")
 				if err != nil {
 					return err
@@ -378,7 +414,12 @@ func TestBGPAnnouncement(t *testing.T) {
 			}
 		}
 	})
+}
 
+// peerChanges: a duplicate BGPPeer, graceful restart, and the Service's deletion.
+func (st *bgpAnnouncement) peerChanges(t *testing.T) {
+	d, lab, peer, web, webVIP := st.d, st.lab, st.peer, st.web, st.webVIP
+	ctx := context.Background()
 	t.Run("a second BGPPeer with the router's address is left out and says so; the first keeps its sessions", func(t *testing.T) {
 		var before paasv1.BGPPeer
 		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &before); err != nil {
@@ -394,7 +435,7 @@ func TestBGPAnnouncement(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		eventually(t, "each node reports why it leaves router-again out", func() error {
+		testenv.Eventually(t, settle, "each node reports why it leaves router-again out", func() error {
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(dup), dup); err != nil {
 				return err
 			}
@@ -451,13 +492,14 @@ func TestBGPAnnouncement(t *testing.T) {
 		start := time.Now()
 		d.stopAgent(node)
 		d.startAgent(lab, node)
-		eventually(t, node+"'s new agent re-establishes its session", func() error {
+		testenv.Eventually(t, settle, node+"'s new agent re-establishes its session", func() error {
 			var p paasv1.BGPPeer
 			if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(peer), &p); err != nil {
 				return err
 			}
 			for _, s := range p.Status.Sessions {
-				if s.Node == node && s.State == "Established" && s.Since.After(start) {
+				// Since is kept to the second: a session up in start's second is new.
+				if s.Node == node && s.State == "Established" && s.Since != nil && !s.Since.Time.Before(start.Truncate(time.Second)) {
 					return nil
 				}
 			}

@@ -102,7 +102,7 @@ func (d *dataLab) startControlPlane(t testing.TB, nodes map[string]string) {
 	}
 	t.Cleanup(func() { env.Stop() })
 	d.env = env
-	d.startOperator(t)
+	d.installOperator(t)
 
 	// Agents authenticate as their ServiceAccount bound to their node (see
 	// agentKubeconfig) and reach the API server through a forwarder inside
@@ -132,7 +132,9 @@ func binary(root string) string {
 	return filepath.Join(root, "bin", "vip-allocator")
 }
 
-func (d *dataLab) startOperator(t testing.TB) {
+// installOperator writes the gossip key the operator would create and runs
+// the operator.
+func (d *dataLab) installOperator(t testing.TB) {
 	// The agents here are processes, not a DaemonSet: the operator deploys
 	// none, and the lab writes the gossip key it would create.
 	key := make([]byte, 32)
@@ -149,16 +151,12 @@ func (d *dataLab) startOperator(t testing.TB) {
 // test's end: the operator as shipped (cmd/operator.go's defaults), since
 // bench-announce times it giving 1,000 Services their IPs.
 func (d *dataLab) runOperator(t testing.TB) {
-	cfg := rest.CopyConfig(d.env.OperatorConfig)
-	cfg.QPS, cfg.Burst = cmd.DefaultQPS, cmd.DefaultBurst
-	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy"})
+	stop, err := testenv.StartOperator(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy",
+		QPS: cmd.DefaultQPS, Burst: cmd.DefaultBurst})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	d.stopOperator = func() { cancel(); <-done }
+	d.stopOperator = func() { _ = stop() }
 	t.Cleanup(d.stopOperator)
 }
 
@@ -208,7 +206,7 @@ func (d *dataLab) startAgent(t testing.TB, node string, extra ...string) {
 func (d *dataLab) waitDataPlanes(t testing.TB, nodes ...string) {
 	t.Helper()
 	for _, n := range nodes {
-		eventually(t, n+"'s agent runs its data plane", func() error {
+		testenv.Eventually(t, settle, n+"'s agent runs its data plane", func() error {
 			out, err := os.ReadFile(d.agentLogs[n])
 			if err != nil {
 				return err
@@ -261,22 +259,6 @@ func (d *dataLab) refused(target string) error {
 func (d *dataLab) via(node string) {
 	gw := map[string]string{"node1": "203.0.113.11", "node2": "203.0.113.12"}[node]
 	d.in("client", "ip", "route", "replace", "192.0.2.0/24", "via", gw)
-}
-
-// eventually retries f until it succeeds or 20 s pass.
-func eventually(t testing.TB, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // backendsSeen curls url n times and returns which backends answered.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestDataPath runs the data-path scenarios on each data plane.
@@ -70,7 +71,7 @@ func testDataPath(t *testing.T, plane string) {
 		t.Fatal(err)
 	}
 	var vip string
-	eventually(t, "the Service gets a VIP", func() error {
+	testenv.Eventually(t, settle, "the Service gets a VIP", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return err
 		}
@@ -81,11 +82,32 @@ func testDataPath(t *testing.T, plane string) {
 		return nil
 	})
 	vipURL := "http://" + vip
+	st := &dataPathSteps{d: d, k8s: k8s, plane: plane, before: before, svc: svc, es: es, vip: vip, vipURL: vipURL}
+	st.forwarding(t)
+	st.changes(t)
+	st.lifecycle(t)
+}
 
+// dataPathSteps is testDataPath's lab and what its steps share.
+type dataPathSteps struct {
+	d      *dataLab
+	k8s    client.Client
+	plane  string
+	before string
+	svc    *corev1.Service
+	es     *discoveryv1.EndpointSlice
+	vip    string
+	vipURL string
+}
+
+// forwarding: both policies, the node's own rules, a late kube-proxy DNAT and a port not exposed.
+func (st *dataPathSteps) forwarding(t *testing.T) {
+	d, k8s, plane, svc, vip, vipURL := st.d, st.k8s, st.plane, st.svc, st.vip, st.vipURL
+	ctx := context.Background()
 	t.Run("Cluster policy spreads over every ready endpoint, through each node, on every port", func(t *testing.T) {
 		for _, node := range []string{"node1", "node2"} {
 			d.via(node)
-			eventually(t, "both backends answer through "+node, func() error {
+			testenv.Eventually(t, settle, "both backends answer through "+node, func() error {
 				seen, err := d.backendsSeen(vipURL, 12)
 				if err != nil || len(seen) < 2 {
 					return fmt.Errorf("saw %v: %v", seen, err)
@@ -127,7 +149,7 @@ func testDataPath(t *testing.T, plane string) {
 		}
 		for node, backend := range map[string]string{"node1": "backend1", "node2": "backend2"} {
 			d.via(node)
-			eventually(t, "only "+backend+" through "+node+", seeing the client", func() error {
+			testenv.Eventually(t, settle, "only "+backend+" through "+node+", seeing the client", func() error {
 				for range 6 {
 					body, err := d.curl(vipURL)
 					if err != nil {
@@ -145,7 +167,12 @@ func testDataPath(t *testing.T, plane string) {
 			t.Fatal(err)
 		}
 	})
+}
 
+// changes: endpoints going, drift repaired, the node and a backend reaching the VIP.
+func (st *dataPathSteps) changes(t *testing.T) {
+	d, k8s, plane, es, vipURL := st.d, st.k8s, st.plane, st.es, st.vipURL
+	ctx := context.Background()
 	t.Run("a removed endpoint stops getting traffic; no endpoint at all is refused", func(t *testing.T) {
 		d.via("node1")
 		es.Endpoints = es.Endpoints[:0]
@@ -154,7 +181,7 @@ func testDataPath(t *testing.T, plane string) {
 		if err := k8s.Update(ctx, es); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "only backend2", func() error {
+		testenv.Eventually(t, settle, "only backend2", func() error {
 			seen, err := d.backendsSeen(vipURL, 8)
 			if err != nil || len(seen) != 1 || !seen["backend2"] {
 				return fmt.Errorf("saw %v: %v", seen, err)
@@ -165,12 +192,12 @@ func testDataPath(t *testing.T, plane string) {
 		if err := k8s.Update(ctx, es); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "refused with no ready endpoint", func() error { return d.refused(vipURL) })
+		testenv.Eventually(t, settle, "refused with no ready endpoint", func() error { return d.refused(vipURL) })
 		es.Endpoints[0].Conditions.Ready = ptr.To(true)
 		if err := k8s.Update(ctx, es); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "served again", func() error { _, err := d.curl(vipURL); return err })
+		testenv.Eventually(t, settle, "served again", func() error { _, err := d.curl(vipURL); return err })
 	})
 
 	t.Run("drift is repaired: flushed chains and a deleted jump rule", func(t *testing.T) {
@@ -184,7 +211,7 @@ func testDataPath(t *testing.T, plane string) {
 				}
 			}
 		}
-		eventually(t, "rules rewritten after a flush", func() error { _, err := d.curl(vipURL); return err })
+		testenv.Eventually(t, settle, "rules rewritten after a flush", func() error { _, err := d.curl(vipURL); return err })
 		if plane == "nftables" {
 			d.in("node1", "nft", "delete", "rule", "ip", "vip-allocator", "nat-prerouting", "handle", firstRuleHandle(d.in("node1", "nft", "-a", "list", "chain", "ip", "vip-allocator", "nat-prerouting")))
 		} else {
@@ -193,12 +220,12 @@ func testDataPath(t *testing.T, plane string) {
 		if _, err := d.curl(vipURL); err == nil {
 			t.Fatal("traffic still flows without the jump rule: the test proves nothing")
 		}
-		eventually(t, "jump rule restored", func() error { _, err := d.curl(vipURL); return err })
+		testenv.Eventually(t, settle, "jump rule restored", func() error { _, err := d.curl(vipURL); return err })
 	})
 
 	t.Run("the node itself and a backend behind it (hairpin) reach the VIP", func(t *testing.T) {
 		for _, from := range []string{"node1", "backend1"} {
-			eventually(t, from+" reaches the VIP", func() error {
+			testenv.Eventually(t, settle, from+" reaches the VIP", func() error {
 				out, err := exec.Command("ip", "netns", "exec", d.ns(from), "curl", "-sS", "--max-time", "2", vipURL).CombinedOutput()
 				if err != nil || !strings.HasPrefix(string(out), "backend") {
 					return fmt.Errorf("%v: %s", err, out)
@@ -207,7 +234,12 @@ func testDataPath(t *testing.T, plane string) {
 			})
 		}
 	})
+}
 
+// lifecycle: UDP, source ranges, and an agent restart and cleanup.
+func (st *dataPathSteps) lifecycle(t *testing.T) {
+	d, k8s, before, svc, es, vip, vipURL := st.d, st.k8s, st.before, st.svc, st.es, st.vip, st.vipURL
+	ctx := context.Background()
 	t.Run("UDP ports are forwarded", func(t *testing.T) {
 		for _, b := range []string{"backend1", "backend2"} {
 			serveUDPName(t, d.lab, b, ":5353")
@@ -221,7 +253,7 @@ func testDataPath(t *testing.T, plane string) {
 			t.Fatal(err)
 		}
 		d.via("node1")
-		eventually(t, "a UDP answer through the VIP", func() error {
+		testenv.Eventually(t, settle, "a UDP answer through the VIP", func() error {
 			name, err := d.udpAsk(vip + ":53")
 			if err != nil || !strings.HasPrefix(name, "backend") {
 				return fmt.Errorf("got %q: %v", name, err)
@@ -236,12 +268,12 @@ func testDataPath(t *testing.T, plane string) {
 		if err := k8s.Update(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the client (203.0.113.10) is refused", func() error { return d.refused(vipURL) })
+		testenv.Eventually(t, settle, "the client (203.0.113.10) is refused", func() error { return d.refused(vipURL) })
 		svc.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/28"}
 		if err := k8s.Update(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the client is admitted", func() error { _, err := d.curl(vipURL); return err })
+		testenv.Eventually(t, settle, "the client is admitted", func() error { _, err := d.curl(vipURL); return err })
 	})
 
 	t.Run("an agent restart keeps traffic flowing; cleanup removes exactly what the agent wrote", func(t *testing.T) {

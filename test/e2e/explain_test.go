@@ -18,6 +18,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/explain"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestExplain runs `vip-allocator explain` in the L2 lab from the client's
@@ -37,7 +38,7 @@ func TestExplain(t *testing.T) {
 	x := d.explainer(t)
 
 	var r explain.Report
-	eventually(t, "every step ✓", func() error {
+	testenv.Eventually(t, settle, "every step ✓", func() error {
 		r = x.report(t, "svc/web")
 		return allOK(r)
 	})
@@ -58,7 +59,7 @@ func TestExplain(t *testing.T) {
 
 	// A Service naming a group that does not exist: ✗ at step 1, with the operator's reason.
 	d.lanService(t, "shop", false, paasv1.IPGroupAnnotation, "shop")
-	eventually(t, "shop pending", func() error {
+	testenv.Eventually(t, settle, "shop pending", func() error {
 		p := x.report(t, "svc/shop")
 		if a := p.Allocation; a == nil || a.OK || !strings.Contains(a.Reason, paasv1.ReasonNoIPGroup) || len(a.Groups) != 1 || a.Groups[0].Admitted {
 			return fmt.Errorf("allocation %+v: want ✗ %s, lan not admitting it", a, paasv1.ReasonNoIPGroup)
@@ -80,7 +81,7 @@ func TestExplain(t *testing.T) {
 		}
 	}
 	t.Logf("element deleted on %s:\n%s", owner, x.text(t, "ip", vip))
-	eventually(t, "the drift repaired", func() error { return allOK(x.report(t, "svc/web")) })
+	testenv.Eventually(t, settle, "the drift repaired", func() error { return allOK(x.report(t, "svc/web")) })
 
 	// The drain explain predicts is the one a cordon makes.
 	r = x.report(t, "svc/web", "--what-if-drain", owner)
@@ -101,7 +102,7 @@ func TestExplain(t *testing.T) {
 	_ = d.agents[moved].Wait()
 	delete(d.agents, moved)
 	d.untilAnnouncedElsewhere(t, vip, moved, killed)
-	eventually(t, "the failover in explain's history", func() error {
+	testenv.Eventually(t, settle, "the failover in explain's history", func() error {
 		r = x.report(t, "svc/web")
 		h := r.VIPs[0].History.Entries
 		if len(h) == 0 || h[len(h)-1].From != moved || h[len(h)-1].Cause != paasv1.FailoverOwnerDead || h[len(h)-1].GapMilliseconds == nil {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestBGPFabricAggregation: a group with aggregationLength 28 behind the
@@ -41,7 +42,7 @@ func TestBGPFabricAggregation(t *testing.T) {
 		d.startAgent(t, n)
 	}
 	web, api := d.vipOf(t, d.bgpService(t, "web", false)), d.vipOf(t, d.bgpService(t, "api", false))
-	eventually(t, "the router has the /28 from every node, and no host route", func() error {
+	testenv.Eventually(t, settle, "the router has the /28 from every node, and no host route", func() error {
 		prefixes, err := d.router.prefixes()
 		if err != nil {
 			return err
@@ -56,7 +57,7 @@ func TestBGPFabricAggregation(t *testing.T) {
 		return err
 	})
 	for _, vip := range []string{web, api} {
-		eventually(t, "curl "+vip+" through the router", func() error {
+		testenv.Eventually(t, settle, "curl "+vip+" through the router", func() error {
 			body, err := d.curl("http://" + vip + "/")
 			if err == nil && !strings.HasPrefix(body, "backend1 ") {
 				err = fmt.Errorf("answer %q", body)
@@ -64,8 +65,8 @@ func TestBGPFabricAggregation(t *testing.T) {
 			return err
 		})
 	}
-	local := d.lbService(t, "local", true, map[string]string{"192.0.2.11": "node1"}, paasv1.IPGroupAnnotation, "bgp-vips")
-	eventually(t, "the Local Service is refused the group, saying why", func() error {
+	local := d.createService(t, "local", true, map[string]string{"192.0.2.11": "node1"}, paasv1.IPGroupAnnotation, "bgp-vips")
+	testenv.Eventually(t, settle, "the Local Service is refused the group, saying why", func() error {
 		var s corev1.Service
 		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(local), &s); err != nil {
 			return err

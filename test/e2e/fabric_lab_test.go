@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,9 +102,38 @@ type neighbor struct {
 	RemoteAs       int64  `json:"remoteAs"`
 	RemoteRouterID string `json:"remoteRouterId"`
 	State          string `json:"bgpState"`
-	// Since is when the session was established (Unix seconds): a reset
-	// changes it.
-	Since int64 `json:"bgpTimerUpEstablishedEpoch"`
+	sessionAge
+}
+
+// sessionAge is what tells one established session of a neighbour from the
+// next, in FRR's own terms: how long it has been up, in whole seconds of
+// FRR's monotonic clock, and how many sessions with the neighbour came up and
+// went down. A dynamic neighbour is deleted when its session drops and
+// created anew, counters at zero, so only the uptime shows its resets.
+type sessionAge struct {
+	UpMsec      int64 `json:"bgpTimerUpMsec"`
+	Established int64 `json:"connectionsEstablished"`
+	Dropped     int64 `json:"connectionsDropped"`
+}
+
+// kept says why the session read as after, elapsed (the test's monotonic
+// clock between the end of the first reading and the start of the second)
+// after before, is not the same session, or nil if it is: still
+// established, no session came or went, and its uptime grew with the clock
+// (FRR's whole seconds lose under 1 s).
+func (after neighbor) kept(before neighbor, elapsed time.Duration) error {
+	up := time.Duration(after.UpMsec-before.UpMsec) * time.Millisecond
+	switch {
+	case before.State != "Established" || after.State != "Established":
+		return fmt.Errorf("state %s, then %s", before.State, after.State)
+	case after.Established != before.Established || after.Dropped != before.Dropped:
+		return fmt.Errorf("sessions established %d, dropped %d, then established %d, dropped %d",
+			before.Established, before.Dropped, after.Established, after.Dropped)
+	case up < elapsed-time.Second:
+		return fmt.Errorf("up %s, then %s, %s later: it started over",
+			time.Duration(before.UpMsec)*time.Millisecond, time.Duration(after.UpMsec)*time.Millisecond, elapsed.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // neighbors are the router's neighbours by address.
@@ -117,4 +147,32 @@ func (r *frr) neighbors() (map[string]neighbor, error) {
 		return nil, fmt.Errorf("parse %q: %w", out, err)
 	}
 	return doc, nil
+}
+
+// TestSessionKept: kept tells FRR's readings of one session from those of a
+// session reset in between, as FRR reports them: a static neighbour counts
+// the reset; a dynamic one is created anew, counters at 1 and 0 again, and
+// only its uptime, in whole seconds, shows it.
+func TestSessionKept(t *testing.T) {
+	up := func(seconds, established, dropped int64) neighbor {
+		return neighbor{State: "Established", sessionAge: sessionAge{UpMsec: seconds * 1000, Established: established, Dropped: dropped}}
+	}
+	for _, tc := range []struct {
+		desc          string
+		before, after neighbor
+		elapsed       time.Duration
+		kept          bool
+	}{
+		{"kept: FRR's whole seconds fall behind the clock", up(8, 1, 0), up(13, 1, 0), 5900 * time.Millisecond, true},
+		{"kept: read twice within a second", up(8, 1, 0), up(8, 1, 0), 900 * time.Millisecond, true},
+		{"kept: FRR's second turned between two close readings", up(8, 1, 0), up(9, 1, 0), 100 * time.Millisecond, true},
+		{"a dynamic neighbour created anew", up(14, 1, 0), up(3, 1, 0), 19 * time.Second, false},
+		{"a dynamic neighbour created anew, up longer than the first was", up(5, 1, 0), up(7, 1, 0), 20 * time.Second, false},
+		{"a static neighbour's reset", up(14, 1, 0), up(30, 2, 1), 19 * time.Second, false},
+		{"down", up(14, 1, 0), neighbor{State: "Active"}, time.Second, false},
+	} {
+		if err := tc.after.kept(tc.before, tc.elapsed); (err == nil) != tc.kept {
+			t.Errorf("%s: kept = %v, want kept %v", tc.desc, err, tc.kept)
+		}
+	}
 }

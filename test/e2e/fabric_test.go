@@ -8,11 +8,13 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestBGPFabricRacks: a leaf router that names no node (frrFabricConfig: a
@@ -46,7 +48,7 @@ func TestBGPFabricRacks(t *testing.T) {
 	vip := d.vipOf(t, d.bgpService(t, "web", false))
 
 	want := map[string]string{"198.51.100.11": "64601", "198.51.100.12": "64602", "198.51.100.23": "64602"}
-	eventually(t, "the router has the VIP from both racks, each with its AS path, all three in ECMP", func() error {
+	testenv.Eventually(t, settle, "the router has the VIP from both racks, each with its AS path, all three in ECMP", func() error {
 		got, err := d.router.pathsBy(hostRoute(vip))
 		if err != nil {
 			return err
@@ -59,14 +61,14 @@ func TestBGPFabricRacks(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "curl through the router", func() error {
+	testenv.Eventually(t, settle, "curl through the router", func() error {
 		body, err := d.curl("http://" + vip + "/")
 		if err == nil && !strings.HasPrefix(body, "backend1 ") {
 			err = fmt.Errorf("answer %q", body)
 		}
 		return err
 	})
-	eventually(t, "the router sees each node as its annotations say, BFD up", func() error {
+	testenv.Eventually(t, settle, "the router sees each node as its annotations say, BFD up", func() error {
 		nbrs, err := d.router.neighbors()
 		if err != nil {
 			return err
@@ -77,7 +79,7 @@ func TestBGPFabricRacks(t *testing.T) {
 			"198.51.100.23": {RemoteAs: 64602, RemoteRouterID: "192.0.2.103", State: "Established"},
 		}
 		for a, n := range nbrs {
-			n.Since = 0
+			n.sessionAge = sessionAge{}
 			nbrs[a] = n
 		}
 		if !maps.Equal(nbrs, wantNbr) {
@@ -94,7 +96,7 @@ func TestBGPFabricRacks(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "each session's status names what its node peers as", func() error {
+	testenv.Eventually(t, settle, "each session's status names what its node peers as", func() error {
 		got := map[string]string{}
 		for _, s := range d.sessions(t, "leaf") {
 			got[s.Node] = fmt.Sprintf("%s AS%d %s %s BFD %s", s.State, s.LocalASN, s.RouterID, s.SourceAddress, s.BFD)
@@ -115,16 +117,17 @@ func TestBGPFabricRacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		read := time.Now()
 		d.annotate(t, "node3", paasv1.NodeBGPSourceAddressAnnotation, "198.51.100.12") // node2's
 		delete(want, "198.51.100.23")
-		eventually(t, "node3's routes leave the router", func() error {
+		testenv.Eventually(t, settle, "node3's routes leave the router", func() error {
 			got, err := d.router.pathsBy(hostRoute(vip))
 			if err == nil && !maps.Equal(got, want) {
 				err = fmt.Errorf("paths %v, want %v", got, want)
 			}
 			return err
 		})
-		eventually(t, "node3's session says why", func() error {
+		testenv.Eventually(t, settle, "node3's session says why", func() error {
 			for _, s := range d.sessions(t, "leaf") {
 				if s.Node == "node3" && s.State == "Idle" && strings.Contains(s.Message, "198.51.100.12 is not an address of this node's interfaces") {
 					return nil
@@ -132,19 +135,25 @@ func TestBGPFabricRacks(t *testing.T) {
 			}
 			return fmt.Errorf("sessions %+v", d.sessions(t, "leaf"))
 		})
+		elapsed := time.Since(read)
 		after, err := d.router.neighbors()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, addr := range []string{"198.51.100.11", "198.51.100.12"} {
-			if b, a := before[addr], after[addr]; b.Since == 0 || a != b {
-				t.Errorf("%s's session changed: %+v, then %+v", addr, b, a)
+			b, a := before[addr], after[addr]
+			if err := a.kept(b, elapsed); err != nil {
+				t.Errorf("%s's session was reset: %v (%+v, then %+v)", addr, err, b, a)
+			}
+			a.sessionAge, b.sessionAge = sessionAge{}, sessionAge{}
+			if a != b {
+				t.Errorf("%s's neighbour changed: %+v, then %+v", addr, b, a)
 			}
 		}
 
 		d.annotate(t, "node3", paasv1.NodeBGPSourceAddressAnnotation, "")
 		want["198.51.100.13"] = "64602"
-		eventually(t, "node3 peers again, from the kernel's choice", func() error {
+		testenv.Eventually(t, settle, "node3 peers again, from the kernel's choice", func() error {
 			got, err := d.router.pathsBy(hostRoute(vip))
 			if err == nil && !maps.Equal(got, want) {
 				err = fmt.Errorf("paths %v, want %v", got, want)

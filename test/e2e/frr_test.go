@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // frr is a real router: FRR's zebra, bgpd and maybe bfdd (Debian's frr package) running
@@ -34,7 +36,7 @@ func startFRR(t testing.TB, l *lab, ns, bgpConf string) *frr {
 func startFRRWithBFD(t testing.TB, l *lab, ns, bgpConf, bfdConf string) *frr {
 	t.Helper()
 	r := startDaemons(t, l, ns, map[string]string{"bgpd": bgpConf, "bfdd": bfdConf})
-	eventually(t, "bfdd answers vtysh", func() error { _, err := r.vtysh("show bfd peers json"); return err })
+	testenv.Eventually(t, settle, "bfdd answers vtysh", func() error { _, err := r.vtysh("show bfd peers json"); return err })
 	return r
 }
 
@@ -75,7 +77,7 @@ func startDaemons(t testing.TB, l *lab, ns string, confs map[string]string) *frr
 		}
 		l.in(ns, append([]string{"/usr/lib/frr/" + d}, args...)...)
 	}
-	eventually(t, "bgpd answers vtysh", func() error { _, err := r.vtysh("show bgp summary json"); return err })
+	testenv.Eventually(t, settle, "bgpd answers vtysh", func() error { _, err := r.vtysh("show bgp summary json"); return err })
 	return r
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestGatewayNeverAllocated: the nodes route through the LAN's router at
@@ -36,7 +37,7 @@ func TestGatewayNeverAllocated(t *testing.T) {
 	k8s := d.env.Admin
 	d.in("client", "bash", "-c", "echo x > /dev/udp/192.0.2.1/9; sleep 0.3")
 	watch := d.watchNeigh("192.0.2.1", routerMAC)
-	eventually(t, "each agent publishes its node's default gateway", func() error {
+	testenv.Eventually(t, settle, "each agent publishes its node's default gateway", func() error {
 		for _, n := range []string{"node1", "node2", "node3"} {
 			var nv paasv1.NodeView
 			if err := k8s.Get(ctx, client.ObjectKey{Name: n}, &nv); err != nil {
@@ -59,7 +60,7 @@ func TestGatewayNeverAllocated(t *testing.T) {
 	}
 	d.owner(t, "192.0.2.3", "")
 	asks := d.lanService(t, "asks", false, paasv1.IPsAnnotation, "192.0.2.1")
-	eventually(t, "the Service that asks for the gateway waits, naming it", func() error {
+	testenv.Eventually(t, settle, "the Service that asks for the gateway waits, naming it", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(asks), asks); err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/membership"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestGossipKeyRotation rotates the agents' gossip key in the L2 lab the way
@@ -71,7 +72,7 @@ func TestGossipKeyRotation(t *testing.T) {
 		if err := d.env.Admin.Update(ctx, &secret); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, fmt.Sprintf("every agent shows the keys %d", len(step)), func() error {
+		testenv.Eventually(t, settle, fmt.Sprintf("every agent shows the keys %d", len(step)), func() error {
 			for _, node := range []string{"node1", "node2", "node3"} {
 				if got, want := d.gossipKeys(node), fingerprints(step); !slices.Equal(got, want) {
 					return fmt.Errorf("%s has keys %v, want %v", node, got, want)

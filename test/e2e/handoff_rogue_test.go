@@ -20,6 +20,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // rogueAddr is the address the rogue node adds to its LAN interface, and so
@@ -75,7 +76,7 @@ func (d *l2Lab) plannedMoveWithRogue(t *testing.T, vip string) {
 	if err := rc.Patch(ctx, &node, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, rogue+" publishes "+rogueAddr, func() error {
+	testenv.Eventually(t, settle, rogue+" publishes "+rogueAddr, func() error {
 		var v paasv1.NodeView
 		if err := d.env.Admin.Get(ctx, client.ObjectKey{Name: rogue}, &v); err != nil {
 			return err
@@ -173,7 +174,7 @@ func (d *l2Lab) rogueCounter(t *testing.T, node string) int {
 // and could move the client back to it.
 func (d *l2Lab) clientMovedTo(t *testing.T, vip, node string) {
 	t.Helper()
-	eventually(t, "the client reaches "+vip+" at "+node, func() error {
+	testenv.Eventually(t, settle, "the client reaches "+vip+" at "+node, func() error {
 		if mac := d.clientNeighbour(vip); mac != d.macs[node] {
 			return fmt.Errorf("the client's neighbour entry for %s is %q, want %s's %s", vip, mac, node, d.macs[node])
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // kubeProxies are real kube-proxies (bin/k8s/kube-proxy, built from the Kubernetes module), one
@@ -52,7 +54,7 @@ func startKubeProxies(t *testing.T, d *dataLab, vip string, nodes ...string) *ku
 func (k *kubeProxies) wait(t *testing.T, d *dataLab, vip string, want bool) {
 	t.Helper()
 	for _, p := range k.procs {
-		eventually(t, fmt.Sprintf("kube-proxy on %s has a rule for %s: %t", p.node, vip, want), func() error {
+		testenv.Eventually(t, settle, fmt.Sprintf("kube-proxy on %s has a rule for %s: %t", p.node, vip, want), func() error {
 			if err := p.exited(); err != nil {
 				t.Fatal(err)
 			}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // l2Lab: a client and three nodes on one LAN, 192.0.2.0/24, where the VIPs
@@ -80,22 +81,20 @@ func announcedLab(t testing.TB, agentArgs ...string) (d *l2Lab, web *corev1.Serv
 }
 
 func (d *l2Lab) lanService(t testing.TB, name string, local bool, annotations ...string) *corev1.Service {
-	return d.lbService(t, name, local, map[string]string{"198.51.100.11": "node1"}, annotations...)
+	return d.createService(t, name, local, map[string]string{"198.51.100.11": "node1"}, annotations...)
 }
 
-// lbService creates a LoadBalancer Service (port 80 to the endpoints' port
-// "http"), in Cluster or Local mode, and its EndpointSlice of backends
-// (address → node). The Service is of the backends' family: IPv4, or IPv6 on
-// the dual-stack lab.
-func (d *dataLab) lbService(t testing.TB, name string, local bool, backends map[string]string, annotations ...string) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: map[string]string{}},
-		Spec: corev1.ServiceSpec{
-			Type:                          corev1.ServiceTypeLoadBalancer,
-			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
-			AllocateLoadBalancerNodePorts: ptr.To(false),
-		},
-	}
+// createService creates a LoadBalancer Service (port 80 to the endpoints'
+// port "http", no selector), in Cluster or Local mode, and its EndpointSlice
+// of backends (address → node). The Service is of the backends' family: IPv4,
+// or IPv6 on the dual-stack lab.
+func (d *dataLab) createService(t testing.TB, name string, local bool, backends map[string]string, annotations ...string) *corev1.Service {
+	svc := testenv.LoadBalancerService("default", name, func(s *corev1.Service) {
+		s.Annotations = map[string]string{}
+		s.Spec.Selector = nil
+		s.Spec.Ports[0].TargetPort = intstr.FromString("http")
+		s.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
+	})
 	es := endpointSlice("default", name, backends)
 	if es.AddressType == discoveryv1.AddressTypeIPv6 {
 		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
@@ -119,7 +118,7 @@ func (d *dataLab) lbService(t testing.TB, name string, local bool, backends map[
 // vipOf waits for svc's VIP.
 func (d *dataLab) vipOf(t testing.TB, svc *corev1.Service) string {
 	var vip string
-	eventually(t, "the Service gets a VIP", func() error {
+	testenv.Eventually(t, settle, "the Service gets a VIP", func() error {
 		if err := d.env.Admin.Get(context.Background(), client.ObjectKeyFromObject(svc), svc); err != nil {
 			return err
 		}
@@ -175,7 +174,7 @@ func (d *l2Lab) owner(t testing.TB, vip, not string) string {
 	t.Helper()
 	var node string
 	answers, protocol := d.neighbourAnswers(vip)
-	eventually(t, "one node answers "+protocol+" for "+vip, func() error {
+	testenv.Eventually(t, settle, "one node answers "+protocol+" for "+vip, func() error {
 		node = d.announcer(vip)
 		if node == "" || node == not {
 			return fmt.Errorf("ledger says %q announces %s", node, vip)

@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 func TestL2Announcement(t *testing.T) {
@@ -33,7 +34,7 @@ func TestL2Announcement(t *testing.T) {
 			t.Fatalf("%s has the VIP on an interface:\n%s", n, addrs)
 		}
 	}
-	eventually(t, "the Service says who announces it", func() error {
+	testenv.Eventually(t, settle, "the Service says who announces it", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), web); err != nil {
 			return err
 		}
@@ -44,7 +45,23 @@ func TestL2Announcement(t *testing.T) {
 		}
 		return nil
 	})
+	st := &l2Announcement{d: d, web: web, vip: vip, k8s: k8s, top: top}
+	st.moves(t)
+	st.carriers(t)
+}
 
+// l2Announcement is TestL2Announcement's lab and what its steps share.
+type l2Announcement struct {
+	d   *l2Lab
+	web *corev1.Service
+	vip string
+	k8s client.Client
+	top *testing.T
+}
+
+// moves: VIPs spread, Local policy, and the VIP's owner cordoned, restarted, killed or cut off.
+func (st *l2Announcement) moves(t *testing.T) {
+	d, vip, top := st.d, st.vip, st.top
 	t.Run("VIPs spread over the nodes", func(t *testing.T) {
 		carriers := map[string]bool{}
 		for i := range 8 {
@@ -139,7 +156,12 @@ func TestL2Announcement(t *testing.T) {
 		}
 		d.in(from, "ip", "link", "set", "eth0", "up")
 	})
+}
 
+// carriers: nodeSelector, a group on no node's subnet, and forged ARP claims.
+func (st *l2Announcement) carriers(t *testing.T) {
+	d, web, vip, k8s := st.d, st.web, st.vip, st.k8s
+	ctx := context.Background()
 	t.Run("nodeSelector picks the carriers", func(t *testing.T) {
 		d.label(t, "node3", map[string]string{"rack": "b"})
 		if err := k8s.Create(ctx, &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "rack-b"},
@@ -172,7 +194,7 @@ func TestL2Announcement(t *testing.T) {
 			Spec: paasv1.IPGroupSpec{Segment: "203.0.113.0/24", AutoAssign: ptr.To(false)}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "IPGroup elsewhere is not announceable", func() error {
+		testenv.Eventually(t, settle, "IPGroup elsewhere is not announceable", func() error {
 			var g paasv1.IPGroup
 			if err := k8s.Get(ctx, client.ObjectKey{Name: "elsewhere"}, &g); err != nil {
 				return err
@@ -184,7 +206,7 @@ func TestL2Announcement(t *testing.T) {
 			return nil
 		})
 		svc := d.lanService(t, "elsewhere", false, "vip.paas.org/ipgroup", "elsewhere")
-		eventually(t, "the Service says nobody announces it", func() error {
+		testenv.Eventually(t, settle, "the Service says nobody announces it", func() error {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 				return err
 			}
@@ -201,7 +223,7 @@ func TestL2Announcement(t *testing.T) {
 		d.in("client", "ip", "addr", "add", vip+"/32", "dev", "eth0")
 		defer d.in("client", "ip", "addr", "del", vip+"/32", "dev", "eth0")
 		d.in("client", "arping", "-U", "-c", "2", "-I", "eth0", vip)
-		eventually(t, "Conflict on the ledger", func() error {
+		testenv.Eventually(t, settle, "Conflict on the ledger", func() error {
 			var ip paasv1.IP
 			if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
 				return err
@@ -248,7 +270,7 @@ func (d *l2Lab) untilAnnouncedElsewhere(t testing.TB, vip, from string, start ti
 // waitAnnouncer waits until the ledger says node announces vip.
 func (d *l2Lab) waitAnnouncer(t testing.TB, vip, node string) {
 	t.Helper()
-	eventually(t, vip+" announced by "+node, func() error {
+	testenv.Eventually(t, settle, vip+" announced by "+node, func() error {
 		if n := d.announcer(vip); n != node {
 			return fmt.Errorf("announced by %q", n)
 		}
@@ -282,7 +304,7 @@ func (d *l2Lab) label(t testing.TB, node string, labels map[string]string) {
 
 func eventuallyEvent(t testing.TB, c client.Client, about client.Object, reason string) {
 	t.Helper()
-	eventually(t, "Event "+reason, func() error {
+	testenv.Eventually(t, settle, "Event "+reason, func() error {
 		var list corev1.EventList
 		if err := c.List(context.Background(), &list, client.InNamespace(about.GetNamespace())); err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // The dual-stack l2Lab adds IPv6 to every link: the LAN 2001:db8::/64 (where
@@ -55,7 +56,7 @@ func setupL2DualStack(t testing.TB) *l2Lab {
 	}
 	// NDP sockets bind the link-local address, which comes with carrier.
 	for _, n := range []string{"node1", "node2", "node3"} {
-		eventually(t, n+" has a link-local address", func() error {
+		testenv.Eventually(t, settle, n+" has a link-local address", func() error {
 			if !strings.Contains(d.in(n, "ip", "-6", "addr", "show", "dev", "eth0", "scope", "link"), "fe80::") {
 				return fmt.Errorf("not yet")
 			}
@@ -102,7 +103,7 @@ func (d *l2Lab) dualStackService(t testing.TB, name string) (vip4, vip6 string) 
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the Service gets a VIP per family", func() error {
+	testenv.Eventually(t, settle, "the Service gets a VIP per family", func() error {
 		if err := d.env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return err
 		}
@@ -203,7 +204,7 @@ func TestL2DualStack(t *testing.T) {
 			t.Fatalf("%s has the VIP on an interface:\n%s", n, addrs)
 		}
 	}
-	eventually(t, "the Service says who announces each VIP", func() error {
+	testenv.Eventually(t, settle, "the Service says who announces each VIP", func() error {
 		var svc corev1.Service
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "web"}, &svc); err != nil {
 			return err
@@ -287,7 +288,7 @@ func TestL2DualStack(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "Conflict on the ledger", func() error {
+		testenv.Eventually(t, settle, "Conflict on the ledger", func() error {
 			var ip paasv1.IP
 			if err := k8s.Get(ctx, client.ObjectKey{Name: paasv1.IPObjectName(netip.MustParseAddr(vip6))}, &ip); err != nil {
 				return err

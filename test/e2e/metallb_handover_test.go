@@ -54,7 +54,7 @@ func handOverL2(t *testing.T, d *l2Lab, vip, pool string, backends map[string]st
 	k8s := d.env.Admin
 	// MetalLB's time: the operator is not installed yet.
 	d.stopOperator()
-	web := d.lbService(t, "web", false, backends)
+	web := d.createService(t, "web", false, backends)
 	writeStatusAsMetalLB(t, k8s, web, vip)
 	kubeProxies := startKubeProxies(t, d.dataLab, vip, "node1", "node2", "node3")
 	speakers := startMetalLBSpeakers(t, d.dataLab, lanIP, fmt.Sprintf(`
@@ -84,7 +84,7 @@ metadata: {name: lan}
 	loop, start := switchFromMetalLB(t, d.dataLab, vipURL(vip), &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"},
 		Spec: paasv1.IPGroupSpec{Addresses: []string{pool}}})
 	owner := ""
-	eventually(t, "an agent announces the adopted VIP", func() error {
+	testenv.Eventually(t, settle, "an agent announces the adopted VIP", func() error {
 		if owner = d.announcer(vip); owner == "" {
 			return errNotYet("no announcer in the ledger")
 		}
@@ -206,7 +206,7 @@ spec:
 		&paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "router"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.1", PeerASN: 64512, MyASN: 64513}},
 		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "bgp-vips"}, Spec: paasv1.IPGroupSpec{Addresses: []string{"203.0.113.130-203.0.113.150"},
 			Announce: &paasv1.Announce{Mode: paasv1.AnnounceBGP}}})
-	eventually(t, "the router has the agents' routes next to MetalLB's", func() error {
+	testenv.Eventually(t, settle, "the router has the agents' routes next to MetalLB's", func() error {
 		hops, err := d.router.nextHops(vip + "/32")
 		want := slices.Sorted(slices.Values(append([]string{bgpNodeIP["node1"], bgpNodeIP["node2"], bgpNodeIP["node3"]}, metallbHops...)))
 		if err != nil || !slices.Equal(hops, want) {
@@ -288,7 +288,7 @@ func writeStatusAsMetalLB(t *testing.T, k8s client.Client, svc *corev1.Service, 
 		t.Fatal(err)
 	}
 	// The API server enforces the binding's removal once its informer has seen it.
-	eventually(t, "MetalLB writes the Service's address", func() error {
+	testenv.Eventually(t, settle, "MetalLB writes the Service's address", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paas-org/vip-allocator-operator/test/metallb"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // metallbSpeakerLabels are the labels MetalLB's manifests give the speaker pods; the speakers
@@ -155,12 +156,12 @@ func (s *metallbSpeakers) running() error {
 	return nil
 }
 
-// waitFor retries f like eventually, but gives up at once when a speaker has exited, and
+// waitFor retries f like testenv.Eventually, but gives up at once when a speaker has exited, and
 // names MetalLB in the failure; the logs follow from the cleanup.
 func (s *metallbSpeakers) waitFor(t *testing.T, what string, f func() error) {
 	t.Helper()
 	start := time.Now()
-	eventually(t, what+" (MetalLB's speakers; the end of their logs follows)", func() error {
+	testenv.Eventually(t, settle, what+" (MetalLB's speakers; the end of their logs follows)", func() error {
 		if err := s.running(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}

@@ -141,7 +141,7 @@ func TestMigrationWithoutDowntime(t *testing.T) {
 	}
 
 	legacy := addLegacyPath(d, "node1", vip, "198.51.100.11:8080")
-	eventually(t, "the legacy path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
+	testenv.Eventually(t, settle, "the legacy path serves the VIP", func() error { _, err := d.curl("http://" + vip); return err })
 	if rules := d.in("node1", "iptables-save", "-t", "nat"); strings.Contains(rules, "-d "+vip+"/32 -p tcp -m comment --comment \"default/web") {
 		t.Fatal("the agent programs the VIP before the migration: the test proves nothing")
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // nodeProcess is a program the test runs in a lab node's namespace, as a DaemonSet's pod with
@@ -79,7 +81,7 @@ func (p *nodeProcess) stop() {
 // tail is the end of the log, at most n lines, headed by whose it is.
 func (p *nodeProcess) tail(n int) string {
 	out, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	lines := strings.Count(strings.TrimRight(string(out), "\n"), "\n") + 1
 	return fmt.Sprintf("%s on %s, the last %d of %d log lines:\n%s", p.what, p.node,
-		min(len(lines), n), len(lines), strings.Join(lines[max(0, len(lines)-n):], "\n"))
+		min(lines, n), lines, testenv.Tail(string(out), n))
 }

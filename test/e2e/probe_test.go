@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestProbeBeforeFirstAnnouncement: the LAN's router has 192.0.2.1, the
@@ -54,7 +55,7 @@ func TestProbeBeforeFirstAnnouncement(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := d.lanService(t, "first", false)
-	eventually(t, "the router's address is recorded in use on the LAN", func() error {
+	testenv.Eventually(t, settle, "the router's address is recorded in use on the LAN", func() error {
 		var ip paasv1.IP
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "192.0.2.1"}, &ip); err != nil {
 			return err
@@ -65,7 +66,7 @@ func TestProbeBeforeFirstAnnouncement(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "the first Service moves to the next free address", func() error {
+	testenv.Eventually(t, settle, "the first Service moves to the next free address", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(first), first); err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func TestProbeBeforeFirstAnnouncement(t *testing.T) {
 	}
 
 	asks := d.lanService(t, "asks", false, paasv1.IPsAnnotation, "192.0.2.1")
-	eventually(t, "the Service that asks for the router's address waits, naming its MAC", func() error {
+	testenv.Eventually(t, settle, "the Service that asks for the router's address waits, naming its MAC", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(asks), asks); err != nil {
 			return err
 		}
@@ -115,7 +116,7 @@ func TestProbeBeforeFirstAnnouncement(t *testing.T) {
 	t.Run("the router gives the address up: a recheck clears the verdict, and the waiting Service gets it", func(t *testing.T) {
 		d.in("router", "ip", "addr", "del", "192.0.2.1/24", "dev", "eth0")
 		d.in("client", "ip", "neigh", "flush", "192.0.2.1")
-		eventually(t, "the waiting Service holds 192.0.2.1", func() error {
+		testenv.Eventually(t, settle, "the waiting Service holds 192.0.2.1", func() error {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(asks), asks); err != nil {
 				return err
 			}
@@ -145,7 +146,7 @@ func TestProbeBeforeFirstAnnouncementIPv6(t *testing.T) {
 	}
 	ctx := context.Background()
 	k8s := d.env.Admin
-	eventually(t, "the client resolves its router", func() error {
+	testenv.Eventually(t, settle, "the client resolves its router", func() error {
 		_, _ = exec.Command("ip", "netns", "exec", d.ns("client"), "bash", "-c", "echo x > /dev/udp/2001:db8::1/9").CombinedOutput()
 		if n := d.neigh("2001:db8::1"); !strings.Contains(n, routerMAC) {
 			return fmt.Errorf("client's entry for the router: %q, want its MAC %s", n, routerMAC)
@@ -172,7 +173,7 @@ func TestProbeBeforeFirstAnnouncementIPv6(t *testing.T) {
 	if err := k8s.Create(ctx, es); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first Service moves off the router's address", func() error {
+	testenv.Eventually(t, settle, "the first Service moves off the router's address", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return err
 		}

@@ -237,7 +237,7 @@ func (p *prometheusProc) api(path string, v any) error {
 // error contains lastError.
 func (p *prometheusProc) eventuallyTargets(t *testing.T, job, health, lastError string) {
 	t.Helper()
-	eventually(t, "the targets of "+job+" are "+health, func() error {
+	testenv.Eventually(t, settle, "the targets of "+job+" are "+health, func() error {
 		var data struct {
 			ActiveTargets []struct {
 				ScrapePool string `json:"scrapePool"`
@@ -269,7 +269,7 @@ func (p *prometheusProc) eventuallyTargets(t *testing.T, job, health, lastError 
 // eventuallyQuery waits until the instant query's single result is want.
 func (p *prometheusProc) eventuallyQuery(t *testing.T, query, want string) {
 	t.Helper()
-	eventually(t, query+" is "+want, func() error {
+	testenv.Eventually(t, settle, query+" is "+want, func() error {
 		var data struct {
 			Result []struct {
 				Value []any `json:"value"`
@@ -293,7 +293,7 @@ func (p *prometheusProc) eventuallyFiring(t *testing.T, alert string, addrs ...s
 		want = append(want, net.JoinHostPort(a, agentMetricsPort))
 	}
 	slices.Sort(want)
-	eventually(t, alert+" fires", func() error {
+	testenv.Eventually(t, settle, alert+" fires", func() error {
 		if got := p.firing(t, alert); !slices.Equal(got, want) {
 			return fmt.Errorf("firing for %v, want %v", got, want)
 		}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestSharedVIP: DNS as users run it, TCP 53 and UDP 53 as two Services with
@@ -75,7 +75,7 @@ func TestSharedVIP(t *testing.T) {
 	tcpTarget, udpTarget := "http://"+net.JoinHostPort(vip, "53")+"/", net.JoinHostPort(vip, "53")
 	reachBoth := func(when string) {
 		t.Helper()
-		eventually(t, "TCP 53 and UDP 53 on "+vip+" "+when, func() error {
+		testenv.Eventually(t, settle, "TCP 53 and UDP 53 on "+vip+" "+when, func() error {
 			body, err := d.curl(tcpTarget)
 			if err != nil || !strings.HasPrefix(body, "backend1 ") {
 				return fmt.Errorf("TCP: %q, %v", body, err)

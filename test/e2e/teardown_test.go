@@ -60,7 +60,7 @@ func TestAgentTeardownOnUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	var vipURL string
-	eventually(t, "the Service gets a VIP", func() error {
+	testenv.Eventually(t, settle, "the Service gets a VIP", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func TestAgentTeardownOnUninstall(t *testing.T) {
 
 	t.Run("stopped while its DaemonSet exists (restart, upgrade): rules and traffic stay", func(t *testing.T) {
 		d.startAgent(t, "node1", daemonSet)
-		eventually(t, "served through node1", func() error { _, err := d.curl(vipURL); return err })
+		testenv.Eventually(t, settle, "served through node1", func() error { _, err := d.curl(vipURL); return err })
 		d.stopAgent("node1")
 		if _, err := d.curl(vipURL); err != nil {
 			t.Fatalf("a restart must not interrupt traffic: %v", err)
@@ -92,7 +92,7 @@ func TestAgentTeardownOnUninstall(t *testing.T) {
 			t.Fatal("served with no rules: the test proves nothing")
 		}
 		d.startAgent(t, "node1", daemonSet)
-		eventually(t, "served through node1", func() error { _, err := d.curl(vipURL); return err })
+		testenv.Eventually(t, settle, "served through node1", func() error { _, err := d.curl(vipURL); return err })
 		if err := k8s.Delete(ctx, ds); err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestAddressTrust: the agents carry an address only where it is safe, on
@@ -54,13 +55,13 @@ func testAddressTrust(t *testing.T, plane string) {
 		t.Fatal(err)
 	}
 	backends := map[string]string{"198.51.100.11": "node1", "198.51.100.12": "node2"}
-	service := func(name string) *corev1.Service { return d.lbService(t, name, false, backends) }
+	service := func(name string) *corev1.Service { return d.createService(t, name, false, backends) }
 	allocated := func(svc *corev1.Service) string { return d.vipOf(t, svc) }
 	// reported waits until the agents say on svc, with reason, that they
 	// refuse something, and an Event of theirs tells it too.
 	reported := func(svc *corev1.Service, reason, inMessage string) {
 		t.Helper()
-		eventually(t, svc.Name+" reports "+reason, func() error {
+		testenv.Eventually(t, settle, svc.Name+" reports "+reason, func() error {
 			got := &corev1.Service{}
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
 				return err
@@ -74,7 +75,7 @@ func testAddressTrust(t *testing.T, plane string) {
 	}
 	cleared := func(svc *corev1.Service) {
 		t.Helper()
-		eventually(t, svc.Name+" reports nothing refused", func() error {
+		testenv.Eventually(t, settle, svc.Name+" reports nothing refused", func() error {
 			got := &corev1.Service{}
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
 				return err
@@ -99,12 +100,33 @@ func testAddressTrust(t *testing.T, plane string) {
 
 	web := service("web")
 	vip := allocated(web)
-	eventually(t, "web is served (the lab works)", func() error { _, err := d.curl("http://" + vip); return err })
+	testenv.Eventually(t, settle, "web is served (the lab works)", func() error { _, err := d.curl("http://" + vip); return err })
+	st := &addressTrust{d: d, k8s: k8s, service: service, allocated: allocated, reported: reported, cleared: cleared, notProgrammed: notProgrammed, web: web, vip: vip}
+	st.ownAddresses(t)
+	st.forged(t)
+}
 
+// addressTrust is testAddressTrust's lab and what its steps share.
+type addressTrust struct {
+	d             *dataLab
+	k8s           client.Client
+	service       func(string) *corev1.Service
+	allocated     func(*corev1.Service) string
+	reported      func(*corev1.Service, string, string)
+	cleared       func(*corev1.Service)
+	notProgrammed func(string, ...string)
+	web           *corev1.Service
+	vip           string
+}
+
+// ownAddresses: a Node's address, a node naming web's address, a Node with no agent, an address on a node's interface.
+func (st *addressTrust) ownAddresses(t *testing.T) {
+	d, k8s, service, allocated, reported, cleared, web, vip := st.d, st.k8s, st.service, st.allocated, st.reported, st.cleared, st.web, st.vip
+	ctx := context.Background()
 	t.Run("a Node's address in the status: not programmed, reported, and carried again once no Node has it", func(t *testing.T) {
 		web2 := service("web2")
 		vip2 := allocated(web2)
-		eventually(t, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
+		testenv.Eventually(t, settle, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
 		// A Node that comes later with the address a Service holds (the
 		// operator never hands one out), and its agent, which publishes its
 		// NodeView. The agents do not take the view's word for it (its agent
@@ -113,7 +135,7 @@ func testAddressTrust(t *testing.T, plane string) {
 		d.addNode(t, "node3", vip2, nil)
 		d.publishView(t, "node3")
 		reported(web2, paasv1.ReasonReserved, vip2+" is reserved in the cluster (the address of Node node3)")
-		eventually(t, "no rule for "+vip2, func() error {
+		testenv.Eventually(t, settle, "no rule for "+vip2, func() error {
 			for _, node := range []string{"node1", "node2"} {
 				if mentions(d.ruleset(node), vip2) {
 					return fmt.Errorf("%s still programs it", node)
@@ -133,7 +155,7 @@ func testAddressTrust(t *testing.T, plane string) {
 			t.Fatal(err)
 		}
 		cleared(web2)
-		eventually(t, "web2 served again", func() error { _, err := d.curl("http://" + vip2); return err })
+		testenv.Eventually(t, settle, "web2 served again", func() error { _, err := d.curl("http://" + vip2); return err })
 	})
 
 	t.Run("a node's agent naming web's address as the node's own (its view, its interfaces): web is still carried, and the ledger names that node", func(t *testing.T) {
@@ -143,13 +165,13 @@ func testAddressTrust(t *testing.T, plane string) {
 	t.Run("the address of a Node with no agent: the operator marks its ledger entry reserved, and no agent carries it", func(t *testing.T) {
 		web3 := service("web3")
 		vip3 := allocated(web3)
-		eventually(t, "web3 is served", func() error { _, err := d.curl("http://" + vip3); return err })
+		testenv.Eventually(t, settle, "web3 is served", func() error { _, err := d.curl("http://" + vip3); return err })
 		// No agent runs on node4, so no agent reads it (they read the other
 		// nodes from the views their agents publish); the operator, which
 		// reads every Node, reserves the address in the ledger.
 		d.addNode(t, "node4", vip3, nil)
 		reported(web3, paasv1.ReasonReserved, vip3+" is reserved in the cluster (the address of Node node4)")
-		eventually(t, "no rule for "+vip3, func() error {
+		testenv.Eventually(t, settle, "no rule for "+vip3, func() error {
 			for _, node := range []string{"node1", "node2"} {
 				if mentions(d.ruleset(node), vip3) {
 					return fmt.Errorf("%s still programs it", node)
@@ -164,7 +186,7 @@ func testAddressTrust(t *testing.T, plane string) {
 
 	t.Run("an address on a node's own interface: that node refuses it, the other carries it", func(t *testing.T) {
 		d.in("node1", "ip", "addr", "add", vip+"/32", "dev", "lo")
-		eventually(t, "node1 lets go of "+vip, func() error {
+		testenv.Eventually(t, settle, "node1 lets go of "+vip, func() error {
 			if mentions(d.ruleset("node1"), vip) {
 				return fmt.Errorf("node1 still programs it")
 			}
@@ -179,7 +201,7 @@ func testAddressTrust(t *testing.T, plane string) {
 		}
 		d.in("node1", "ip", "addr", "del", vip+"/32", "dev", "lo")
 		d.via("node1")
-		eventually(t, "node1 serves it again", func() error { _, err := d.curl("http://" + vip); return err })
+		testenv.Eventually(t, settle, "node1 serves it again", func() error { _, err := d.curl("http://" + vip); return err })
 		got := &corev1.Service{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
 			t.Fatal(err)
@@ -188,7 +210,12 @@ func testAddressTrust(t *testing.T, plane string) {
 			t.Fatalf("one node's refusal is its Event, not the shared condition: %+v", c)
 		}
 	})
+}
 
+// forged: source ranges, and a status with no ledger object or another Service's.
+func (st *addressTrust) forged(t *testing.T) {
+	d, k8s, service, reported, cleared, notProgrammed, web, vip := st.d, st.k8s, st.service, st.reported, st.cleared, st.notProgrammed, st.web, st.vip
+	ctx := context.Background()
 	// A patch, not an update: the agents and the operator write the status
 	// meanwhile, which an update would conflict with.
 	setRanges := func(t *testing.T, ranges []string) {
@@ -208,10 +235,10 @@ func testAddressTrust(t *testing.T, plane string) {
 		t.Run("loadBalancerSourceRanges "+tc.desc, func(t *testing.T) {
 			setRanges(t, tc.ranges)
 			reported(web, paasv1.ReasonInvalidSourceRanges, `"010.0.0.0/8"`)
-			eventually(t, "the client is refused", func() error { return d.refused("http://" + vip) })
+			testenv.Eventually(t, settle, "the client is refused", func() error { return d.refused("http://" + vip) })
 			setRanges(t, []string{"203.0.113.0/24"})
 			cleared(web)
-			eventually(t, "the client is admitted once the ranges parse", func() error { _, err := d.curl("http://" + vip); return err })
+			testenv.Eventually(t, settle, "the client is admitted once the ranges parse", func() error { _, err := d.curl("http://" + vip); return err })
 		})
 	}
 
@@ -235,7 +262,7 @@ func testAddressTrust(t *testing.T, plane string) {
 		if err := k8s.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "vip-allocator-service-status-writers"}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the forged statuses are written", func() error {
+		testenv.Eventually(t, settle, "the forged statuses are written", func() error {
 			if err := forge(forged, "192.0.2.200"); err != nil {
 				return err
 			}
@@ -289,7 +316,7 @@ func TestAddressTrustL2(t *testing.T) {
 	// address in the ledger.
 	d.addNode(t, "node4", vip, nil)
 	d.publishView(t, "node4")
-	eventually(t, "no node answers ARP for a Node's address", func() error {
+	testenv.Eventually(t, settle, "no node answers ARP for a Node's address", func() error {
 		if macs := d.arpAnswers(vip); len(macs) > 0 {
 			return fmt.Errorf("answered by %v", macs)
 		}
@@ -346,7 +373,7 @@ func claimedVIPStaysCarried(t *testing.T, d *dataLab, web *corev1.Service, vip s
 	k8s := d.env.Admin
 	d.addNode(t, "node5", "192.0.2.250", nil)
 	claimAsNode(t, d, "node5", vip)
-	eventually(t, "the ledger names node5", func() error {
+	testenv.Eventually(t, settle, "the ledger names node5", func() error {
 		var ip paasv1.IP
 		if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // twoNetLab: nodes on two networks, as OpenShift's relocatable clusters put them.
@@ -113,7 +114,7 @@ func (d *twoNetLab) service(t *testing.T, name, group string, local bool) (vip, 
 		t.Fatal(err)
 	}
 	vip = d.vipOf(t, svc)
-	eventually(t, "a node announces "+vip, func() error {
+	testenv.Eventually(t, settle, "a node announces "+vip, func() error {
 		if owner = d.announcer(vip); owner == "" {
 			return fmt.Errorf("nobody yet")
 		}
@@ -153,7 +154,7 @@ func testTwoNetworks(t *testing.T, plane string) {
 		}
 	})
 	d.startAgents(t, "--dataplane", plane)
-	eventually(t, "IPGroup b says its nodes have a way back", func() error {
+	testenv.Eventually(t, settle, "IPGroup b says its nodes have a way back", func() error {
 		var g paasv1.IPGroup
 		if err := d.env.Admin.Get(context.Background(), client.ObjectKey{Name: "b"}, &g); err != nil {
 			return err
@@ -170,7 +171,7 @@ func testTwoNetworks(t *testing.T, plane string) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := strings.ToLower(strings.ReplaceAll(tc.name, " ", "-"))
 			vip, owner := d.service(t, name, tc.group, tc.local)
-			eventually(t, "curl from behind the router through "+vip, func() error {
+			testenv.Eventually(t, settle, "curl from behind the router through "+vip, func() error {
 				body, err := d.curl(vipURL(vip))
 				if err == nil && !strings.HasPrefix(body, "backend1 ") {
 					err = fmt.Errorf("answered by %q", body)
@@ -214,7 +215,7 @@ func testTwoNetworks(t *testing.T, plane string) {
 		_ = d.agents[from].Wait()
 		delete(d.agents, from)
 		d.untilAnnouncedElsewhere(t, vip, from, time.Now())
-		eventually(t, "curl through "+vip+" after the failover", func() error { _, err := d.curl(vipURL(vip)); return err })
+		testenv.Eventually(t, settle, "curl through "+vip+" after the failover", func() error { _, err := d.curl(vipURL(vip)); return err })
 		d.startAgent(t, from, "--dataplane", plane)
 	})
 	// Renumbering changes the main tables' connected routes: compared before.
@@ -237,7 +238,7 @@ func testTwoNetworks(t *testing.T, plane string) {
 		if err := d.env.Admin.Update(context.Background(), &g); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "curl through "+vip+" on the renumbered network", func() error { _, err := d.curl(vipURL(vip)); return err })
+		testenv.Eventually(t, settle, "curl through "+vip+" on the renumbered network", func() error { _, err := d.curl(vipURL(vip)); return err })
 		owner := d.announcer(vip)
 		if route := d.in(owner, "ip", "route", "show", "table", "5301"); !strings.HasPrefix(route, "default via 192.0.2.30 dev eth1") {
 			t.Fatalf("%s's way back after the renumbering: %s", owner, route)
@@ -295,7 +296,7 @@ func TestOneNetworkUnchanged(t *testing.T) {
 			state := func(args ...string) string {
 				d.startAgent(t, "node1", append([]string{"--dataplane", plane}, args...)...)
 				d.waitDataPlanes(t, "node1")
-				eventually(t, "node1 programs "+vip, func() error {
+				testenv.Eventually(t, settle, "node1 programs "+vip, func() error {
 					if dump := d.ruleset("node1"); !strings.Contains(dump, vip) {
 						return fmt.Errorf("not yet")
 					}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // frrUnnumberedConfig is a leaf that peers with the node on the other end of
@@ -80,7 +81,7 @@ func TestBGPUnnumbered(t *testing.T) {
 	start := time.Now()
 	d.startAgent(t, "node1")
 	vip := d.vipOf(t, d.bgpService(t, "web", false))
-	eventually(t, "the router has the IPv4 VIP with node1's link-local next hop, in bgpd and the kernel", func() error {
+	testenv.Eventually(t, settle, "the router has the IPv4 VIP with node1's link-local next hop, in bgpd and the kernel", func() error {
 		hops, err := d.router.nextHops(hostRoute(vip))
 		if err != nil {
 			return err
@@ -94,14 +95,14 @@ func TestBGPUnnumbered(t *testing.T) {
 		return nil
 	})
 	t.Logf("session up and %s routed through %s%%eth0 %s after the agent started", vip, nodeLL, time.Since(start).Round(time.Millisecond))
-	eventually(t, "curl through the router", func() error {
+	testenv.Eventually(t, settle, "curl through the router", func() error {
 		body, err := d.curl("http://" + vip + "/")
 		if err == nil && !strings.HasPrefix(body, "backend1 ") {
 			err = fmt.Errorf("answer %q", body)
 		}
 		return err
 	})
-	eventually(t, "the session's status", func() error {
+	testenv.Eventually(t, settle, "the session's status", func() error {
 		for _, s := range d.sessions(t, "leaf") {
 			if s.Node == "node1" && s.State == paasv1.SessionEstablished && s.PrefixesSent == 1 {
 				return nil
@@ -115,7 +116,7 @@ func TestBGPUnnumbered(t *testing.T) {
 func (d *bgpLab) linkLocal(t testing.TB, ns string) string {
 	t.Helper()
 	var addr string
-	eventually(t, ns+"'s link-local address", func() error {
+	testenv.Eventually(t, settle, ns+"'s link-local address", func() error {
 		for _, f := range strings.Fields(d.in(ns, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link")) {
 			if strings.HasPrefix(f, "fe80::") {
 				addr, _, _ = strings.Cut(f, "/")

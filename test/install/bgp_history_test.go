@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // testAgentBGPHistory: in a BGP VIP's history an agent adds a join only of
@@ -20,7 +21,7 @@ func testAgentBGPHistory(t *testing.T, operator, agentA, agentB client.Client) {
 	ctx := context.Background()
 	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.11"},
 		Spec: paasv1.IPSpec{Address: "192.0.2.11", Owner: &paasv1.IPOwner{Namespace: "default", Name: "bgp", UID: "u3"}}}
-	must(t, operator.Create(ctx, ip))
+	testenv.Must(t, operator.Create(ctx, ip))
 	now := metav1.Now().Rfc3339Copy()
 	join := func(n string) paasv1.Failover {
 		return paasv1.Failover{At: now, To: n, Cause: paasv1.FailoverElectionChange, GapMilliseconds: ptr.To[int64](3)}
@@ -57,7 +58,7 @@ func testAgentBGPHistory(t *testing.T, operator, agentA, agentB client.Client) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) { patchIPStatus(t, tc.agent, ip.Name, tc.mutate, tc.refusal) })
 	}
-	must(t, operator.Get(ctx, client.ObjectKeyFromObject(ip), ip))
+	testenv.Must(t, operator.Get(ctx, client.ObjectKeyFromObject(ip), ip))
 	if h := ip.Status.History; len(h) != 4 || h[0].To != "node-a" || h[1].To != "node-b" || h[2].From != "node-b" || h[3].From != "node-a" {
 		t.Fatalf("history %+v, want a's join, b's join, b's leave, a's leave", h)
 	}

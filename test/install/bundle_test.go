@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers/agent"
+	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
+	"github.com/paas-org/vip-allocator-operator/controllers/ipgroup"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 const (
@@ -36,11 +37,9 @@ const (
 	agentUser    = "system:serviceaccount:vip-allocator-operator:vip-allocator-agent"
 )
 
-// eventually retries f until it succeeds or 30 s pass.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	gomega.NewWithT(t).Eventually(f).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(gomega.Succeed(), what)
-}
+// settle is how long the checks wait for what they expect
+// (testenv.Eventually).
+const settle = 30 * time.Second
 
 // operatorPod is the pod template of the operator Deployment in objects.
 func operatorPod(t *testing.T, objects []*unstructured.Unstructured) corev1.PodSpec {
@@ -65,7 +64,55 @@ func TestBundleLifecycle(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	c := startCluster(t)
 	objects := readObjects(t, "deploy/bundle.yaml")
+	st := &bundleLifecycle{c: c, objects: objects}
+	st.installing(t)
+	st.permissions(t)
 
+	image := operatorPod(t, objects).Containers[0].Image
+	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	metricsAddr := freeLoopbackAddr(t)
+	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
+	st.image = image
+	st.admin = admin
+	st.metricsAddr = metricsAddr
+	st.operating(t)
+
+	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, agentctrl.ServiceAccount))
+	agentDS := types.NamespacedName{Namespace: namespace, Name: agentctrl.Name}
+	// The agent watches its DaemonSet while it runs, as a real one does
+	// (nodeagent.Server): what it sees decides whether a refused token on
+	// the way out is an uninstall.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := nodeagent.WatchDeletion(watchCtx, c.tokenClient(t, agentToken), agentDS)
+	st.agentToken = agentToken
+	st.agentDS = agentDS
+	st.watched = watched
+	st.stopping(t)
+
+	stopOperator() // its Deployment goes with the bundle; here it is a process
+	st.removal(t)
+}
+
+// bundleLifecycle is TestBundleLifecycle's lab and what its steps share.
+type bundleLifecycle struct {
+	c           *cluster
+	objects     []*unstructured.Unstructured
+	image       string
+	admin       client.Client
+	metricsAddr string
+	agentToken  string
+	agentDS     types.NamespacedName
+	watched     *nodeagent.DeletionWatch
+}
+
+// installing: the bundle created as documented, every object there, one image, the admission policies in force.
+func (st *bundleLifecycle) installing(t *testing.T) {
+	c, objects := st.c, st.objects
 	t.Run("kubectl create namespace && kubectl create -f deploy/bundle.yaml", func(t *testing.T) {
 		c.mustKubectl(t, "create", "namespace", namespace)
 		out := c.mustKubectl(t, "create", "-f", "deploy/bundle.yaml")
@@ -103,7 +150,7 @@ func TestBundleLifecycle(t *testing.T) {
 		c.mustKubectl(t, "create", "clusterrole", "jane", "--verb=create,delete", "--resource=virtualips.paas.org,ips.paas.org")
 		c.mustKubectl(t, "create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
 		vip := "apiVersion: paas.org/v1\nkind: VirtualIP\nmetadata: {name: old, namespace: default}\nspec: {service: web, ip: 192.0.2.7}\n"
-		eventually(t, "a VirtualIP create is refused by the policy, with the way out", func() error {
+		testenv.Eventually(t, settle, "a VirtualIP create is refused by the policy, with the way out", func() error {
 			out, err := c.kubectl(vip, "create", "-f", "-", "--as=jane")
 			if err == nil {
 				c.mustKubectl(t, "delete", "virtualip", "-n", "default", "old")
@@ -124,7 +171,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if out, err := c.kubectl(svc, "create", "-f", "-"); err != nil {
 			t.Fatal(out)
 		}
-		eventually(t, "an admin's address in a Service status is refused by the policy", func() error {
+		testenv.Eventually(t, settle, "an admin's address in a Service status is refused by the policy", func() error {
 			// A dry run: a write that got through before the policy was in force would make
 			// every later identical one a no-op, which the policy allows.
 			out, err := c.kubectl("", "patch", "service", "forged", "-n", "default", "--subresource=status", "--type=merge", "--dry-run=server",
@@ -136,7 +183,11 @@ func TestBundleLifecycle(t *testing.T) {
 		})
 		c.mustKubectl(t, "delete", "service", "forged", "-n", "default")
 	})
+}
 
+// permissions: what RBAC lets the operator and the agent do, and the agent's SCC.
+func (st *bundleLifecycle) permissions(t *testing.T) {
+	c := st.c
 	t.Run("RBAC: the operator and the agent may do their work and nothing more", func(t *testing.T) {
 		for _, tc := range []struct {
 			who, verb, what, ns string
@@ -241,23 +292,20 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 		}
 	})
+}
 
-	image := operatorPod(t, objects).Containers[0].Image
-	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+// operating: the operator as its ServiceAccount deploys the agent, passes Pod Security and hardening, serves metrics and Services.
+func (st *bundleLifecycle) operating(t *testing.T) {
+	c, objects, image, admin, metricsAddr := st.c, st.objects, st.image, st.admin, st.metricsAddr
 	ctx := context.Background()
-	metricsAddr := freeLoopbackAddr(t)
-	stopOperator := c.runOperatorServingMetrics(t, image, metricsAddr)
 
 	t.Run("the operator, as its ServiceAccount, deploys the agent and labels the namespace", func(t *testing.T) {
-		eventually(t, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
+		testenv.Eventually(t, settle, "the agent DaemonSet, owned by the agent ServiceAccount", func() error {
 			ds := &appsv1.DaemonSet{}
-			if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: agent.Name}, ds); err != nil {
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: agentctrl.Name}, ds); err != nil {
 				return err
 			}
-			if len(ds.OwnerReferences) != 1 || ds.OwnerReferences[0].Name != agent.ServiceAccount {
+			if len(ds.OwnerReferences) != 1 || ds.OwnerReferences[0].Name != agentctrl.ServiceAccount {
 				return fmt.Errorf("owners %v", ds.OwnerReferences)
 			}
 			if got := ds.Spec.Template.Spec.Containers[0].Image; got != image {
@@ -265,12 +313,12 @@ func TestBundleLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, "the namespace admits the agent", func() error { return privileged(ctx, admin, namespace) })
+		testenv.Eventually(t, settle, "the namespace admits the agent", func() error { return privileged(ctx, admin, namespace) })
 	})
 
 	t.Run("Pod Security: the operator passes restricted, the agent needs privileged and gets it only in its namespace", func(t *testing.T) {
 		ds := &appsv1.DaemonSet{}
-		if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: agent.Name}, ds); err != nil {
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: namespace, Name: agentctrl.Name}, ds); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
@@ -312,7 +360,7 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Run("a LoadBalancer Service gets an address with the bundle's permissions", func(t *testing.T) {
 		c.mustKubectl(t, "create", "-f", "config/samples/ipgroup.yaml")
 		c.mustKubectl(t, "create", "service", "loadbalancer", "web", "--tcp=80:8080")
-		eventually(t, "web holds 192.0.2.1", func() error {
+		testenv.Eventually(t, settle, "web holds 192.0.2.1", func() error {
 			out, err := c.kubectl("", "get", "service", "web", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 			if err != nil || out != "192.0.2.1" {
 				return fmt.Errorf("%q %v", out, err)
@@ -320,15 +368,11 @@ func TestBundleLifecycle(t *testing.T) {
 			return nil
 		})
 	})
+}
 
-	agentToken := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", namespace, agent.ServiceAccount))
-	agentDS := types.NamespacedName{Namespace: namespace, Name: agent.Name}
-	// The agent watches its DaemonSet while it runs, as a real one does
-	// (nodeagent.Server): what it sees decides whether a refused token on
-	// the way out is an uninstall.
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watched := nodeagent.WatchDeletion(watchCtx, c.tokenClient(t, agentToken), agentDS)
+// stopping: an agent stopping while installed, an upgrade, a Service deleted while the operator runs.
+func (st *bundleLifecycle) stopping(t *testing.T) {
+	c, image, agentToken, agentDS, watched := st.c, st.image, st.agentToken, st.agentDS, st.watched
 
 	t.Run("an agent that stops while installed keeps its rules", func(t *testing.T) {
 		verdict, err := nodeagent.TeardownIfUninstalled(c.tokenClient(t, agentToken), agentDS, "node1", watched, func() error {
@@ -364,15 +408,19 @@ func TestBundleLifecycle(t *testing.T) {
 		// With its last address released, the group loses the finalizer that
 		// protects held addresses: the uninstall, which stops the operator,
 		// then finds nothing left to let go of (docs/install.md's order).
-		eventually(t, "the IPGroup without the addresses-held finalizer", func() error {
+		testenv.Eventually(t, settle, "the IPGroup without the addresses-held finalizer", func() error {
 			if f := c.mustKubectl(t, "get", "ipgroups.paas.org", "192.0.2.0-24", "-o", "jsonpath={.metadata.finalizers}"); f != "" {
 				return fmt.Errorf("finalizers %s", f)
 			}
 			return nil
 		})
 	})
+}
 
-	stopOperator() // its Deployment goes with the bundle; here it is a process
+// removal: uninstalls with kubectl delete and apply, and the agent removing its rules once its DaemonSet is gone.
+func (st *bundleLifecycle) removal(t *testing.T) {
+	c, objects, admin, agentToken, agentDS, watched := st.c, st.objects, st.admin, st.agentToken, st.agentDS, st.watched
+	ctx := context.Background()
 
 	t.Run("uninstall: kubectl delete -f deploy/bundle.yaml removes every object", func(t *testing.T) {
 		c.uninstall(t, "deploy/bundle.yaml")
@@ -434,7 +482,7 @@ func TestBundleLifecycle(t *testing.T) {
 		if err := admin.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the agent's watch saw the deletion", func() error {
+		testenv.Eventually(t, settle, "the agent's watch saw the deletion", func() error {
 			if !watched.Seen() {
 				return fmt.Errorf("not seen")
 			}
@@ -472,7 +520,7 @@ func privileged(ctx context.Context, c client.Reader, ns string) error {
 func (c *cluster) onlyOperatorWritesLedger(t *testing.T, operator string) {
 	t.Helper()
 	ip := "apiVersion: paas.org/v1\nkind: IP\nmetadata: {name: 192.0.2.9}\n"
-	eventually(t, "only the operator writes the IP ledger", func() error {
+	testenv.Eventually(t, settle, "only the operator writes the IP ledger", func() error {
 		out, err := c.kubectl(ip, "create", "-f", "-", "--as=jane")
 		if err == nil || !strings.Contains(out, "only the operator writes them") {
 			return fmt.Errorf("jane: %v %s", err, out)

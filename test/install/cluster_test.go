@@ -7,7 +7,6 @@ package install
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -58,11 +57,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 func (b *syncBuffer) tail(n int) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return testenv.Tail(b.buf.String(), n)
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -234,21 +229,9 @@ func (c *cluster) runOperatorWith(t *testing.T, o cmd.OperatorOptions) (stop fun
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
-	mgr, err := cmd.NewManager(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	var once bool
-	stop = func() {
-		if !once {
-			once = true
-			cancel()
-			<-done
-		}
-	}
+	end, err := testenv.StartOperator(cfg, o)
+	testenv.Must(t, err)
+	stop = func() { _ = end() }
 	t.Cleanup(stop)
 	return stop
 }

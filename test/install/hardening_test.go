@@ -22,6 +22,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // checkAgentPodHardening asserts what the operator puts in the agent's pod: a read-only root,
@@ -138,7 +139,7 @@ func testEphemeralContainers(t *testing.T, admin client.Client, ds *appsv1.Daemo
 		SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		Containers:      []corev1.Container{{Name: "app", Image: "registry.example/app"}}}}
 	for _, p := range []*corev1.Pod{agent, plain} {
-		must(t, admin.Create(ctx, p))
+		testenv.Must(t, admin.Create(ctx, p))
 		t.Cleanup(func() { _ = admin.Delete(context.Background(), p) })
 	}
 	debug := func(sc *corev1.SecurityContext) corev1.EphemeralContainer {
@@ -162,7 +163,7 @@ func testEphemeralContainers(t *testing.T, admin client.Client, ds *appsv1.Daemo
 		{"a plain debug container in another pod", plain, debug(nil), ""},
 	} {
 		p := &corev1.Pod{}
-		must(t, admin.Get(ctx, client.ObjectKeyFromObject(tc.pod), p))
+		testenv.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(tc.pod), p))
 		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, tc.debug)
 		err := admin.SubResource("ephemeralcontainers").Update(ctx, p, client.WithSubResourceBody(p), client.DryRunAll)
 		switch {
@@ -219,7 +220,7 @@ func testMetricsAuth(t *testing.T, c *cluster, metricsAddr string) {
 		{"the agent's token (not a metrics reader)", agent, http.StatusForbidden},
 		{"a ServiceAccount bound to vip-allocator-metrics-reader", scraper, http.StatusOK},
 	} {
-		eventually(t, tc.who, func() error {
+		testenv.Eventually(t, settle, tc.who, func() error {
 			code, body, err := get(tc.token)
 			if err != nil {
 				return err

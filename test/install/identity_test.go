@@ -44,7 +44,7 @@ func TestIdentities(t *testing.T) {
 	c.waitListable(t, "deploy/bundle.yaml")
 	ctx := context.Background()
 	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
-	must(t, err)
+	testenv.Must(t, err)
 
 	agent := c.boundAgents(t, admin, "node-a", "node-b")
 	agentA, agentB := agent["node-a"], agent["node-b"]
@@ -52,7 +52,7 @@ func TestIdentities(t *testing.T) {
 
 	t.Run("the API server names the pod's node in the agent's identity", func(t *testing.T) {
 		review := &authenticationv1.SelfSubjectReview{}
-		must(t, agentA.Create(ctx, review))
+		testenv.Must(t, agentA.Create(ctx, review))
 		u := review.Status.UserInfo
 		if u.Username != agentUser || !slices.Equal(u.Extra[testenv.NodeNameExtra], []string{"node-a"}) {
 			t.Fatalf("agent identity %s, extra %v: want %s bound to node-a", u.Username, u.Extra, agentUser)
@@ -61,9 +61,9 @@ func TestIdentities(t *testing.T) {
 
 	t.Run("the agent publishes its own Node's interfaces (the agent's own code)", func(t *testing.T) {
 		pub := &nodes.InterfacePublisher{Client: agentA, NodeName: "node-a"}
-		must(t, pub.Publish(ctx))
+		testenv.Must(t, pub.Publish(ctx))
 		n := &corev1.Node{}
-		must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
+		testenv.Must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
 		if _, ok := n.Annotations[paasv1.NodeInterfacesAnnotation]; !ok {
 			t.Fatalf("node-a has no %s annotation: %v", paasv1.NodeInterfacesAnnotation, n.Annotations)
 		}
@@ -118,7 +118,7 @@ func TestIdentities(t *testing.T) {
 // refuses, with a dry run that changes nothing either way.
 func waitAgentPolicies(t *testing.T, admin, agentA client.Client) {
 	ctx := context.Background()
-	eventually(t, "the agents' admission policies are in force", func() error {
+	testenv.Eventually(t, settle, "the agents' admission policies are in force", func() error {
 		n := &corev1.Node{}
 		if err := admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n); err != nil {
 			return err
@@ -139,11 +139,11 @@ func (c *cluster) boundAgents(t *testing.T, admin client.Client, nodes ...string
 	ctx := context.Background()
 	agent := map[string]client.Client{}
 	for _, node := range nodes {
-		must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+		testenv.Must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
 			Labels:      map[string]string{"topology.kubernetes.io/zone": "z1"},
 			Annotations: map[string]string{"owner.example/rack": "r1"}}}))
 		pod := agentPod(namespace, node, "registry.example/vip-allocator:test")
-		must(t, admin.Create(ctx, pod))
+		testenv.Must(t, admin.Create(ctx, pod))
 		token := c.mustKubectl(t, "create", "token", "-n", namespace, agentctrl.ServiceAccount,
 			"--bound-object-kind", "Pod", "--bound-object-name", pod.Name)
 		agent[node] = c.tokenClient(t, strings.TrimSpace(token))
@@ -186,11 +186,11 @@ func testAgentNodeWrites(t *testing.T, admin, agentA client.Client) {
 		})
 	}
 	n := &corev1.Node{}
-	must(t, admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n))
+	testenv.Must(t, admin.Get(ctx, types.NamespacedName{Name: "node-b"}, n))
 	if _, ok := n.Annotations[paasv1.NodeInterfacesAnnotation]; ok || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
 		t.Fatalf("node-b changed: %v %v", n.Annotations, n.Spec.Taints)
 	}
-	must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
+	testenv.Must(t, admin.Get(ctx, types.NamespacedName{Name: "node-a"}, n))
 	if n.Spec.Unschedulable || n.Labels["topology.kubernetes.io/zone"] != "z1" || n.Annotations["owner.example/rack"] != "r1" ||
 		slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "evil" }) {
 		t.Fatalf("node-a changed: %+v", n)
@@ -202,7 +202,7 @@ func testAgentIPStatus(t *testing.T, operator, agentA, agentB client.Client) {
 	ctx := context.Background()
 	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"},
 		Spec: paasv1.IPSpec{Address: "192.0.2.10", Owner: &paasv1.IPOwner{Namespace: "default", Name: "web", UID: "u1"}}}
-	must(t, operator.Create(ctx, ip))
+	testenv.Must(t, operator.Create(ctx, ip))
 	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a"} }, "")
 	patchIPStatus(t, agentA, ip.Name, func(s *paasv1.IPStatus) { s.AnnouncedBy = []string{"node-a", "node-b"} },
 		"may record only its own node as announcing 192.0.2.10, not node-b")
@@ -259,7 +259,7 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 		}
 	}
 	for _, name := range []string{"192.0.2.20", "192.0.2.21", "192.0.2.22"} {
-		must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name},
+		testenv.Must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: paasv1.IPSpec{Address: name, Owner: &paasv1.IPOwner{Namespace: "default", Name: "web-" + name, UID: types.UID("u-" + name)}}}))
 	}
 	for _, tc := range []struct {
@@ -295,9 +295,9 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 		patchIPStatus(t, agentA, "192.0.2.22", verdict(metav1.ConditionTrue), "")
 		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.22"}}), "only the operator writes them")
 		ip := &paasv1.IP{}
-		must(t, operator.Get(ctx, types.NamespacedName{Name: "192.0.2.22"}, ip))
+		testenv.Must(t, operator.Get(ctx, types.NamespacedName{Name: "192.0.2.22"}, ip))
 		ip.Spec.Owner = nil // its Service left: the operator keeps it as a record
-		must(t, operator.Update(ctx, ip))
+		testenv.Must(t, operator.Update(ctx, ip))
 		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.10"}}), "only the operator writes them")
 		checkRefusal(t, admin.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.22"}}), "")
 	})
@@ -307,14 +307,14 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 func testAgentBGPPeerStatus(t *testing.T, admin client.Client, agent map[string]client.Client) {
 	ctx := context.Background()
 	agentA := agent["node-a"]
-	must(t, admin.Create(ctx, &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
+	testenv.Must(t, admin.Create(ctx, &paasv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
 		Spec: paasv1.BGPPeerSpec{PeerAddress: "192.0.2.254", PeerASN: 64512, MyASN: 64513}}))
 	established := &paasv1.BGPSession{State: paasv1.SessionEstablished, Since: ptr.To(metav1.Now())}
 	for node, cl := range agent {
 		s := established.DeepCopy()
 		s.Node = node
 		// The agent's own code: server-side apply with a field manager per node.
-		must(t, (&announce.BGPAnnouncer{Client: cl, NodeName: node}).ApplySession(ctx, "tor", s))
+		testenv.Must(t, (&announce.BGPAnnouncer{Client: cl, NodeName: node}).ApplySession(ctx, "tor", s))
 	}
 	forged := &paasv1.BGPSession{Node: "node-b", State: "Idle", Message: "forged"}
 	for _, tc := range []struct {
@@ -339,7 +339,7 @@ func testAgentBGPPeerStatus(t *testing.T, admin client.Client, agent map[string]
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			peer := &paasv1.BGPPeer{}
-			must(t, agentA.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
+			testenv.Must(t, agentA.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
 			patch := client.MergeFrom(peer.DeepCopy())
 			tc.mutate(&peer.Status)
 			err := agentA.Status().Patch(ctx, peer, patch)
@@ -355,7 +355,7 @@ func testAgentBGPPeerStatus(t *testing.T, admin client.Client, agent map[string]
 		}
 	})
 	peer := &paasv1.BGPPeer{}
-	must(t, admin.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
+	testenv.Must(t, admin.Get(ctx, types.NamespacedName{Name: "tor"}, peer))
 	for _, s := range peer.Status.Sessions {
 		if s.State != paasv1.SessionEstablished {
 			t.Errorf("session of %s changed: %+v", s.Node, s)
@@ -388,7 +388,7 @@ func testOperatorNamespace(t *testing.T, operator client.Client) {
 		Type: corev1.SecretTypeServiceAccountToken}
 	refused(t, "a token Secret under an allowed name", operator.Create(ctx, disguised), "writes only its Opaque Secrets")
 	allowed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paasv1.BGPPasswordsSecret}, Type: corev1.SecretTypeOpaque}
-	must(t, operator.Create(ctx, allowed))
+	testenv.Must(t, operator.Create(ctx, allowed))
 }
 
 func refused(t *testing.T, what string, err error, want string) {
@@ -410,7 +410,7 @@ func setAnnotation(n *corev1.Node, k, v string) {
 func patchNode(t *testing.T, c client.Client, name string, mutate func(*corev1.Node), refusal string) {
 	t.Helper()
 	n := &corev1.Node{}
-	must(t, c.Get(context.Background(), types.NamespacedName{Name: name}, n))
+	testenv.Must(t, c.Get(context.Background(), types.NamespacedName{Name: name}, n))
 	patch := client.MergeFrom(n.DeepCopy())
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
@@ -426,7 +426,7 @@ func patchNode(t *testing.T, c client.Client, name string, mutate func(*corev1.N
 func patchIPStatus(t *testing.T, c client.Client, name string, mutate func(*paasv1.IPStatus), refusal string) {
 	t.Helper()
 	ip := &paasv1.IP{}
-	must(t, c.Get(context.Background(), types.NamespacedName{Name: name}, ip))
+	testenv.Must(t, c.Get(context.Background(), types.NamespacedName{Name: name}, ip))
 	patch := client.MergeFrom(ip.DeepCopy())
 	mutate(&ip.Status)
 	checkRefusal(t, c.Status().Patch(context.Background(), ip, patch), refusal)

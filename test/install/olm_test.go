@@ -25,6 +25,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestOLMInstallGetsAdmissionPolicies installs the OLM bundle the way OLM
@@ -39,26 +40,26 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
 	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
-	must(t, err)
+	testenv.Must(t, err)
 	for _, crd := range []string{"bgppeers", "groupsegmentmappings", "ipgroups", "ips", "nodeviews", "virtualips"} {
 		c.mustKubectl(t, "create", "-f", "bundle/manifests/paas.org_"+crd+".yaml")
 	}
 	c.mustKubectl(t, "create", "namespace", ns)
 	csv := readCSV(t)
 	for _, sa := range []string{"vip-allocator-operator", "vip-allocator-agent"} {
-		must(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}))
+		testenv.Must(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}))
 	}
 	for i, p := range csv.Spec.Install.Spec.ClusterPermissions {
 		name := fmt.Sprintf("olm-%s-%d", p.ServiceAccountName, i)
-		must(t, admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules}))
-		must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		testenv.Must(t, admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules}))
+		testenv.Must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: p.ServiceAccountName}}}))
 	}
 	for i, p := range csv.Spec.Install.Spec.Permissions {
 		name := fmt.Sprintf("olm-%s-%d", p.ServiceAccountName, i)
-		must(t, admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: p.Rules}))
-		must(t, admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		testenv.Must(t, admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: p.Rules}))
+		testenv.Must(t, admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: p.ServiceAccountName}}}))
 	}
@@ -71,17 +72,14 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	mgr, err := cmd.NewManager(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+	stop, err := testenv.StartOperator(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
 		LeaderElect: true, AdmissionPolicies: true, Agent: agentctrl.Options{Namespace: ns, Image: dep.Image}})
-	must(t, err)
-	mgrCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mgrCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.Must(t, err)
+	t.Cleanup(func() { _ = stop() })
 
 	t.Run("the operator applies every policy of config/admission, naming the ServiceAccounts of its namespace", func(t *testing.T) {
 		want := readObjects(t, "deploy/bundle.yaml")
-		eventually(t, "the policies and bindings", func() error {
+		testenv.Eventually(t, settle, "the policies and bindings", func() error {
 			for _, o := range want {
 				if !strings.HasPrefix(o.GetAPIVersion(), "admissionregistration.k8s.io/") {
 					continue
@@ -110,7 +108,7 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	})
 
 	t.Run("the operator deploys the agent and labels its namespace, with the CSV's permissions", func(t *testing.T) {
-		eventually(t, "the agent DaemonSet and the namespace label", func() error {
+		testenv.Eventually(t, settle, "the agent DaemonSet and the namespace label", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: agentctrl.Name}, &appsv1.DaemonSet{}); err != nil {
 				return err
 			}
@@ -123,13 +121,13 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 		c.mustKubectl(t, "create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
 		c.onlyOperatorWritesLedger(t, operatorUser)
 		for _, node := range []string{"node-a", "node-b"} {
-			must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
+			testenv.Must(t, admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
 		}
-		must(t, admin.Create(ctx, agentPod(ns, "node-a", dep.Image)))
+		testenv.Must(t, admin.Create(ctx, agentPod(ns, "node-a", dep.Image)))
 		token := strings.TrimSpace(c.mustKubectl(t, "create", "token", "-n", ns, agentctrl.ServiceAccount,
 			"--bound-object-kind", "Pod", "--bound-object-name", "agent-node-a"))
 		agent := c.tokenClient(t, token)
-		must(t, (&nodes.InterfacePublisher{Client: agent, NodeName: "node-a"}).Publish(ctx))
+		testenv.Must(t, (&nodes.InterfacePublisher{Client: agent, NodeName: "node-a"}).Publish(ctx))
 		err := (&nodes.InterfacePublisher{Client: agent, NodeName: "node-b"}).Publish(ctx)
 		if err == nil || !strings.Contains(err.Error(), "may change only its own Node") {
 			t.Fatalf("the agent of %s on node-a annotating node-b: %v, want a refusal", ns, err)
@@ -161,9 +159,9 @@ func readCSV(t *testing.T) olmCSV {
 	t.Helper()
 	objs := readObjects(t, "bundle/manifests/vip-allocator-operator.clusterserviceversion.yaml")
 	raw, err := json.Marshal(objs[0].Object)
-	must(t, err)
+	testenv.Must(t, err)
 	var csv olmCSV
-	must(t, json.Unmarshal(raw, &csv))
+	testenv.Must(t, json.Unmarshal(raw, &csv))
 	if len(csv.Spec.Install.Spec.Deployments) != 1 {
 		t.Fatalf("want one Deployment in the CSV, got %d", len(csv.Spec.Install.Spec.Deployments))
 	}

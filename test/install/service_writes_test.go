@@ -16,17 +16,16 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
-// lbService is a LoadBalancer Service of class (none when empty) in default.
-func lbService(name, class string) *corev1.Service {
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
-	if class != "" {
-		svc.Spec.LoadBalancerClass = ptr.To(class)
+// ofClass sets a Service's class (none when empty).
+func ofClass(class string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		if class != "" {
+			s.Spec.LoadBalancerClass = ptr.To(class)
+		}
 	}
-	return svc
 }
 
 // patchService patches Service name (its status when status is set) as c with
@@ -34,7 +33,7 @@ func lbService(name, class string) *corev1.Service {
 func patchService(t *testing.T, c client.Client, name string, status bool, mutate func(*corev1.Service), refusal string) {
 	t.Helper()
 	svc := &corev1.Service{}
-	must(t, c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, svc))
+	testenv.Must(t, c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, svc))
 	patch := client.MergeFrom(svc.DeepCopy())
 	mutate(svc)
 	if status {
@@ -58,7 +57,7 @@ func testAgentServiceStatus(t *testing.T, admin, agent client.Client) {
 		{"agent-status-no-class", ""}, {"agent-status-ours", paasv1.LoadBalancerClass}, {"agent-status-foreign", "example.com/other-lb"},
 	} {
 		name := tc.name
-		must(t, admin.Create(ctx, lbService(name, tc.class)))
+		testenv.Must(t, admin.Create(ctx, testenv.LoadBalancerService("default", name, ofClass(tc.class))))
 		t.Run(fmt.Sprintf("class %q", tc.class), func(t *testing.T) {
 			patchService(t, agent, name, true, func(s *corev1.Service) {
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.66", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
@@ -83,13 +82,13 @@ func testAgentServiceStatus(t *testing.T, admin, agent client.Client) {
 // selector, ports, labels and other finalizers are out of reach.
 func testOperatorServiceWrites(t *testing.T, admin, operator client.Client) {
 	ctx := context.Background()
-	web := lbService("operator-web", "")
+	web := testenv.LoadBalancerService("default", "operator-web")
 	web.Finalizers = []string{paasv1.OriginalServiceFinalizer, "example.com/keep"}
-	must(t, admin.Create(ctx, web))
+	testenv.Must(t, admin.Create(ctx, web))
 	legacy := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "operator-legacy"},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "legacy"},
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
-	must(t, admin.Create(ctx, legacy))
+	testenv.Must(t, admin.Create(ctx, legacy))
 	t.Cleanup(func() {
 		for _, n := range []string{web.Name, legacy.Name} {
 			patchService(t, admin, n, false, func(s *corev1.Service) { s.Finalizers = nil }, "")
@@ -139,7 +138,7 @@ func testOperatorServiceWrites(t *testing.T, admin, operator client.Client) {
 		t.Run(tc.desc, func(t *testing.T) { patchService(t, operator, tc.name, tc.status, tc.mutate, tc.refusal) })
 	}
 	got := &corev1.Service{}
-	must(t, admin.Get(ctx, client.ObjectKeyFromObject(web), got))
+	testenv.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(web), got))
 	if got.Spec.Selector["app"] != "operator-web" || len(got.Spec.Ports) != 1 || got.Spec.Ports[0].TargetPort.IntValue() != 8080 {
 		t.Errorf("Service %s changed: %+v", web.Name, got.Spec)
 	}

@@ -13,6 +13,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/migration"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // upgradeDecoys resemble the original's objects without being them: another
@@ -92,7 +93,7 @@ func checkDecoysLeft(t *testing.T, c *cluster, out string) {
 func checkSwappedIsLeft(ctx context.Context, t *testing.T, admin client.Client) {
 	t.Helper()
 	in, err := migration.ObserveInstallation(ctx, admin, namespace, false)
-	must(t, err)
+	testenv.Must(t, err)
 	p := migration.PlanUpgrade(in)
 	var onlySA migration.UpgradePlan
 	for _, r := range p.Remove {
@@ -105,14 +106,14 @@ func checkSwappedIsLeft(ctx context.Context, t *testing.T, admin client.Client) 
 	}
 	sa := &corev1.ServiceAccount{}
 	sa.Namespace, sa.Name = namespace, paasv1.OriginalServiceAccount
-	must(t, admin.Delete(ctx, sa))
+	testenv.Must(t, admin.Delete(ctx, sa))
 	sa = &corev1.ServiceAccount{}
 	sa.Namespace, sa.Name = namespace, paasv1.OriginalServiceAccount
-	must(t, admin.Create(ctx, sa))
+	testenv.Must(t, admin.Create(ctx, sa))
 	var out bytes.Buffer
 	err = migration.ApplyUpgrade(ctx, admin, onlySA, &out)
 	if err == nil || !strings.Contains(err.Error(), "no longer the object the plan saw") {
 		t.Errorf("applying a plan whose ServiceAccount was swapped: %v\n%s", err, out.String())
 	}
-	must(t, admin.Get(ctx, client.ObjectKeyFromObject(sa), sa))
+	testenv.Must(t, admin.Get(ctx, client.ObjectKeyFromObject(sa), sa))
 }

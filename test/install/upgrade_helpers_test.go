@@ -92,23 +92,16 @@ func createOriginalService(ctx context.Context, t *testing.T, admin, original cl
 	if s.loadBalancerIP {
 		svc.Spec.LoadBalancerIP = s.ip
 	}
-	must(t, admin.Create(ctx, svc))
+	testenv.Must(t, admin.Create(ctx, svc))
 	ip := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: s.ip, Labels: map[string]string{paasv1.IPGroupLabel: labGroup},
 		Annotations: map[string]string{paasv1.OwnerAnnotation: shop + "/" + s.name}}}
-	must(t, original.Create(ctx, ip))
+	testenv.Must(t, original.Create(ctx, ip))
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.ip}}
-	must(t, original.Status().Update(ctx, svc))
+	testenv.Must(t, original.Status().Update(ctx, svc))
 	svc.Finalizers = append(svc.Finalizers, paasv1.OriginalServiceFinalizer)
-	must(t, original.Update(ctx, svc))
+	testenv.Must(t, original.Update(ctx, svc))
 	if s.deleting {
-		must(t, admin.Delete(ctx, svc))
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
+		testenv.Must(t, admin.Delete(ctx, svc))
 	}
 }
 
@@ -119,7 +112,7 @@ func impersonating(t *testing.T, base *rest.Config, user string) client.Client {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
 	c, err := client.New(cfg, client.Options{Scheme: paasv1.NewScheme()})
-	must(t, err)
+	testenv.Must(t, err)
 	return c
 }
 
@@ -128,7 +121,7 @@ func impersonating(t *testing.T, base *rest.Config, user string) client.Client {
 func impersonatingAgent(t *testing.T, base *rest.Config, node string) client.Client {
 	t.Helper()
 	c, err := client.New(testenv.AsAgent(base, node), client.Options{Scheme: paasv1.NewScheme()})
-	must(t, err)
+	testenv.Must(t, err)
 	return c
 }
 
@@ -153,7 +146,7 @@ func findEvent(ctx context.Context, c client.Client, name, reason string) error 
 func ledgerUIDs(ctx context.Context, t *testing.T, c client.Client) map[string]types.UID {
 	t.Helper()
 	var ips paasv1.IPList
-	must(t, c.List(ctx, &ips))
+	testenv.Must(t, c.List(ctx, &ips))
 	out := map[string]types.UID{}
 	for _, ip := range ips.Items {
 		out[ip.Name] = ip.UID
@@ -165,7 +158,7 @@ func ledgerUIDs(ctx context.Context, t *testing.T, c client.Client) map[string]t
 func serviceAddrs(ctx context.Context, t *testing.T, c client.Client) map[string]string {
 	t.Helper()
 	var list corev1.ServiceList
-	must(t, c.List(ctx, &list))
+	testenv.Must(t, c.List(ctx, &list))
 	out := map[string]string{}
 	for _, s := range list.Items {
 		var ips []string
@@ -196,15 +189,15 @@ func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {
-		must(t, os.MkdirAll("testdata", 0o755))
-		must(t, os.WriteFile(path, []byte(got), 0o644))
+		testenv.Must(t, os.MkdirAll("testdata", 0o755))
+		testenv.Must(t, os.WriteFile(path, []byte(got), 0o644))
 		return
 	}
 	want, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("%s is missing: run the test with -update", path)
 	}
-	must(t, err)
+	testenv.Must(t, err)
 	if string(want) != got {
 		t.Errorf("output differs from %s (run with -update if the change is right):\n--- want\n%s\n--- got\n%s", path, want, got)
 	}

@@ -40,7 +40,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	c := startCluster(t)
 	ctx := context.Background()
 	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
-	must(t, err)
+	testenv.Must(t, err)
 	original := impersonating(t, c.admin, "system:serviceaccount:"+namespace+":"+paasv1.OriginalServiceAccount)
 	bundle := originalBundle(t, release)
 
@@ -60,7 +60,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	}
 	// A ledger object whose Service was force-deleted (its finalizer removed by
 	// hand): the original never freed that address.
-	must(t, original.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.9",
+	testenv.Must(t, original.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.9",
 		Labels: map[string]string{paasv1.IPGroupLabel: labGroup}, Annotations: map[string]string{paasv1.OwnerAnnotation: shop + "/gone"}}}))
 	var legacy *paasv1.VirtualIP
 	if release == "0.3" {
@@ -70,13 +70,13 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		}
 		legacy, err = testenv.CreateLegacy(ctx, admin, original, testenv.LegacyVIP{Namespace: shop, Name: "legacy-vip", Service: "legacy",
 			IP: "198.51.100.10", GSM: "gsm-legacy"})
-		must(t, err)
+		testenv.Must(t, err)
 	}
 	out := c.mustKubectl(t, "apply", "-f", bundle)
 	if !strings.Contains(out, "validatingwebhookconfiguration.admissionregistration.k8s.io/"+paasv1.OriginalWebhookConfiguration+" created") {
 		t.Fatalf("the original's webhook was not registered:\n%s", out)
 	}
-	eventually(t, "the original's webhook, with no pod behind it, refuses ledger writes", func() error {
+	testenv.Eventually(t, settle, "the original's webhook, with no pod behind it, refuses ledger writes", func() error {
 		err := admin.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.99"}}, client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), `failed calling webhook "vip.kb.io"`) {
 			return fmt.Errorf("want the webhook's refusal, got %v", err)
@@ -87,11 +87,36 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	createDecoys(t, c)
 	before := ledgerUIDs(ctx, t, admin)
 	addrs := serviceAddrs(ctx, t, admin)
+	st := &upgradeFromOriginal{c: c, release: release, admin: admin, legacy: legacy, before: before, addrs: addrs}
+	st.planning(t)
 
+	stopOperator := c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy", LeaderElect: true, LeaderNamespace: namespace,
+		Migration: migration.Options{CutoverDelay: 2 * time.Second}})
+	defer stopOperator()
+	st.refusing(t)
+	st.upgrading(t)
+	st.adopting(t)
+	st.again(t)
+}
+
+// upgradeFromOriginal is testUpgradeFromOriginal's lab and what its steps share.
+type upgradeFromOriginal struct {
+	c       *cluster
+	release string
+	admin   client.Client
+	legacy  *paasv1.VirtualIP
+	before  map[string]types.UID
+	addrs   map[string]string
+}
+
+// planning: the upgrade planned before our bundle, the shared CRDs upgraded in place and readable, the plan shown.
+func (st *upgradeFromOriginal) planning(t *testing.T) {
+	c, release, admin, before := st.c, st.release, st.admin, st.before
+	ctx := context.Background()
 	t.Run("the upgrade can be planned before our bundle is applied (1.0 has no VirtualIP CRD)", func(t *testing.T) {
 		var buf bytes.Buffer
 		p, err := migration.PlanUpgradeOf(ctx, admin, namespace, false, &buf)
-		must(t, err)
+		testenv.Must(t, err)
 		if len(p.Remove) == 0 || len(p.Adopt) != 2 || len(p.Finalizers) != 3 || len(p.Orphans) != 1 {
 			t.Errorf("plan before the apply:\n%s", buf.String())
 		}
@@ -126,13 +151,13 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 
 	t.Run("every stored object of the shared CRDs is readable under the new schema", func(t *testing.T) {
 		var groups paasv1.IPGroupList
-		must(t, admin.List(ctx, &groups))
+		testenv.Must(t, admin.List(ctx, &groups))
 		var ips paasv1.IPList
-		must(t, admin.List(ctx, &ips))
+		testenv.Must(t, admin.List(ctx, &ips))
 		var vips paasv1.VirtualIPList
-		must(t, admin.List(ctx, &vips))
+		testenv.Must(t, admin.List(ctx, &vips))
 		var gsms paasv1.GroupSegmentMappingList
-		must(t, admin.List(ctx, &gsms))
+		testenv.Must(t, admin.List(ctx, &gsms))
 		if len(groups.Items) != 1 || len(ips.Items) != len(before) || len(vips.Items) != len(gsms.Items) {
 			t.Fatalf("%d IPGroups, %d of %d IPs, %d VirtualIPs, %d GroupSegmentMappings", len(groups.Items), len(ips.Items), len(before), len(vips.Items), len(gsms.Items))
 		}
@@ -144,24 +169,26 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	t.Run("migrate plan shows what the upgrade will do (golden file)", func(t *testing.T) {
 		var buf bytes.Buffer
 		_, err := cmd.MigratePlan(ctx, c.admin, cmd.MigrateOptions{CutoverDelay: migration.DefaultCutoverDelay}, &buf)
-		must(t, err)
+		testenv.Must(t, err)
 		golden(t, "upgrade-plan-"+release+".golden", buf.String())
 		if after := ledgerUIDs(ctx, t, admin); !mapsEqual(after, before) {
 			t.Fatal("plan wrote to the ledger")
 		}
 	})
+}
 
-	stopOperator := c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy", LeaderElect: true, LeaderNamespace: namespace,
-		Migration: migration.Options{CutoverDelay: 2 * time.Second}})
-	defer stopOperator()
+// refusing: with the original's webhook registered the operator says why it waits; a swapped object stays.
+func (st *upgradeFromOriginal) refusing(t *testing.T) {
+	admin := st.admin
+	ctx := context.Background()
 
 	t.Run("while the original's webhook is registered, the operator says why it cannot adopt or allocate", func(t *testing.T) {
-		must(t, admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "fresh"},
+		testenv.Must(t, admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "fresh"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}))
-		eventually(t, "a Warning Event AllocationFailed on shop/fresh naming the webhook", func() error {
+		testenv.Eventually(t, settle, "a Warning Event AllocationFailed on shop/fresh naming the webhook", func() error {
 			return findEvent(ctx, admin, "fresh", "AllocationFailed")
 		})
-		eventually(t, "a Warning Event AdoptionFailed on shop/api naming the webhook", func() error {
+		testenv.Eventually(t, settle, "a Warning Event AdoptionFailed on shop/api naming the webhook", func() error {
 			return findEvent(ctx, admin, "api", "AdoptionFailed")
 		})
 	})
@@ -169,10 +196,15 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	t.Run("a plan applied after one of its objects was swapped leaves that object", func(t *testing.T) {
 		checkSwappedIsLeft(ctx, t, admin)
 	})
+}
 
+// upgrading: migrate upgrade removes the original and nothing else, and every stored object is valid.
+func (st *upgradeFromOriginal) upgrading(t *testing.T) {
+	c, release, admin := st.c, st.release, st.admin
+	ctx := context.Background()
 	var upgradeOut bytes.Buffer
 	t.Run("migrate upgrade removes the original's Deployment, webhook and bindings, and nothing that only resembles them", func(t *testing.T) {
-		must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &upgradeOut))
+		testenv.Must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &upgradeOut))
 		t.Log("\n" + upgradeOut.String())
 		for _, obj := range []string{"deployment/" + paasv1.OriginalDeployment, "rolebinding/" + paasv1.OriginalLeaderElectionBinding,
 			"serviceaccount/" + paasv1.OriginalServiceAccount, "validatingwebhookconfiguration/" + paasv1.OriginalWebhookConfiguration,
@@ -199,27 +231,32 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		// IPs (and in 0.3 VirtualIPs) until migrate upgrade removed them.
 		operator := impersonating(t, c.admin, operatorUser)
 		var groups paasv1.IPGroupList
-		must(t, admin.List(ctx, &groups))
+		testenv.Must(t, admin.List(ctx, &groups))
 		for i := range groups.Items {
-			must(t, admin.Update(ctx, &groups.Items[i], client.DryRunAll))
+			testenv.Must(t, admin.Update(ctx, &groups.Items[i], client.DryRunAll))
 		}
 		var vips paasv1.VirtualIPList
-		must(t, admin.List(ctx, &vips))
+		testenv.Must(t, admin.List(ctx, &vips))
 		for i := range vips.Items {
-			must(t, admin.Update(ctx, &vips.Items[i], client.DryRunAll))
+			testenv.Must(t, admin.Update(ctx, &vips.Items[i], client.DryRunAll))
 		}
 		var gsms paasv1.GroupSegmentMappingList
-		must(t, admin.List(ctx, &gsms))
+		testenv.Must(t, admin.List(ctx, &gsms))
 		for i := range gsms.Items {
-			must(t, admin.Update(ctx, &gsms.Items[i], client.DryRunAll))
+			testenv.Must(t, admin.Update(ctx, &gsms.Items[i], client.DryRunAll))
 		}
 		var ips paasv1.IPList
-		must(t, admin.List(ctx, &ips))
+		testenv.Must(t, admin.List(ctx, &ips))
 		for i := range ips.Items {
-			must(t, client.IgnoreNotFound(operator.Update(ctx, &ips.Items[i], client.DryRunAll)))
+			testenv.Must(t, client.IgnoreNotFound(operator.Update(ctx, &ips.Items[i], client.DryRunAll)))
 		}
 	})
+}
 
+// adopting: the ledger adopted in place, a Service being deleted finishes, a new Service gets an address.
+func (st *upgradeFromOriginal) adopting(t *testing.T) {
+	admin, before, addrs := st.admin, st.before, st.addrs
+	ctx := context.Background()
 	t.Run("the operator adopts the original's ledger in place, drops its finalizer, and no address changes", func(t *testing.T) {
 		g := gomega.NewWithT(t)
 		for _, s := range originalServices {
@@ -264,7 +301,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 	})
 
 	t.Run("the Service already being deleted finishes deleting and its address is released", func(t *testing.T) {
-		eventually(t, "shop/old is gone, and so is its ledger object", func() error {
+		testenv.Eventually(t, settle, "shop/old is gone, and so is its ledger object", func() error {
 			err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "old"}, &corev1.Service{})
 			if !apierrors.IsNotFound(err) {
 				return fmt.Errorf("shop/old: %v", err)
@@ -274,7 +311,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			}
 			return nil
 		})
-		eventually(t, "the orphan ledger object of the force-deleted Service is freed", func() error {
+		testenv.Eventually(t, settle, "the orphan ledger object of the force-deleted Service is freed", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Name: "192.0.2.9"}, &paasv1.IP{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("ledger 192.0.2.9: %v", err)
 			}
@@ -283,8 +320,8 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		for name, ip := range map[string]string{"reuse": "192.0.2.3", "reuse-orphan": "192.0.2.9"} {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: name},
 				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: ip, Ports: []corev1.ServicePort{{Port: 80}}}}
-			must(t, admin.Create(ctx, svc))
-			eventually(t, name+" gets the freed "+ip, func() error {
+			testenv.Must(t, admin.Create(ctx, svc))
+			testenv.Eventually(t, settle, name+" gets the freed "+ip, func() error {
 				if err := admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 					return err
 				}
@@ -298,7 +335,7 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 
 	t.Run("a new Service gets an address (the ledger is writable again) and deleting an adopted one frees its address", func(t *testing.T) {
 		fresh := &corev1.Service{}
-		eventually(t, "shop/fresh, refused by the webhook before, gets the first free address", func() error {
+		testenv.Eventually(t, settle, "shop/fresh, refused by the webhook before, gets the first free address", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "fresh"}, fresh); err != nil {
 				return err
 			}
@@ -309,8 +346,8 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 		})
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "new"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
-		must(t, admin.Create(ctx, svc))
-		eventually(t, "shop/new gets the first free address (.1 api, .2 fresh, .3 reuse)", func() error {
+		testenv.Must(t, admin.Create(ctx, svc))
+		testenv.Eventually(t, settle, "shop/new gets the first free address (.1 api, .2 fresh, .3 reuse)", func() error {
 			if err := admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 				return err
 			}
@@ -319,8 +356,8 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			}
 			return nil
 		})
-		must(t, admin.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "api"}}))
-		eventually(t, "shop/api is gone and 192.0.2.1 is released", func() error {
+		testenv.Must(t, admin.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "api"}}))
+		testenv.Eventually(t, settle, "shop/api is gone and 192.0.2.1 is released", func() error {
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: shop, Name: "api"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("shop/api: %v", err)
 			}
@@ -330,10 +367,15 @@ func testUpgradeFromOriginal(t *testing.T, release string) {
 			return nil
 		})
 	})
+}
 
+// again: a second migrate upgrade changes nothing, and a VirtualIP of 0.3 is migrated.
+func (st *upgradeFromOriginal) again(t *testing.T) {
+	c, admin, legacy, before := st.c, st.admin, st.legacy, st.before
+	ctx := context.Background()
 	t.Run("migrate upgrade again changes nothing, and the plan says nothing is left", func(t *testing.T) {
 		var again bytes.Buffer
-		must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &again))
+		testenv.Must(t, cmd.MigrateUpgrade(ctx, c.admin, cmd.MigrateOptions{}, &again))
 		if strings.Contains(again.String(), "deleted ") {
 			t.Errorf("the second run deleted something:\n%s", again.String())
 		}

@@ -34,7 +34,7 @@ var _ = Describe("an address adopted from MetalLB's layer-2 node", func() {
 		servedByMetalLB(vip, func() {
 			createL2Status(ctx, mlb, ns, "web", "node-a")
 			createL2Status(ctx, mlb, ns, "other", "node-b")
-		}, lbService(ns, "web"))
+		}, testenv.LoadBalancerService(ns, "web"))
 
 		createIPGroup(newIPGroup("adopt-node", "198.51.100.128/26"))
 		ledger := func() *paasv1.IP {

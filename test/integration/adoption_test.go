@@ -32,9 +32,9 @@ var _ = Describe("an adopted address handed from kube-proxy to the agents", func
 		// Two Services share the address (MetalLB's allow-shared-ip): both wait, and the mark
 		// goes only once both show Proxy.
 		shared := withAnnotation(paasv1.MetalLBSharingAnnotation, "web")
-		dns := lbService(ns, "dns", shared)
+		dns := testenv.LoadBalancerService(ns, "dns", shared)
 		dns.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}}
-		served := servedByMetalLB(vip, nil, lbService(ns, "web", shared), dns)
+		served := servedByMetalLB(vip, nil, testenv.LoadBalancerService(ns, "web", shared), dns)
 		svc, dns := served[0], served[1]
 
 		createIPGroup(newIPGroup("adopt-lan", "198.51.100.64/26"))
@@ -84,7 +84,7 @@ func servedByMetalLB(vip string, more func(), svcs ...*corev1.Service) []*corev1
 	stopOperator()
 	DeferCleanup(func() {
 		if stopOp == nil {
-			startOperator()
+			runOperator()
 		}
 	})
 	var out []*corev1.Service
@@ -104,7 +104,7 @@ func servedByMetalLB(vip string, more func(), svcs ...*corev1.Service) []*corev1
 	if more != nil {
 		more()
 	}
-	startOperator()
+	runOperator()
 	for _, s := range out {
 		Eventually(func() []string { return getService(s).Finalizers }).Should(ContainElement(service.CleanupFinalizer))
 	}

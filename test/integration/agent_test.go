@@ -80,11 +80,11 @@ var _ = Describe("the agent DaemonSet", Ordered, func() {
 	It("follows --agent-node-selector, --agent-tolerations and --agent-args", func() {
 		stopOperator()
 		saved := operatorOptions
-		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; runOperator() })
 		operatorOptions.Agent.NodeSelector = map[string]string{"vip.paas.org/edge": "true"}
 		operatorOptions.Agent.Tolerations = []corev1.Toleration{{Key: "edge", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 		operatorOptions.Agent.ExtraArgs = []string{"--dataplane=iptables"}
-		startOperator()
+		runOperator()
 		Eventually(func(g Gomega) {
 			pod := getDS(g).Spec.Template.Spec
 			g.Expect(pod.NodeSelector).To(Equal(map[string]string{"vip.paas.org/edge": "true"}))
@@ -99,11 +99,11 @@ var _ = Describe("--ip-mode=VIP", Ordered, func() {
 	It("writes ipMode VIP, so kube-proxy or the CNI keeps the VIP and the agent programs nothing", func() {
 		stopOperator()
 		saved := operatorOptions
-		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; runOperator() })
 		operatorOptions.IPMode = "VIP"
-		startOperator()
+		runOperator()
 		createIPGroup(newIPGroup("ipmode", "198.51.100.0/29"))
-		svc := eventuallyIPs(createService(lbService(newNamespace(nil), "vip-mode")), "198.51.100.0")
+		svc := eventuallyIPs(createService(testenv.LoadBalancerService(newNamespace(nil), "vip-mode")), "198.51.100.0")
 		Expect(svc.Status.LoadBalancer.Ingress[0].IPMode).To(HaveValue(Equal(corev1.LoadBalancerIPModeVIP)))
 	})
 })

@@ -19,6 +19,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 var _ = Describe("allocation from the original IPGroup", func() {
@@ -27,21 +28,21 @@ var _ = Describe("allocation from the original IPGroup", func() {
 		createIPGroup(newIPGroup("192.0.2.0-24", "192.0.2.0/24", "192.0.2.0", "192.0.2.255"))
 		ns := newNamespace(nil)
 
-		first := createService(lbService(ns, "first"))
+		first := createService(testenv.LoadBalancerService(ns, "first"))
 		got := eventuallyIPs(first, "192.0.2.1")
 		Expect(got.Status.LoadBalancer.Ingress[0].IPMode).To(HaveValue(Equal(corev1.LoadBalancerIPModeProxy)))
 		c := eventuallyCondition(first, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(Equal("holds 192.0.2.1 from IPGroup 192.0.2.0-24"))
 		eventuallyEvent(first, corev1.EventTypeNormal, service.EventIPAllocated, "Allocated 192.0.2.1 from IPGroup 192.0.2.0-24")
 
-		ours := createService(lbService(ns, "ours", withClass(paasv1.LoadBalancerClass)))
+		ours := createService(testenv.LoadBalancerService(ns, "ours", withClass(paasv1.LoadBalancerClass)))
 		eventuallyIPs(ours, "192.0.2.2")
 
 		By("leaving Services of another class and other types alone")
-		other := createService(lbService(ns, "other", withClass("example.com/other-lb")))
+		other := createService(testenv.LoadBalancerService(ns, "other", withClass("example.com/other-lb")))
 		clusterIP := createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cip"},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}})
-		third := createService(lbService(ns, "third"))
+		third := createService(testenv.LoadBalancerService(ns, "third"))
 		eventuallyIPs(third, "192.0.2.3")
 		Consistently(func() []string { return ingressIPs(getService(other)) }, "1s").Should(BeEmpty())
 		Expect(getService(clusterIP).Status.Conditions).To(BeEmpty())
@@ -78,10 +79,10 @@ var _ = Describe("requests", func() {
 		createIPGroup(manual)
 		ns := newNamespace(nil)
 
-		eventuallyIPs(createService(lbService(ns, "by-spec", withLoadBalancerIP("198.51.100.77"))), "198.51.100.77")
-		eventuallyIPs(createService(lbService(ns, "by-annotation", withAnnotation(paasv1.IPsAnnotation, "198.51.100.200"))), "198.51.100.200")
-		eventuallyIPs(createService(lbService(ns, "by-group", withAnnotation(paasv1.IPGroupAnnotation, "req-manual"))), "198.51.100.128")
-		eventuallyIPs(createService(lbService(ns, "auto")), "198.51.100.0")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "by-spec", withLoadBalancerIP("198.51.100.77"))), "198.51.100.77")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "by-annotation", withAnnotation(paasv1.IPsAnnotation, "198.51.100.200"))), "198.51.100.200")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "by-group", withAnnotation(paasv1.IPGroupAnnotation, "req-manual"))), "198.51.100.128")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "auto")), "198.51.100.0")
 	})
 
 	It("gives dual-stack Services one IP per family and serves IPv6 /64 segments", func() {
@@ -89,11 +90,11 @@ var _ = Describe("requests", func() {
 		createIPGroup(newIPGroup("ds-v6", "2001:db8:1::/64", "2001:db8:1::"))
 		ns := newNamespace(nil)
 
-		dual := createService(lbService(ns, "dual", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv6Protocol, corev1.IPv4Protocol)))
+		dual := createService(testenv.LoadBalancerService(ns, "dual", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv6Protocol, corev1.IPv4Protocol)))
 		eventuallyIPs(dual, "2001:db8:1::1", "203.0.113.0")
 		Expect(ledger()).To(HaveKey("2001-db8-1--1"), "IPv6 ledger names write ':' as '-'")
 
-		deep := createService(lbService(ns, "deep", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
+		deep := createService(testenv.LoadBalancerService(ns, "deep", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPsAnnotation, "2001:db8:1:0:ffff:ffff:ffff:fffe")))
 		eventuallyIPs(deep, "2001:db8:1:0:ffff:ffff:ffff:fffe")
 
@@ -105,7 +106,7 @@ var _ = Describe("requests", func() {
 		}).Should(Succeed())
 
 		By("asking for both families in one annotation")
-		both := createService(lbService(ns, "both", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
+		both := createService(testenv.LoadBalancerService(ns, "both", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPsAnnotation, "2001:db8:1::50, 203.0.113.50")))
 		eventuallyIPs(both, "203.0.113.50", "2001:db8:1::50")
 	})
@@ -117,7 +118,7 @@ var _ = Describe("refusals", func() {
 		ns := newNamespace(nil)
 
 		By("no IPGroup at all")
-		waiting := createService(lbService(ns, "waiting"))
+		waiting := createService(testenv.LoadBalancerService(ns, "waiting"))
 		c := eventuallyCondition(waiting, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(ContainSubstring("no auto-assign IPv4 IPGroup admits this Service"))
 		eventuallyEvent(waiting, corev1.EventTypeWarning, service.EventAllocationFailed, "no auto-assign IPv4 IPGroup")
@@ -131,8 +132,8 @@ var _ = Describe("refusals", func() {
 		eventuallyCondition(waiting, metav1.ConditionTrue, paasv1.ReasonAllocated)
 
 		By("the group full")
-		eventuallyIPs(createService(lbService(ns, "second")), "192.0.2.1")
-		third := createService(lbService(ns, "third"))
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "second")), "192.0.2.1")
+		third := createService(testenv.LoadBalancerService(ns, "third"))
 		c = eventuallyCondition(third, metav1.ConditionFalse, paasv1.ReasonIPGroupFull)
 		Expect(c.Message).To(Equal("no free IPv4 address in IPGroup tiny (2 of 2 in use); add addresses to a group, create another group, or free an address"))
 
@@ -141,22 +142,22 @@ var _ = Describe("refusals", func() {
 		eventuallyIPs(third, "192.0.2.0")
 
 		By("a requested IP held by another Service")
-		taken := createService(lbService(ns, "taken", withLoadBalancerIP("192.0.2.1")))
+		taken := createService(testenv.LoadBalancerService(ns, "taken", withLoadBalancerIP("192.0.2.1")))
 		c = eventuallyCondition(taken, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("requested 192.0.2.1 is already held by " + ns + "/second"))
 		eventuallyEvent(taken, corev1.EventTypeWarning, service.EventAllocationFailed, "already held by")
-		Expect(k8s.Delete(ctx, getService(createService(lbService(ns, "unrelated", withClass("example.com/x")))))).To(Succeed())
-		Expect(k8s.Delete(ctx, getService(lbService(ns, "second")))).To(Succeed())
+		Expect(k8s.Delete(ctx, getService(createService(testenv.LoadBalancerService(ns, "unrelated", withClass("example.com/x")))))).To(Succeed())
+		Expect(k8s.Delete(ctx, getService(testenv.LoadBalancerService(ns, "second")))).To(Succeed())
 		eventuallyIPs(taken, "192.0.2.1")
 
 		By("a requested IP that is excluded")
 		createIPGroup(newIPGroup("excl", "198.51.100.0/24", "198.51.100.0", "198.51.100.255", "198.51.100.128/28"))
-		excluded := createService(lbService(ns, "excluded", withLoadBalancerIP("198.51.100.130")))
+		excluded := createService(testenv.LoadBalancerService(ns, "excluded", withLoadBalancerIP("198.51.100.130")))
 		c = eventuallyCondition(excluded, metav1.ConditionFalse, paasv1.ReasonRequestedIPExcluded)
 		Expect(c.Message).To(ContainSubstring("requested 198.51.100.130 is excluded from IPGroup excl"))
 
 		By("a requested IP outside every group")
-		outside := createService(lbService(ns, "outside", withAnnotation(paasv1.IPsAnnotation, "203.0.113.99")))
+		outside := createService(testenv.LoadBalancerService(ns, "outside", withAnnotation(paasv1.IPsAnnotation, "203.0.113.99")))
 		c = eventuallyCondition(outside, metav1.ConditionFalse, paasv1.ReasonRequestedIPOutsideGroups)
 		Expect(c.Message).To(ContainSubstring("requested 203.0.113.99 is in no IPGroup"))
 		By("served once a group covers it")
@@ -167,7 +168,7 @@ var _ = Describe("refusals", func() {
 		restricted := newIPGroup("restricted", "203.0.113.0/28")
 		restricted.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}
 		createIPGroup(restricted)
-		denied := createService(lbService(ns, "denied", withAnnotation(paasv1.IPGroupAnnotation, "restricted")))
+		denied := createService(testenv.LoadBalancerService(ns, "denied", withAnnotation(paasv1.IPGroupAnnotation, "restricted")))
 		c = eventuallyCondition(denied, metav1.ConditionFalse, paasv1.ReasonGroupNotAllowed)
 		Expect(c.Message).To(ContainSubstring("IPGroup restricted does not admit this Service"))
 		By("served when the namespace gets the label")
@@ -178,13 +179,13 @@ var _ = Describe("refusals", func() {
 		eventuallyIPs(denied, "203.0.113.0")
 
 		By("a malformed request")
-		bad := createService(lbService(ns, "bad", withAnnotation(paasv1.IPsAnnotation, "not-an-ip")))
+		bad := createService(testenv.LoadBalancerService(ns, "bad", withAnnotation(paasv1.IPsAnnotation, "not-an-ip")))
 		c = eventuallyCondition(bad, metav1.ConditionFalse, paasv1.ReasonInvalidRequest)
 		Expect(c.Message).To(ContainSubstring(`"not-an-ip" is not an IP address`))
 		Expect(getService(bad).Status.LoadBalancer.Ingress).To(BeEmpty())
 
 		By("a RequireDualStack Service that gets only one family")
-		half := createService(lbService(ns, "half", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)))
+		half := createService(testenv.LoadBalancerService(ns, "half", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)))
 		c = eventuallyCondition(half, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(ContainSubstring("no auto-assign IPv6 IPGroup"))
 		Expect(addr(eventuallyHasIPs(half, 1)[0]).Is4()).To(BeTrue(), "it keeps the IPv4 address it got meanwhile")
@@ -232,7 +233,7 @@ var _ = Describe("release", func() {
 		ctx := context.Background()
 		createIPGroup(newIPGroup("rel", "192.0.2.64/28"))
 		ns := newNamespace(nil)
-		svc := eventuallyIPs(createService(lbService(ns, "gone")), "192.0.2.64")
+		svc := eventuallyIPs(createService(testenv.LoadBalancerService(ns, "gone")), "192.0.2.64")
 		Expect(getService(svc).Finalizers).To(ConsistOf(service.CleanupFinalizer))
 		Expect(ledger()).To(HaveKey("192.0.2.64"))
 		Expect(k8s.Delete(ctx, svc)).To(Succeed())
@@ -241,7 +242,7 @@ var _ = Describe("release", func() {
 			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}))
 		}).Should(BeTrue(), "the operator drops its finalizer once the address is free")
 
-		changing := eventuallyIPs(createService(lbService(ns, "changing")), "192.0.2.64")
+		changing := eventuallyIPs(createService(testenv.LoadBalancerService(ns, "changing")), "192.0.2.64")
 		// The operator keeps writing the status (the Announced condition) after the
 		// address shows: the change is made on the latest version.
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -263,7 +264,7 @@ var _ = Describe("release", func() {
 	It("leaves the cleanup finalizer of another implementation's Service", func() {
 		ctx := context.Background()
 		ns := newNamespace(nil)
-		other := lbService(ns, "elsewhere")
+		other := testenv.LoadBalancerService(ns, "elsewhere")
 		other.Spec.LoadBalancerClass = ptr.To("example.com/cloud")
 		other.Finalizers = []string{service.CleanupFinalizer}
 		other = createService(other)
@@ -287,7 +288,7 @@ var _ = Describe("release", func() {
 		By("also when the Service exists again under the same name but is another object")
 		ns := newNamespace(nil)
 		createIPGroup(newIPGroup("gc", "192.0.2.208/28"))
-		reborn := eventuallyIPs(createService(lbService(ns, "reborn")), "192.0.2.208")
+		reborn := eventuallyIPs(createService(testenv.LoadBalancerService(ns, "reborn")), "192.0.2.208")
 		stale := &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.222"},
 			Spec: paasv1.IPSpec{Address: "192.0.2.222", Owner: &paasv1.IPOwner{Namespace: ns, Name: "reborn", UID: "0000-old"}}}
 		Expect(env.Operator.Create(ctx, stale)).To(Succeed())
@@ -305,7 +306,7 @@ var _ = Describe("the ledger", func() {
 		Expect(err.Error()).To(ContainSubstring("only the operator writes them"))
 
 		createIPGroup(newIPGroup("ledger", "203.0.113.0/29"))
-		svc := eventuallyIPs(createService(lbService(newNamespace(nil), "held")), "203.0.113.0")
+		svc := eventuallyIPs(createService(testenv.LoadBalancerService(newNamespace(nil), "held")), "203.0.113.0")
 		held := ledger()["203.0.113.0"]
 		err = k8s.Delete(ctx, &held)
 		Expect(err).To(HaveOccurred())
@@ -322,7 +323,7 @@ var _ = Describe("the ledger", func() {
 		DeferCleanup(func() { Expect(env.Operator.Delete(ctx, legacy)).To(Succeed()) })
 		createIPGroup(newIPGroup("legacy-seg", "198.51.100.0/24"))
 		ns := newNamespace(nil)
-		want := createService(lbService(ns, "wants-legacy", withLoadBalancerIP("198.51.100.5")))
+		want := createService(testenv.LoadBalancerService(ns, "wants-legacy", withLoadBalancerIP("198.51.100.5")))
 		c := eventuallyCondition(want, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("held by a VirtualIP in another namespace"))
 		Expect(c.Message).NotTo(ContainSubstring("app-vip"))
@@ -352,11 +353,11 @@ var _ = Describe("legacy VirtualIPs", Ordered, func() {
 		DeferCleanup(func() { Expect(k8s.Delete(ctx, vip)).To(Succeed()) })
 
 		stopOperator()
-		startOperator()
+		runOperator()
 		createIPGroup(newIPGroup("legacy-v", "203.0.113.192/28"))
-		svc := createService(lbService(ns, "wants-vip", withLoadBalancerIP("203.0.113.200")))
+		svc := createService(testenv.LoadBalancerService(ns, "wants-vip", withLoadBalancerIP("203.0.113.200")))
 		c := eventuallyCondition(svc, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("held by VirtualIP " + ns + "/old-vip"))
-		eventuallyIPs(createService(lbService(ns, "auto")), "203.0.113.192")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "auto")), "203.0.113.192")
 	})
 })

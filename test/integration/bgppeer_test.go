@@ -319,7 +319,7 @@ var _ = Describe("BGPPeer", func() {
 
 		By("restarting the operator: it reads the kept password back")
 		stopOperator()
-		startOperator()
+		runOperator()
 		peerCondition("tor-kept", paasv1.BGPPeerAccepted, metav1.ConditionTrue, paasv1.ReasonPasswordSecretMissingKeptLastGood)
 		Consistently(copiedPassword).WithTimeout(2 * time.Second).Should(Equal("s3cret"))
 

@@ -12,6 +12,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // manualGroup is a group only Services naming it use, so other specs'
@@ -28,7 +29,7 @@ var _ = Describe("dual stack", func() {
 		manualGroup("dsn-v6", "2001:db8:6::/64")
 		ns := newNamespace(nil)
 
-		both := createService(lbService(ns, "both", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
+		both := createService(testenv.LoadBalancerService(ns, "both", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPGroupAnnotation, "dsn-v6,dsn-v4")))
 		// 2001:db8:6:: is the subnet-router anycast address of its /64: skipped.
 		eventuallyIPs(both, "10.254.6.1", "2001:db8:6::1")
@@ -36,12 +37,12 @@ var _ = Describe("dual stack", func() {
 		Expect(ledger()).To(HaveKey("2001-db8-6--1"))
 
 		By("an IPv6-first Service gets its addresses in its family order")
-		v6first := createService(lbService(ns, "v6first", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv6Protocol, corev1.IPv4Protocol),
+		v6first := createService(testenv.LoadBalancerService(ns, "v6first", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv6Protocol, corev1.IPv4Protocol),
 			withAnnotation(paasv1.IPGroupAnnotation, "dsn-v4, dsn-v6")))
 		eventuallyIPs(v6first, "2001:db8:6::2", "10.254.6.2")
 
 		By("an address ending in :: gets a valid ledger name, and is freed with its Service")
-		trailing := createService(lbService(ns, "trailing", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
+		trailing := createService(testenv.LoadBalancerService(ns, "trailing", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPsAnnotation, "2001:db8:6:0:1::")))
 		eventuallyIPs(trailing, "2001:db8:6:0:1::")
 		Expect(ledger()).To(HaveKey("2001-db8-6-0-1--0"), "a trailing :: is written with its zero: object names end in a letter or digit")
@@ -55,7 +56,7 @@ var _ = Describe("dual stack", func() {
 		ns := newNamespace(nil)
 
 		By("RequireDualStack naming only an IPv4 group")
-		half := createService(lbService(ns, "half", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
+		half := createService(testenv.LoadBalancerService(ns, "half", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPGroupAnnotation, "dsr-v4")))
 		c := eventuallyCondition(half, metav1.ConditionFalse, paasv1.ReasonNoIPGroup)
 		Expect(c.Message).To(And(
@@ -66,7 +67,7 @@ var _ = Describe("dual stack", func() {
 		eventuallyEvent(half, corev1.EventTypeWarning, service.EventAllocationFailed, "RequireDualStack")
 
 		By("the same Service as PreferDualStack is served by IPv4 and told why IPv6 is missing")
-		prefer := createService(lbService(ns, "prefer", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
+		prefer := createService(testenv.LoadBalancerService(ns, "prefer", withFamilies(corev1.IPFamilyPolicyPreferDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPGroupAnnotation, "dsr-v4")))
 		c = eventuallyCondition(prefer, metav1.ConditionTrue, paasv1.ReasonAllocated)
 		Expect(c.Message).To(ContainSubstring("other family: none of the named IPGroups dsr-v4 is IPv6"))
@@ -81,16 +82,16 @@ var _ = Describe("dual stack", func() {
 		By("RequireDualStack when the IPv6 group is full")
 		// dsr-v6 holds ::1-::3 (:: is the anycast address); half has one.
 		for _, name := range []string{"fill-a", "fill-b"} {
-			eventuallyHasIPs(createService(lbService(ns, name, withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
+			eventuallyHasIPs(createService(testenv.LoadBalancerService(ns, name, withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
 				withAnnotation(paasv1.IPGroupAnnotation, "dsr-v6"))), 1)
 		}
-		full := createService(lbService(ns, "full", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
+		full := createService(testenv.LoadBalancerService(ns, "full", withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPGroupAnnotation, "dsr-v4,dsr-v6")))
 		c = eventuallyCondition(full, metav1.ConditionFalse, paasv1.ReasonIPGroupFull)
 		Expect(c.Message).To(ContainSubstring("only IPv4 was allocated: no free IPv6 address in IPGroup dsr-v6"))
 
 		By("requesting the subnet-router anycast address")
-		anycast := createService(lbService(ns, "anycast", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
+		anycast := createService(testenv.LoadBalancerService(ns, "anycast", withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol),
 			withAnnotation(paasv1.IPsAnnotation, "2001:db8:7::")))
 		c = eventuallyCondition(anycast, metav1.ConditionFalse, paasv1.ReasonRequestedIPExcluded)
 		Expect(c.Message).To(ContainSubstring("subnet-router anycast address"))

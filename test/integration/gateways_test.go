@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // requestCondition creates a Service asking for addr in group and waits until
 // it is pending with reason; it returns the condition's message.
 func requestCondition(ns, name, group, addr, reason string) string {
-	svc := createService(lbService(ns, name, withAnnotation(paasv1.IPGroupAnnotation, group), withAnnotation(paasv1.IPsAnnotation, addr)))
+	svc := createService(testenv.LoadBalancerService(ns, name, withAnnotation(paasv1.IPGroupAnnotation, group), withAnnotation(paasv1.IPsAnnotation, addr)))
 	return eventuallyCondition(svc, metav1.ConditionFalse, reason).Message
 }
 
@@ -29,7 +30,7 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		g.Spec.AutoAssign = new(false)
 		createIPGroup(g)
 		ns := newNamespace(nil)
-		held := createService(lbService(ns, "held", withAnnotation(paasv1.IPsAnnotation, "10.242.0.20")))
+		held := createService(testenv.LoadBalancerService(ns, "held", withAnnotation(paasv1.IPsAnnotation, "10.242.0.20")))
 		eventuallyIPs(held, "10.242.0.20")
 
 		By("a node's agent publishes the router at .1 and the Service's address as its default gateways")
@@ -45,7 +46,7 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		}, 2*time.Second).Should(Succeed())
 
 		By("the next Service of the group skips the network address and the gateway")
-		next := createService(lbService(ns, "next", withAnnotation(paasv1.IPGroupAnnotation, "gw-lan")))
+		next := createService(testenv.LoadBalancerService(ns, "next", withAnnotation(paasv1.IPGroupAnnotation, "gw-lan")))
 		eventuallyIPs(next, "10.242.0.2")
 
 		By("a Service asking for the gateway stays pending with the reason")
@@ -68,7 +69,7 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		g.Spec.Announce = &paasv1.Announce{Mode: paasv1.AnnounceBGP}
 		createIPGroup(g)
 		ns := newNamespace(nil)
-		held := createService(lbService(ns, "held", withAnnotation(paasv1.IPsAnnotation, "10.243.0.9")))
+		held := createService(testenv.LoadBalancerService(ns, "held", withAnnotation(paasv1.IPsAnnotation, "10.243.0.9")))
 		eventuallyIPs(held, "10.243.0.9")
 
 		By("a router peered at .0, a node whose default gateway is .1")
@@ -79,7 +80,7 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		eventuallyGroupStatus("gw-bgp", func(g Gomega, s paasv1.IPGroupStatus) { g.Expect(s.Reserved).To(Equal("2")) })
 
 		By("the next Service gets .2; one asking for the peer's address stays pending with the reason")
-		next := createService(lbService(ns, "next", withAnnotation(paasv1.IPGroupAnnotation, "gw-bgp")))
+		next := createService(testenv.LoadBalancerService(ns, "next", withAnnotation(paasv1.IPGroupAnnotation, "gw-bgp")))
 		eventuallyIPs(next, "10.243.0.2")
 		Expect(requestCondition(ns, "asks-peer", "gw-bgp", "10.243.0.0", paasv1.ReasonRequestedIPReserved)).
 			To(ContainSubstring("10.243.0.0 is the address of BGPPeer gw-tor"))

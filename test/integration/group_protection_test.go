@@ -15,6 +15,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // A group from which Services hold addresses is protected like a PVC: deleting,
@@ -25,11 +26,11 @@ var _ = Describe("group protection", func() {
 		oldSite := createIPGroup(newIPGroup("old-site", "198.51.100.128/28"))
 		narrow := createIPGroup(newIPGroup("narrow", "192.0.2.160/28"))
 		ns := newNamespace(nil)
-		x := createService(lbService(ns, "x", withAnnotation(paasv1.IPGroupAnnotation, "old-site,new-site")))
+		x := createService(testenv.LoadBalancerService(ns, "x", withAnnotation(paasv1.IPGroupAnnotation, "old-site,new-site")))
 		eventuallyIPs(x, "198.51.100.128")
-		y := createService(lbService(ns, "y", withAnnotation(paasv1.IPGroupAnnotation, "old-site,new-site")))
+		y := createService(testenv.LoadBalancerService(ns, "y", withAnnotation(paasv1.IPGroupAnnotation, "old-site,new-site")))
 		eventuallyIPs(y, "198.51.100.129")
-		z := createService(lbService(ns, "z", withAnnotation(paasv1.IPsAnnotation, "192.0.2.170")))
+		z := createService(testenv.LoadBalancerService(ns, "z", withAnnotation(paasv1.IPsAnnotation, "192.0.2.170")))
 		eventuallyIPs(z, "192.0.2.170")
 		check := watchInvariants(ns)
 		Eventually(func(g Gomega) {
@@ -87,7 +88,7 @@ var _ = Describe("group protection", func() {
 		ctx := context.Background()
 		idle := createIPGroup(newIPGroup("idle", "198.51.100.224/28"))
 		ns := newNamespace(nil)
-		gone := createService(lbService(ns, "gone", withAnnotation(paasv1.IPGroupAnnotation, "idle")))
+		gone := createService(testenv.LoadBalancerService(ns, "gone", withAnnotation(paasv1.IPGroupAnnotation, "idle")))
 		eventuallyIPs(gone, "198.51.100.224")
 		Expect(k8s.Delete(ctx, getService(gone))).To(Succeed())
 		Eventually(ledger).ShouldNot(HaveKey("198.51.100.224"))
@@ -106,9 +107,9 @@ var _ = Describe("group protection", func() {
 		createIPGroup(newIPGroup("shrink", "203.0.113.160/28", "203.0.113.160/29"))
 		ns := newNamespace(nil)
 		named := withAnnotation(paasv1.IPGroupAnnotation, "shrink")
-		s0 := createService(lbService(ns, "s0", named))
+		s0 := createService(testenv.LoadBalancerService(ns, "s0", named))
 		eventuallyIPs(s0, "203.0.113.168")
-		s1 := createService(lbService(ns, "s1", named))
+		s1 := createService(testenv.LoadBalancerService(ns, "s1", named))
 		eventuallyIPs(s1, "203.0.113.169")
 
 		editIPGroup("shrink", func(g *paasv1.IPGroup) { g.Spec.Segment, g.Spec.ExcludedIPs = "203.0.113.160/29", nil })

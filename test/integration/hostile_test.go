@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // Hostile vip.paas.org/ips annotations on the real API server and the running
@@ -39,7 +40,7 @@ var _ = Describe("hostile vip.paas.org/ips annotations", func() {
 		It("answers "+tc.desc, func() {
 			createIPGroup(newIPGroup(fmt.Sprintf("hostile-%d", nsCounter+1), "10.232.9.0/24", "10.232.9.0"))
 			ns := newNamespace(nil)
-			svc := createService(lbService(ns, "web", withAnnotation(paasv1.IPsAnnotation, tc.value)))
+			svc := createService(testenv.LoadBalancerService(ns, "web", withAnnotation(paasv1.IPsAnnotation, tc.value)))
 			status := metav1.ConditionFalse
 			if tc.reason == paasv1.ReasonAllocated {
 				status = metav1.ConditionTrue

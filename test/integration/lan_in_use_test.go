@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // Records of addresses in use on the LAN, the operator's side. The stand-in
@@ -44,9 +45,9 @@ var _ = Describe("addresses in use on the LAN", func() {
 			record(addr, metav1.ConditionTrue)
 		}
 		inGroup := withAnnotation(paasv1.IPGroupAnnotation, "onlan")
-		eventuallyIPs(createService(lbService(ns, "web", inGroup)), "198.51.100.250")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "web", inGroup)), "198.51.100.250")
 
-		asks := createService(lbService(ns, "asks", inGroup, withAnnotation(paasv1.IPsAnnotation, "198.51.100.249")))
+		asks := createService(testenv.LoadBalancerService(ns, "asks", inGroup, withAnnotation(paasv1.IPsAnnotation, "198.51.100.249")))
 		c := eventuallyCondition(asks, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUseOnLAN)
 		Expect(c.Message).To(ContainSubstring("02:00:00:00:00:cc"))
 		Expect(ingressIPs(getService(asks))).To(BeEmpty())
@@ -58,9 +59,9 @@ var _ = Describe("addresses in use on the LAN", func() {
 
 		By("across a restart, no one gets them")
 		stopOperator()
-		startOperator()
-		eventuallyIPs(createService(lbService(ns, "next", inGroup)), "198.51.100.251")
-		eventuallyIPs(createService(lbService(ns, "after", inGroup)), "198.51.100.253")
+		runOperator()
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "next", inGroup)), "198.51.100.251")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "after", inGroup)), "198.51.100.253")
 		eventuallyCondition(asks, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUseOnLAN)
 
 		By("a silent recheck clears the verdict: the record goes, the waiting Service gets the address")
@@ -76,6 +77,6 @@ var _ = Describe("addresses in use on the LAN", func() {
 
 		By("a person deletes the other record: the address is free")
 		Expect(k8s.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "198.51.100.252"}})).To(Succeed())
-		eventuallyIPs(createService(lbService(ns, "last", inGroup)), "198.51.100.252")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "last", inGroup)), "198.51.100.252")
 	})
 })

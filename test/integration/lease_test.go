@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 var _ = Describe("a released requested address", func() {
@@ -20,17 +21,19 @@ var _ = Describe("a released requested address", func() {
 		const grace = 8 * time.Second
 		stopOperator()
 		saved := operatorOptions
-		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; runOperator() })
 		operatorOptions.ReleasedGrace = grace
-		startOperator()
+		runOperator()
 
 		createIPGroup(newIPGroup("lease", "203.0.113.64/29"))
 		owners, others := newNamespace(nil), newNamespace(nil)
-		owner := func() *corev1.Service { return lbService(owners, "web", withLoadBalancerIP("203.0.113.66")) }
+		owner := func() *corev1.Service {
+			return testenv.LoadBalancerService(owners, "web", withLoadBalancerIP("203.0.113.66"))
+		}
 		eventuallyIPs(createService(owner()), "203.0.113.66")
 
 		By("another tenant's Service waits for it, told it is in use without the holder's name")
-		waiter := createService(lbService(others, "wants", withAnnotation(paasv1.IPsAnnotation, "203.0.113.66")))
+		waiter := createService(testenv.LoadBalancerService(others, "wants", withAnnotation(paasv1.IPsAnnotation, "203.0.113.66")))
 		c := eventuallyCondition(waiter, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse)
 		Expect(c.Message).To(ContainSubstring("held by a Service in another namespace"))
 		Expect(c.Message).NotTo(ContainSubstring(owners))

@@ -24,6 +24,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/migration"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // timeline polls one migration and records what a client of the Service and
@@ -364,7 +365,7 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 			stopOperator()
 			DeferCleanup(func() {
 				if stopOp == nil { // the test failed with the operator down
-					startOperator()
+					runOperator()
 				}
 			})
 			crashed := make(chan struct{})
@@ -381,19 +382,11 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 				}
 				return nil
 			}
-			mgr, err := cmd.NewManager(env.OperatorConfig, options)
+			stop, err := testenv.StartOperator(env.OperatorConfig, options)
 			Expect(err).NotTo(HaveOccurred())
-			mctx, cancel := context.WithCancel(ctx)
-			stopped := make(chan struct{})
-			go func() {
-				defer GinkgoRecover()
-				defer close(stopped)
-				Expect(mgr.Start(mctx)).To(Succeed())
-			}()
 			Expect(annotateMigrate(ns, l.name)).To(Succeed())
 			Eventually(crashed, "60s").Should(BeClosed())
-			cancel()
-			<-stopped
+			Expect(stop()).To(Succeed())
 
 			By("while it is down the IP is held once: by the ledger object, the Service at most")
 			ip := ledger()[l.ip]
@@ -411,7 +404,7 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 			Expect(getVIP(ns, l.name).Status.State).NotTo(Equal(paasv1.VirtualIPMigrated))
 
 			By("a new operator finishes the migration")
-			startOperator()
+			runOperator()
 			eventuallyState(ns, l.name, paasv1.VirtualIPMigrated)
 			Eventually(func(g Gomega) { expectMigrated(g, l, gsm) }).Should(Succeed())
 		})

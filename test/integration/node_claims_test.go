@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 func ledgerClaimedBy(name string) func() string {
@@ -34,7 +35,7 @@ var _ = Describe("a Node whose agent claims a Service's address", func() {
 		g.Spec.AutoAssign = new(false)
 		createIPGroup(g)
 		ns := newNamespace(nil)
-		svc := createService(lbService(ns, "held", withAnnotation(paasv1.IPsAnnotation, "10.241.0.20")))
+		svc := createService(testenv.LoadBalancerService(ns, "held", withAnnotation(paasv1.IPsAnnotation, "10.241.0.20")))
 		eventuallyIPs(svc, "10.241.0.20")
 
 		By("the agent of a node lists the Service's address, and a free one, among the node's own")
@@ -51,7 +52,7 @@ var _ = Describe("a Node whose agent claims a Service's address", func() {
 		eventuallyCondition(svc, metav1.ConditionTrue, paasv1.ReasonAllocated)
 
 		By("a free address the node claims is not handed out")
-		asks := createService(lbService(ns, "asks", withAnnotation(paasv1.IPsAnnotation, "10.241.0.21")))
+		asks := createService(testenv.LoadBalancerService(ns, "asks", withAnnotation(paasv1.IPsAnnotation, "10.241.0.21")))
 		eventuallyCondition(asks, metav1.ConditionFalse, paasv1.ReasonRequestedIPReserved)
 
 		By("the claim withdrawn: the ledger no longer names the node")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // The operator started over what the original paas.org operator left (its
@@ -52,25 +53,25 @@ var _ = Describe("the original operator's Services, adopted at start", Ordered, 
 		restarted := false
 		DeferCleanup(func() {
 			if !restarted {
-				startOperator()
+				runOperator()
 			}
 		})
 		createIPGroup(newIPGroup("original", "10.231.0.0/24", "10.231.0.0"))
 		ns := newNamespace(nil)
-		api := asOriginal(lbService(ns, "api"), "original", "10.231.0.5", true)
+		api := asOriginal(testenv.LoadBalancerService(ns, "api"), "original", "10.231.0.5", true)
 		// The original crashed between its ledger write and its status write.
-		crashed := asOriginal(lbService(ns, "crashed"), "original", "10.231.0.6", false)
-		old := asOriginal(lbService(ns, "old"), "original", "10.231.0.7", true)
+		crashed := asOriginal(testenv.LoadBalancerService(ns, "crashed"), "original", "10.231.0.6", false)
+		old := asOriginal(testenv.LoadBalancerService(ns, "old"), "original", "10.231.0.7", true)
 		Expect(k8s.Delete(ctx, old)).To(Succeed())
 		// The original put its finalizer on LoadBalancers of any class; this one is
 		// another implementation's (no address here), and nothing else removes it.
-		foreign := asOriginal(lbService(ns, "foreign", withClass("example.com/other-lb")), "", "", false)
+		foreign := asOriginal(testenv.LoadBalancerService(ns, "foreign", withClass("example.com/other-lb")), "", "", false)
 		uids := map[string]types.UID{}
 		for name, ip := range ledger() {
 			uids[name] = ip.UID
 		}
 
-		startOperator()
+		runOperator()
 		restarted = true
 
 		for _, c := range []struct {
@@ -101,6 +102,6 @@ var _ = Describe("the original operator's Services, adopted at start", Ordered, 
 		}).Should(Succeed())
 
 		// The released address is free: a Service asking for it gets it.
-		eventuallyIPs(createService(lbService(ns, "reuse", withLoadBalancerIP("10.231.0.7"))), "10.231.0.7")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "reuse", withLoadBalancerIP("10.231.0.7"))), "10.231.0.7")
 	})
 })

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // Pools with several parts (spec.addresses), dual-stack groups, avoidBuggyIPs.
@@ -116,14 +117,14 @@ var _ = Describe("IPGroup addresses", func() {
 		named := withAnnotation(paasv1.IPGroupAnnotation, "parts")
 
 		By("a dual-stack Service gets one address of each family from the one group")
-		ds := createService(lbService(ns, "ds", named, withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)))
+		ds := createService(testenv.LoadBalancerService(ns, "ds", named, withFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)))
 		eventuallyIPs(ds, "10.245.0.20", "2001:db8:45:1::1")
 		By("single-stack Services fill the first part, then the next over the gap")
-		a := createService(lbService(ns, "a", named))
+		a := createService(testenv.LoadBalancerService(ns, "a", named))
 		eventuallyIPs(a, "10.245.0.21")
-		b := createService(lbService(ns, "b", named))
+		b := createService(testenv.LoadBalancerService(ns, "b", named))
 		eventuallyIPs(b, "10.245.1.0")
-		c := createService(lbService(ns, "c", named))
+		c := createService(testenv.LoadBalancerService(ns, "c", named))
 		cond := eventuallyCondition(c, metav1.ConditionFalse, paasv1.ReasonIPGroupFull)
 		Expect(cond.Message).To(ContainSubstring("parts (3 of 3 in use)"))
 		eventuallyGroupStatus("parts", func(g Gomega, s paasv1.IPGroupStatus) {
@@ -132,7 +133,7 @@ var _ = Describe("IPGroup addresses", func() {
 		})
 
 		By("a requested address in the gap between parts is outside every group")
-		gap := createService(lbService(ns, "gap", withLoadBalancerIP("10.245.0.50")))
+		gap := createService(testenv.LoadBalancerService(ns, "gap", withLoadBalancerIP("10.245.0.50")))
 		eventuallyCondition(gap, metav1.ConditionFalse, paasv1.ReasonRequestedIPOutsideGroups)
 
 		By("replacing the second part, with its addresses released, moves its Service to the new part, as a segment edit does")
@@ -158,9 +159,9 @@ var _ = Describe("IPGroup addresses", func() {
 		createIPGroup(g)
 		ns := newNamespace(nil)
 		named := withAnnotation(paasv1.IPGroupAnnotation, "buggy")
-		first := createService(lbService(ns, "first", named))
+		first := createService(testenv.LoadBalancerService(ns, "first", named))
 		eventuallyIPs(first, "10.245.8.254")
-		second := createService(lbService(ns, "second", named))
+		second := createService(testenv.LoadBalancerService(ns, "second", named))
 		eventuallyIPs(second, "10.245.8.255")
 		eventuallyGroupStatus("buggy", func(g Gomega, s paasv1.IPGroupStatus) { g.Expect(s.Capacity).To(Equal("4")) })
 
@@ -174,7 +175,7 @@ var _ = Describe("IPGroup addresses", func() {
 			g.Expect(s.Capacity).To(Equal("2"))
 			g.Expect(s.Relocating).To(BeEquivalentTo(0))
 		})
-		third := createService(lbService(ns, "third", named, withLoadBalancerIP("10.245.9.0")))
+		third := createService(testenv.LoadBalancerService(ns, "third", named, withLoadBalancerIP("10.245.9.0")))
 		cond := eventuallyCondition(third, metav1.ConditionFalse, paasv1.ReasonRequestedIPExcluded)
 		Expect(cond.Message).To(ContainSubstring("requested 10.245.9.0 ends in .0 or .255, which IPGroup buggy never hands out (spec.avoidBuggyIPs)"))
 	})

@@ -19,6 +19,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // watchInvariants polls the Services of ns until the returned function is
@@ -125,15 +126,15 @@ var _ = Describe("relocation", func() {
 		createIPGroup(internal)
 		ns := newNamespace(nil)
 
-		api := createService(lbService(ns, "api", withAnnotation(paasv1.IPsAnnotation, "192.0.2.10")))
-		ingress := createService(lbService(ns, "ingress", withLoadBalancerIP("192.0.2.11")))
+		api := createService(testenv.LoadBalancerService(ns, "api", withAnnotation(paasv1.IPsAnnotation, "192.0.2.10")))
+		ingress := createService(testenv.LoadBalancerService(ns, "ingress", withLoadBalancerIP("192.0.2.11")))
 		eventuallyIPs(api, "192.0.2.10")
 		eventuallyIPs(ingress, "192.0.2.11")
-		web := createService(lbService(ns, "web"))
+		web := createService(testenv.LoadBalancerService(ns, "web"))
 		eventuallyIPs(web, "192.0.2.1")
-		db := createService(lbService(ns, "db"))
+		db := createService(testenv.LoadBalancerService(ns, "db"))
 		eventuallyIPs(db, "192.0.2.2")
-		inside := createService(lbService(ns, "inside", withAnnotation(paasv1.IPGroupAnnotation, "appliance-int")))
+		inside := createService(testenv.LoadBalancerService(ns, "inside", withAnnotation(paasv1.IPGroupAnnotation, "appliance-int")))
 		eventuallyIPs(inside, "203.0.113.0")
 		insideUID := getService(inside).UID
 		check := watchInvariants(ns)
@@ -211,11 +212,11 @@ var _ = Describe("relocation", func() {
 	It("moves Services off newly excluded IPs, to the requested IP when it is valid, else the next free one", func() {
 		createIPGroup(newIPGroup("excl-edit", "203.0.113.64/28"))
 		ns := newNamespace(nil)
-		a := createService(lbService(ns, "a"))
+		a := createService(testenv.LoadBalancerService(ns, "a"))
 		eventuallyIPs(a, "203.0.113.64")
-		b := createService(lbService(ns, "b"))
+		b := createService(testenv.LoadBalancerService(ns, "b"))
 		eventuallyIPs(b, "203.0.113.65")
-		pinned := createService(lbService(ns, "pinned", withAnnotation(paasv1.IPsAnnotation, "203.0.113.70")))
+		pinned := createService(testenv.LoadBalancerService(ns, "pinned", withAnnotation(paasv1.IPsAnnotation, "203.0.113.70")))
 		eventuallyIPs(pinned, "203.0.113.70")
 		check := watchInvariants(ns)
 
@@ -255,9 +256,9 @@ var _ = Describe("relocation", func() {
 		full := newIPGroup("excl-full", "192.0.2.128/31")
 		full.Annotations = map[string]string{paasv1.ReleaseAddressesAnnotation: "true"} // released beforehand
 		createIPGroup(full)
-		x := createService(lbService(ns, "x", withAnnotation(paasv1.IPGroupAnnotation, "excl-full")))
+		x := createService(testenv.LoadBalancerService(ns, "x", withAnnotation(paasv1.IPGroupAnnotation, "excl-full")))
 		eventuallyIPs(x, "192.0.2.128")
-		y := createService(lbService(ns, "y", withAnnotation(paasv1.IPGroupAnnotation, "excl-full")))
+		y := createService(testenv.LoadBalancerService(ns, "y", withAnnotation(paasv1.IPGroupAnnotation, "excl-full")))
 		eventuallyIPs(y, "192.0.2.129")
 		editIPGroup(full.Name, func(g *paasv1.IPGroup) { g.Spec.ExcludedIPs = []string{"192.0.2.128"} })
 		c = eventuallyCondition(x, metav1.ConditionFalse, paasv1.ReasonIPGroupFull)
@@ -284,7 +285,7 @@ var _ = Describe("relocation by selectors", func() {
 		shared.Spec.Priority = 10
 		createIPGroup(shared)
 		ns := newNamespace(map[string]string{"team": "blue"})
-		svc := createService(lbService(ns, "app", withLabels(map[string]string{"tier": "front"})))
+		svc := createService(testenv.LoadBalancerService(ns, "app", withLabels(map[string]string{"tier": "front"})))
 		eventuallyIPs(svc, "198.51.100.32")
 		check := watchInvariants(ns)
 
@@ -322,13 +323,13 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		restarted := false
 		DeferCleanup(func() {
 			if !restarted {
-				startOperator()
+				runOperator()
 			}
 		})
 
 		By("leaving the state a crash leaves: the new ledger object created, the status patched or not, the old ledger object still there")
 		crash := func(name, status string, ledgerAddrs ...string) *corev1.Service {
-			svc := createService(lbService(ns, name))
+			svc := createService(testenv.LoadBalancerService(ns, name))
 			patch := client.MergeFrom(svc.DeepCopy())
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: status}}
 			Expect(env.Operator.Status().Patch(ctx, svc, patch)).To(Succeed()) // as the crashed operator wrote it
@@ -348,7 +349,7 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		afterPatch := crash("after-patch", "198.51.100.198", "192.0.2.202", "198.51.100.198")
 
 		By("the restarted operator finishes both moves and takes nothing else")
-		startOperator()
+		runOperator()
 		restarted = true
 		eventuallyIPs(beforePatch, "198.51.100.197")
 		eventuallyIPs(afterPatch, "198.51.100.198")
@@ -356,7 +357,7 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		Eventually(func() []string { return ledgerOwnedBy(ns, "after-patch") }).Should(Equal([]string{"198.51.100.198"}))
 		eventuallyEvent(beforePatch, corev1.EventTypeNormal, service.EventIPChanged, "Changed 192.0.2.201 → 198.51.100.197")
 		eventuallyRelocating("crash", 0)
-		fresh := createService(lbService(ns, "fresh"))
+		fresh := createService(testenv.LoadBalancerService(ns, "fresh"))
 		eventuallyIPs(fresh, "198.51.100.192")
 	})
 
@@ -391,7 +392,7 @@ var _ = Describe("relocation across operator restarts", Ordered, func() {
 		Expect(holdings(ns)).To(HaveLen(total), "no Service lost its IP")
 
 		By("restarting: every Service ends in the new segment, once")
-		startOperator()
+		runOperator()
 		Eventually(movedCount, "120s", "200ms").Should(Equal(total))
 		Eventually(func(g Gomega) { expectConsistent(g, ns, holdings(ns)) }, "60s").Should(Succeed())
 		eventuallyRelocating("mass", 0)

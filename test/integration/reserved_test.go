@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // An address only goes where it is safe.
@@ -135,7 +136,7 @@ var _ = Describe("reserved addresses", func() {
 			{"api-service", "10.96.0.1", "requested 10.96.0.1 is in the Service CIDR 10.96.0.0/16 (ServiceCIDR kubernetes), reserved in the cluster"},
 		} {
 			By("requesting " + tc.ip + " (" + tc.name + ")")
-			svc := createService(lbService(ns, tc.name, withAnnotation(paasv1.IPsAnnotation, tc.ip)))
+			svc := createService(testenv.LoadBalancerService(ns, tc.name, withAnnotation(paasv1.IPsAnnotation, tc.ip)))
 			c := eventuallyCondition(svc, metav1.ConditionFalse, paasv1.ReasonRequestedIPReserved)
 			Expect(c.Message).To(HavePrefix(tc.message))
 			eventuallyEvent(svc, corev1.EventTypeWarning, service.EventAllocationFailed, tc.message)
@@ -144,9 +145,9 @@ var _ = Describe("reserved addresses", func() {
 		}
 
 		By("choosing the first address that is neither reserved nor taken")
-		auto := createService(lbService(ns, "auto", withAnnotation(paasv1.IPGroupAnnotation, "rsv-lan")))
+		auto := createService(testenv.LoadBalancerService(ns, "auto", withAnnotation(paasv1.IPGroupAnnotation, "rsv-lan")))
 		eventuallyIPs(auto, "203.0.113.10")
-		full := createService(lbService(ns, "svc-range", withAnnotation(paasv1.IPGroupAnnotation, "rsv-svc")))
+		full := createService(testenv.LoadBalancerService(ns, "svc-range", withAnnotation(paasv1.IPGroupAnnotation, "rsv-svc")))
 		eventuallyCondition(full, metav1.ConditionFalse, paasv1.ReasonIPGroupFull)
 
 		By("counting the reserved addresses on the groups")
@@ -170,7 +171,7 @@ var _ = Describe("reserved addresses", func() {
 		lan.Spec.AutoAssign = new(false)
 		createIPGroup(lan)
 		ns := newNamespace(nil)
-		svc := createService(lbService(ns, "holder", withAnnotation(paasv1.IPsAnnotation, "198.51.100.20")))
+		svc := createService(testenv.LoadBalancerService(ns, "holder", withAnnotation(paasv1.IPsAnnotation, "198.51.100.20")))
 		eventuallyIPs(svc, "198.51.100.20")
 		conflictCondition(svc, "")
 		Expect(ledgerReservedBy("198.51.100.20")()).To(BeEmpty())
@@ -202,16 +203,16 @@ var _ = Describe("a restart with a status the ledger contradicts", Ordered, func
 		ns := newNamespace(nil)
 		// The older Service is imported first at a start: if status won over the
 		// ledger, the forged address below would be its.
-		older := createService(lbService(ns, "older", withAnnotation(paasv1.IPGroupAnnotation, "rsv-restart")))
+		older := createService(testenv.LoadBalancerService(ns, "older", withAnnotation(paasv1.IPGroupAnnotation, "rsv-restart")))
 		eventuallyIPs(older, "198.51.100.0")
-		holder := createService(lbService(ns, "holder", withAnnotation(paasv1.IPGroupAnnotation, "rsv-restart")))
+		holder := createService(testenv.LoadBalancerService(ns, "holder", withAnnotation(paasv1.IPGroupAnnotation, "rsv-restart")))
 		eventuallyIPs(holder, "198.51.100.1")
 
 		By("stopping the operator and writing the holder's address into the older Service's status")
 		stopOperator()
 		DeferCleanup(func() {
 			if stopOp == nil {
-				startOperator()
+				runOperator()
 			}
 		})
 		forged := getService(older)
@@ -220,7 +221,7 @@ var _ = Describe("a restart with a status the ledger contradicts", Ordered, func
 		Expect(env.Operator.Status().Patch(ctx, forged, patch)).To(Succeed())
 
 		By("restarting: the ledger wins")
-		startOperator()
+		runOperator()
 		eventuallyIPs(older, "198.51.100.0")
 		Consistently(func() []string { return ingressIPs(getService(holder)) }, "2s").Should(Equal([]string{"198.51.100.1"}))
 		Expect(ledger()["198.51.100.1"].Spec.Owner.Name).To(Equal("holder"))
@@ -240,18 +241,18 @@ var _ = Describe("overlapping groups with selectors", func() {
 		teamA := newNamespace(map[string]string{"team": "a"})
 
 		By("another namespace's Service skips the team's part of the shared group")
-		first := createService(lbService(other, "first", withAnnotation(paasv1.IPGroupAnnotation, "ten-shared")))
+		first := createService(testenv.LoadBalancerService(other, "first", withAnnotation(paasv1.IPGroupAnnotation, "ten-shared")))
 		eventuallyIPs(first, "192.0.2.16")
 
 		By("and may not request an address in it")
-		asks := createService(lbService(other, "asks", withAnnotation(paasv1.IPsAnnotation, "192.0.2.5")))
+		asks := createService(testenv.LoadBalancerService(other, "asks", withAnnotation(paasv1.IPsAnnotation, "192.0.2.5")))
 		c := eventuallyCondition(asks, metav1.ConditionFalse, paasv1.ReasonGroupNotAllowed)
 		Expect(c.Message).To(ContainSubstring("requested 192.0.2.5 is in IPGroup ten-team, whose namespaceSelector or serviceSelector does not match this Service"))
 
 		By("the team's Service gets it from the shared group")
-		mine := createService(lbService(teamA, "mine", withAnnotation(paasv1.IPGroupAnnotation, "ten-shared")))
+		mine := createService(testenv.LoadBalancerService(teamA, "mine", withAnnotation(paasv1.IPGroupAnnotation, "ten-shared")))
 		eventuallyIPs(mine, "192.0.2.0")
-		eventuallyIPs(createService(lbService(teamA, "asks", withAnnotation(paasv1.IPsAnnotation, "192.0.2.5"))), "192.0.2.5")
+		eventuallyIPs(createService(testenv.LoadBalancerService(teamA, "asks", withAnnotation(paasv1.IPsAnnotation, "192.0.2.5"))), "192.0.2.5")
 	})
 })
 
@@ -259,16 +260,16 @@ var _ = Describe("--service-cidrs", Ordered, func() {
 	It("reserves configured Service CIDRs besides the ServiceCIDR objects", func() {
 		stopOperator()
 		saved := operatorOptions
-		DeferCleanup(func() { stopOperator(); operatorOptions = saved; startOperator() })
+		DeferCleanup(func() { stopOperator(); operatorOptions = saved; runOperator() })
 		operatorOptions.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.128/25")}
-		startOperator()
+		runOperator()
 		g := newIPGroup("rsv-flag", "203.0.113.0/24")
 		g.Spec.AutoAssign = new(false)
 		createIPGroup(g)
 		ns := newNamespace(nil)
-		svc := createService(lbService(ns, "asks", withAnnotation(paasv1.IPsAnnotation, "203.0.113.130")))
+		svc := createService(testenv.LoadBalancerService(ns, "asks", withAnnotation(paasv1.IPsAnnotation, "203.0.113.130")))
 		c := eventuallyCondition(svc, metav1.ConditionFalse, paasv1.ReasonRequestedIPReserved)
 		Expect(c.Message).To(HavePrefix("requested 203.0.113.130 is in the Service CIDR 203.0.113.128/25 (operator flag --service-cidrs), reserved in the cluster"))
-		eventuallyIPs(createService(lbService(ns, "below", withAnnotation(paasv1.IPsAnnotation, "203.0.113.127"))), "203.0.113.127")
+		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "below", withAnnotation(paasv1.IPsAnnotation, "203.0.113.127"))), "203.0.113.127")
 	})
 })

@@ -12,12 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // createServices creates n LoadBalancer Services named prefix-i, 16 at a time.
 func createServices(ns, prefix string, from, to int) {
 	inParallel(to-from, func(i int) {
-		Expect(k8s.Create(context.Background(), lbService(ns, fmt.Sprintf("%s-%d", prefix, from+i)))).To(Succeed())
+		Expect(k8s.Create(context.Background(), testenv.LoadBalancerService(ns, fmt.Sprintf("%s-%d", prefix, from+i)))).To(Succeed())
 	})
 }
 
@@ -72,16 +73,16 @@ var _ = Describe("operator restarts", Ordered, func() {
 		By("churning while it is down: deletions, and new Services")
 		for i := range 50 {
 			name := fmt.Sprintf("svc-%d", i)
-			Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), lbService(ns, name)))).To(Succeed())
+			Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), testenv.LoadBalancerService(ns, name)))).To(Succeed())
 			delete(before, name)
 		}
 		createServices(ns, "late", 0, 100)
 
 		By("restarting, and stopping again at once")
-		startOperator()
+		runOperator()
 		Eventually(func() int { return len(holdings(ns)) }, "120s").Should(BeNumerically(">", len(before)+50))
 		stopOperator()
-		startOperator()
+		runOperator()
 
 		By("every Service ends served, none moved, none doubled")
 		Eventually(func(g Gomega) {

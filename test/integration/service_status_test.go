@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // The admission policy vip-allocator-service-status-writers on the real API
@@ -54,7 +55,7 @@ var _ = Describe("who may write a Service's status.loadBalancer.ingress", Ordere
 			if tc.class != "" {
 				opts = append(opts, withClass(tc.class))
 			}
-			svc := createService(lbService(ns, "web", opts...))
+			svc := createService(testenv.LoadBalancerService(ns, "web", opts...))
 			// A dry run until the policy is in force: a write that got through
 			// before would make every later identical one a no-op, allowed.
 			Eventually(func() error { return patchStatus(k8s, svc, forged("192.0.2.251"), client.DryRunAll) }).Should(MatchError(ContainSubstring("vip-allocator operator only")))
@@ -65,7 +66,7 @@ var _ = Describe("who may write a Service's status.loadBalancer.ingress", Ordere
 
 	It("refuses the agents an address, and any condition but their own", func() {
 		ns := newNamespace(nil)
-		svc := createService(lbService(ns, "web"))
+		svc := createService(testenv.LoadBalancerService(ns, "web"))
 		refused(patchStatus(agent, svc, forged("192.0.2.252")), "system:serviceaccount:vip-allocator-operator:vip-allocator-agent")
 		err := patchStatus(agent, svc, `{"status":{"conditions":[{"type":"vip.paas.org/Announced","status":"False","reason":"NoAnnouncer","message":"forged","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
@@ -74,7 +75,7 @@ var _ = Describe("who may write a Service's status.loadBalancer.ingress", Ordere
 		Expect(patchStatus(agent, svc, `{"status":{"conditions":[{"$patch":"delete","type":"vip.paas.org/Programmed"}]}}`)).To(Succeed())
 
 		// Another implementation's Service: kube-proxy would intercept an address planted there on every node.
-		other := createService(lbService(ns, "other", withClass("example.com/lb")))
+		other := createService(testenv.LoadBalancerService(ns, "other", withClass("example.com/lb")))
 		refused(patchStatus(agent, other, forged("192.0.2.252")), "system:serviceaccount:vip-allocator-operator:vip-allocator-agent")
 		Expect(ingressIPs(getService(other))).To(BeEmpty())
 	})
@@ -82,13 +83,13 @@ var _ = Describe("who may write a Service's status.loadBalancer.ingress", Ordere
 	It("lets the operator write the addresses, and leaves other classes alone", func() {
 		ns := newNamespace(nil)
 		// Another implementation's Service: its controller (here an admin) writes what it likes.
-		other := createService(lbService(ns, "other", withClass("example.com/lb")))
+		other := createService(testenv.LoadBalancerService(ns, "other", withClass("example.com/lb")))
 		Expect(patchStatus(k8s, other, forged("192.0.2.253"))).To(Succeed())
 		Expect(ingressIPs(getService(other))).To(Equal([]string{"192.0.2.253"}))
 
 		// The operator's identity may (the running operator then takes back
 		// what the ledger does not give the Service: that is its business).
-		svc := createService(lbService(ns, "web"))
+		svc := createService(testenv.LoadBalancerService(ns, "web"))
 		Expect(patchStatus(env.Operator, svc, forged("192.0.2.254"))).To(Succeed())
 	})
 })

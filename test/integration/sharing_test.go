@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	ledgerrules "github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 func withPorts(ports ...corev1.ServicePort) svcOption {
@@ -52,35 +52,35 @@ var _ = Describe("shared addresses", func() {
 	It("gives the Services of one sharing key one address, keeps a colliding one pending, and frees it with the last holder", func() {
 		createIPGroup(newIPGroup("share", "10.210.0.0/24", "10.210.0.0"))
 		ns := newNamespace(nil)
-		tcp := createService(lbService(ns, "dns-tcp", withAnnotation(paasv1.SharingKeyAnnotation, "dns"), withPorts(port(corev1.ProtocolTCP, 53))))
+		tcp := createService(testenv.LoadBalancerService(ns, "dns-tcp", withAnnotation(paasv1.SharingKeyAnnotation, "dns"), withPorts(port(corev1.ProtocolTCP, 53))))
 		vip := eventuallyHasIPs(tcp, 1)[0]
 
 		By("MetalLB's annotation is the same key")
-		udp := createService(lbService(ns, "dns-udp", withAnnotation(paasv1.MetalLBSharingAnnotation, "dns"), withPorts(port(corev1.ProtocolUDP, 53))))
+		udp := createService(testenv.LoadBalancerService(ns, "dns-udp", withAnnotation(paasv1.MetalLBSharingAnnotation, "dns"), withPorts(port(corev1.ProtocolUDP, 53))))
 		eventuallyIPs(udp, vip)
 		Eventually(func() []string { return holdersOf(vip) }).Should(Equal([]string{ns + "/dns-tcp", ns + "/dns-udp"}))
 		Expect(ledger()[vip].Spec.SharingKey).To(Equal("dns"))
 
 		By("a port collision (Cilium's annotation) stays pending, naming the other Service and the port")
-		clash := createService(lbService(ns, "dns-tcp2", withAnnotation(paasv1.CiliumSharingKeyAnnotation, "dns"), withPorts(port(corev1.ProtocolTCP, 53))))
+		clash := createService(testenv.LoadBalancerService(ns, "dns-tcp2", withAnnotation(paasv1.CiliumSharingKeyAnnotation, "dns"), withPorts(port(corev1.ProtocolTCP, 53))))
 		c := eventuallyCondition(clash, metav1.ConditionFalse, paasv1.ReasonSharedPortCollision)
 		Expect(c.Message).To(And(ContainSubstring(ns+"/dns-tcp"), ContainSubstring("TCP/53")))
 		Expect(ingressIPs(getService(clash))).To(BeEmpty())
 
 		By("asking for the address explicitly, with the key, joins it")
-		web := createService(lbService(ns, "web", withAnnotation(paasv1.SharingKeyAnnotation, "dns"), withAnnotation(paasv1.IPsAnnotation, vip)))
+		web := createService(testenv.LoadBalancerService(ns, "web", withAnnotation(paasv1.SharingKeyAnnotation, "dns"), withAnnotation(paasv1.IPsAnnotation, vip)))
 		eventuallyIPs(web, vip)
 		By("asking for it without the key is refused")
-		thief := createService(lbService(ns, "thief", withAnnotation(paasv1.IPsAnnotation, vip), withPorts(port(corev1.ProtocolTCP, 8443))))
+		thief := createService(testenv.LoadBalancerService(ns, "thief", withAnnotation(paasv1.IPsAnnotation, vip), withPorts(port(corev1.ProtocolTCP, 8443))))
 		Expect(eventuallyCondition(thief, metav1.ConditionFalse, paasv1.ReasonRequestedIPInUse).Message).To(ContainSubstring(vip))
 
 		By("the same key in another namespace is another address")
 		other := newNamespace(nil)
-		elsewhere := createService(lbService(other, "dns-tcp", withAnnotation(paasv1.SharingKeyAnnotation, "dns"), withPorts(port(corev1.ProtocolTCP, 53))))
+		elsewhere := createService(testenv.LoadBalancerService(other, "dns-tcp", withAnnotation(paasv1.SharingKeyAnnotation, "dns"), withPorts(port(corev1.ProtocolTCP, 53))))
 		Expect(eventuallyHasIPs(elsewhere, 1)[0]).NotTo(Equal(vip))
 
 		By("a hostile key is refused with what to write")
-		hostile := createService(lbService(ns, "hostile", withAnnotation(paasv1.SharingKeyAnnotation, strings.Repeat("x", 300)+"$(reboot)")))
+		hostile := createService(testenv.LoadBalancerService(ns, "hostile", withAnnotation(paasv1.SharingKeyAnnotation, strings.Repeat("x", 300)+"$(reboot)")))
 		Expect(eventuallyCondition(hostile, metav1.ConditionFalse, paasv1.ReasonInvalidRequest).Message).To(And(ContainSubstring("write at most 63 letters"), Not(ContainSubstring("reboot"))))
 
 		By("the first holder drops the port: the pending one joins")
@@ -107,13 +107,13 @@ var _ = Describe("shared addresses", func() {
 	It("shares Local Services only when they select the same endpoints", func() {
 		createIPGroup(newIPGroup("share-local", "10.211.0.0/24", "10.211.0.0"))
 		ns := newNamespace(nil)
-		a := createService(lbService(ns, "a", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withLocal(map[string]string{"app": "dns"}), withPorts(port(corev1.ProtocolTCP, 53))))
+		a := createService(testenv.LoadBalancerService(ns, "a", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withLocal(map[string]string{"app": "dns"}), withPorts(port(corev1.ProtocolTCP, 53))))
 		vip := eventuallyHasIPs(a, 1)[0]
-		b := createService(lbService(ns, "b", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withLocal(map[string]string{"app": "dns"}), withPorts(port(corev1.ProtocolUDP, 53))))
+		b := createService(testenv.LoadBalancerService(ns, "b", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withLocal(map[string]string{"app": "dns"}), withPorts(port(corev1.ProtocolUDP, 53))))
 		eventuallyIPs(b, vip)
-		c := createService(lbService(ns, "c", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withLocal(map[string]string{"app": "web"}), withPorts(port(corev1.ProtocolTCP, 80))))
+		c := createService(testenv.LoadBalancerService(ns, "c", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withLocal(map[string]string{"app": "web"}), withPorts(port(corev1.ProtocolTCP, 80))))
 		Expect(eventuallyCondition(c, metav1.ConditionFalse, paasv1.ReasonSharedEndpointsDiffer).Message).To(ContainSubstring("app=web"))
-		d := createService(lbService(ns, "d", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withPorts(port(corev1.ProtocolTCP, 80))))
+		d := createService(testenv.LoadBalancerService(ns, "d", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withPorts(port(corev1.ProtocolTCP, 80))))
 		eventuallyIPs(d, vip) // policy Cluster: any node carries it
 	})
 
@@ -121,7 +121,7 @@ var _ = Describe("shared addresses", func() {
 		createIPGroup(newIPGroup("share-local-cross", "10.215.0.0/24", "10.215.0.0"))
 		nsA, nsB := newNamespace(nil), newNamespace(nil)
 		local := func(ns string, p corev1.ServicePort) *corev1.Service {
-			return lbService(ns, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, "*"),
+			return testenv.LoadBalancerService(ns, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "k"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, "*"),
 				withLocal(map[string]string{"app": "dns"}), withPorts(p))
 		}
 		a := createService(local(nsA, port(corev1.ProtocolTCP, 53)))
@@ -134,11 +134,11 @@ var _ = Describe("shared addresses", func() {
 	It("shares across namespaces only when both list each other", func() {
 		createIPGroup(newIPGroup("share-cross", "10.212.0.0/24", "10.212.0.0"))
 		nsA, nsB, nsC := newNamespace(nil), newNamespace(nil), newNamespace(nil)
-		a := createService(lbService(nsA, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "g"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, nsB), withPorts(port(corev1.ProtocolTCP, 53))))
+		a := createService(testenv.LoadBalancerService(nsA, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "g"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, nsB), withPorts(port(corev1.ProtocolTCP, 53))))
 		vip := eventuallyHasIPs(a, 1)[0]
-		b := createService(lbService(nsB, "dns", withAnnotation(paasv1.CiliumSharingKeyAnnotation, "g"), withAnnotation(paasv1.CiliumSharingCrossNamespaceAnnotation, nsA), withPorts(port(corev1.ProtocolUDP, 53))))
+		b := createService(testenv.LoadBalancerService(nsB, "dns", withAnnotation(paasv1.CiliumSharingKeyAnnotation, "g"), withAnnotation(paasv1.CiliumSharingCrossNamespaceAnnotation, nsA), withPorts(port(corev1.ProtocolUDP, 53))))
 		eventuallyIPs(b, vip)
-		c := createService(lbService(nsC, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "g"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, "*"), withPorts(port(corev1.ProtocolTCP, 80))))
+		c := createService(testenv.LoadBalancerService(nsC, "dns", withAnnotation(paasv1.SharingKeyAnnotation, "g"), withAnnotation(paasv1.SharingCrossNamespaceAnnotation, "*"), withPorts(port(corev1.ProtocolTCP, 80))))
 		Expect(eventuallyHasIPs(c, 1)[0]).NotTo(Equal(vip), "nsA does not list nsC")
 	})
 
@@ -151,7 +151,7 @@ var _ = Describe("shared addresses", func() {
 				ports = append(ports, port(corev1.ProtocolTCP, p))
 			}
 			// Without node ports a Service may have more ports than the node-port range.
-			return lbService(ns, name, withAnnotation(paasv1.SharingKeyAnnotation, "wide"), withPorts(ports...),
+			return testenv.LoadBalancerService(ns, name, withAnnotation(paasv1.SharingKeyAnnotation, "wide"), withPorts(ports...),
 				func(s *corev1.Service) { s.Spec.AllocateLoadBalancerNodePorts = ptr.To(false) })
 		}
 		a := createService(many("a", 1))
@@ -159,7 +159,7 @@ var _ = Describe("shared addresses", func() {
 		b := createService(many("b", 1+paasv1.MaxSharedPorts/2))
 		eventuallyIPs(b, vip)
 
-		c := createService(lbService(ns, "c", withAnnotation(paasv1.SharingKeyAnnotation, "wide"), withPorts(port(corev1.ProtocolUDP, 53))))
+		c := createService(testenv.LoadBalancerService(ns, "c", withAnnotation(paasv1.SharingKeyAnnotation, "wide"), withPorts(port(corev1.ProtocolUDP, 53))))
 		msg := eventuallyCondition(c, metav1.ConditionFalse, paasv1.ReasonSharedTooManyPorts).Message
 		Expect(msg).To(And(ContainSubstring(vip), ContainSubstring("4096 ports"), ContainSubstring("carries at most 4096")))
 		Expect(ingressIPs(getService(c))).To(BeEmpty())
@@ -171,7 +171,7 @@ var _ = Describe("shared addresses", func() {
 		ns := newNamespace(nil)
 		member := func(t, m int) *corev1.Service {
 			ports := []corev1.ServicePort{port(corev1.ProtocolTCP, 53), port(corev1.ProtocolUDP, 53), port(corev1.ProtocolTCP, 80)}
-			return lbService(ns, fmt.Sprintf("t%d-m%d", t, m), withAnnotation(paasv1.SharingKeyAnnotation, fmt.Sprintf("key-%d", t)), withPorts(ports[m]))
+			return testenv.LoadBalancerService(ns, fmt.Sprintf("t%d-m%d", t, m), withAnnotation(paasv1.SharingKeyAnnotation, fmt.Sprintf("key-%d", t)), withPorts(ports[m]))
 		}
 		create := func(from, to int) {
 			inParallel(3*(to-from), func(i int) {
@@ -194,10 +194,10 @@ var _ = Describe("shared addresses", func() {
 		create(triples, triples+20)
 
 		By("restarting, and restarting again at once")
-		startOperator()
+		runOperator()
 		Eventually(func() int { return len(holdings(ns)) }, "120s").Should(BeNumerically(">", len(before)+30))
 		stopOperator()
-		startOperator()
+		runOperator()
 
 		By("every Service served; each key on one address, no address held by two keys; the ledger names exactly the holders; nothing moved")
 		Eventually(func(g Gomega) {

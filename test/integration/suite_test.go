@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -34,8 +33,7 @@ import (
 var (
 	env     *testenv.Env
 	k8s     client.Client // the admin
-	stopOp  context.CancelFunc
-	opDone  chan struct{}
+	stopOp  func() error  // ends the operator runOperator started; nil when none runs
 	tempDir string
 	// stopAnnouncer ends standInAnnouncer.
 	stopAnnouncer context.CancelFunc
@@ -56,7 +54,7 @@ var _ = BeforeSuite(func() {
 	k8s = env.Admin
 	tempDir, err = os.MkdirTemp("", "vip-allocator-integration")
 	Expect(err).NotTo(HaveOccurred())
-	startOperator()
+	runOperator()
 	var announcerCtx context.Context
 	announcerCtx, stopAnnouncer = context.WithCancel(context.Background())
 	standInAnnouncer(announcerCtx)
@@ -80,22 +78,17 @@ var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Work
 	Agent:     agent.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"},
 	Migration: migration.Options{CutoverDelay: 2 * time.Second}}
 
-// startOperator runs the operator's manager in-process as the operator's ServiceAccount.
-func startOperator() {
-	mgr, err := cmd.NewManager(env.OperatorConfig, operatorOptions)
+// runOperator runs the operator in-process as the operator's ServiceAccount
+// (testenv.StartOperator) with operatorOptions, until stopOperator.
+func runOperator() {
+	var err error
+	stopOp, err = testenv.StartOperator(env.OperatorConfig, operatorOptions)
 	Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	stopOp, opDone = cancel, make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(opDone)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
 }
 
+// stopOperator ends the operator and fails the spec if it failed.
 func stopOperator() {
-	stopOp()
-	<-opDone
+	Expect(stopOp()).To(Succeed())
 	stopOp = nil
 }
 
@@ -141,7 +134,8 @@ func createIPGroup(g *paasv1.IPGroup) *paasv1.IPGroup {
 	return g
 }
 
-type svcOption func(*corev1.Service)
+// svcOption changes the Service testenv.LoadBalancerService builds.
+type svcOption = func(*corev1.Service)
 
 func withAnnotation(k, v string) svcOption {
 	return func(s *corev1.Service) {
@@ -164,21 +158,6 @@ func withLabels(l map[string]string) svcOption { return func(s *corev1.Service) 
 
 func withFamilies(policy corev1.IPFamilyPolicy, families ...corev1.IPFamily) svcOption {
 	return func(s *corev1.Service) { s.Spec.IPFamilyPolicy, s.Spec.IPFamilies = &policy, families }
-}
-
-func lbService(ns, name string, opts ...svcOption) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": name},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
 }
 
 func createService(s *corev1.Service) *corev1.Service {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestAdoptsStatusAddresses: Services whose status another load balancer wrote (here MetalLB's
@@ -80,8 +81,9 @@ spec: {addresses: [203.0.113.0/28], serviceAllocation: {priority: 1, namespaces:
 			t.Fatal(err)
 		}
 	}
-	stop := startOperator(t, env)
-	defer stop()
+	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	testenv.Must(t, err)
+	defer func() { testenv.Must(t, stop()) }()
 	for _, s := range svcs[:3] {
 		waitKept(ctx, t, env, s)
 	}

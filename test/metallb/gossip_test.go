@@ -27,10 +27,10 @@ func TestMetalLBGossipClash(t *testing.T) {
 	env := startEnv(t)
 	ctx := context.Background()
 	dir, err := Build(env.Root)
-	must(t, err)
-	must(t, InstallCRDs(env.AdminConfig, dir))
-	must(t, env.Admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
-	must(t, env.ApplyYAML(ctx, []byte(`apiVersion: metallb.io/v1beta1
+	testenv.Must(t, err)
+	testenv.Must(t, InstallCRDs(env.AdminConfig, dir))
+	testenv.Must(t, env.Admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}))
+	testenv.Must(t, env.ApplyYAML(ctx, []byte(`apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: web, namespace: metallb-system}
 spec: {addresses: [192.0.2.0/28]}
@@ -39,7 +39,7 @@ apiVersion: metallb.io/v1beta1
 kind: L2Advertisement
 metadata: {name: l2, namespace: metallb-system}
 `)))
-	must(t, env.Admin.Create(ctx, daemonSet(Namespace, "speaker", map[string]string{"app": "metallb", "component": "speaker"}, corev1.Container{
+	testenv.Must(t, env.Admin.Create(ctx, daemonSet(Namespace, "speaker", map[string]string{"app": "metallb", "component": "speaker"}, corev1.Container{
 		Name: "speaker", Image: "quay.io/metallb/speaker:v0.16.1", Args: []string{"--port=7472", "--log-level=info"},
 		Env: []corev1.EnvVar{
 			{Name: "METALLB_ML_BIND_ADDR", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
@@ -51,7 +51,7 @@ metadata: {name: l2, namespace: metallb-system}
 	o.OperatorNamespace = testenv.OperatorNamespace
 	var plan bytes.Buffer
 	_, err = cmd.MetalLBPlan(ctx, env.AdminConfig, o, &plan)
-	must(t, err)
+	testenv.Must(t, err)
 	if want := "problems:\n  DaemonSet metallb-system/speaker (MetalLB's speakers) and the agents (the default: no DaemonSet vip-allocator-operator/vip-allocator-agent yet) both gossip on port 7946"; !strings.Contains(plan.String(), want) {
 		t.Errorf("the plan does not say %q:\n%s", want, plan.String())
 	}
@@ -63,11 +63,11 @@ metadata: {name: l2, namespace: metallb-system}
 		t.Errorf("apply with the clash created IPGroup web (or: %v)", err)
 	}
 
-	must(t, env.Admin.Create(ctx, daemonSet(testenv.OperatorNamespace, paasv1.AgentDaemonSet, map[string]string{"app.kubernetes.io/name": paasv1.AgentDaemonSet},
+	testenv.Must(t, env.Admin.Create(ctx, daemonSet(testenv.OperatorNamespace, paasv1.AgentDaemonSet, map[string]string{"app.kubernetes.io/name": paasv1.AgentDaemonSet},
 		corev1.Container{Name: "agent", Image: "registry.example/vip-allocator", Args: []string{"agent", "--node-name=$(NODE_NAME)", "--memberlist-port=7947"}})))
 	plan.Reset()
 	_, err = cmd.MetalLBPlan(ctx, env.AdminConfig, o, &plan)
-	must(t, err)
+	testenv.Must(t, err)
 	if want := "DaemonSet metallb-system/speaker: memberlist on port 7946, the agents' on 7947 (DaemonSet vip-allocator-operator/vip-allocator-agent, --memberlist-port): no clash"; !strings.Contains(plan.String(), want) {
 		t.Errorf("the plan does not say %q:\n%s", want, plan.String())
 	}
@@ -75,7 +75,7 @@ metadata: {name: l2, namespace: metallb-system}
 	if err := cmd.MetalLBApply(ctx, env.AdminConfig, o, &out); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out.String())
 	}
-	must(t, env.Admin.Get(ctx, client.ObjectKey{Name: "web"}, &paasv1.IPGroup{}))
+	testenv.Must(t, env.Admin.Get(ctx, client.ObjectKey{Name: "web"}, &paasv1.IPGroup{}))
 }
 
 func daemonSet(namespace, name string, labels map[string]string, c corev1.Container) *appsv1.DaemonSet {

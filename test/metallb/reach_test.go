@@ -54,26 +54,26 @@ func TestMetalLBApplyTouchesOnlyWhatThePlanNames(t *testing.T) {
 	env := startEnv(t)
 	ctx := context.Background()
 	dir, err := Build(env.Root)
-	must(t, err)
-	must(t, InstallCRDs(env.AdminConfig, dir))
+	testenv.Must(t, err)
+	testenv.Must(t, InstallCRDs(env.AdminConfig, dir))
 	for _, ns := range []string{Namespace, "shop"} {
-		must(t, env.Admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		testenv.Must(t, env.Admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
-	must(t, env.ApplyYAML(ctx, []byte(reachDecoys)))
+	testenv.Must(t, env.ApplyYAML(ctx, []byte(reachDecoys)))
 	for _, s := range []struct{ ns, name, pw string }{{Namespace, "tor-password", "tor-secret"}, {"shop", "db-password", "database"}} {
-		must(t, env.Admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}, Data: map[string][]byte{"password": []byte(s.pw)}}))
+		testenv.Must(t, env.Admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}, Data: map[string][]byte{"password": []byte(s.pw)}}))
 	}
 	metallbController := deployment("controller", map[string]string{"app": "metallb", "component": "controller"})
 	ingress := deployment("ingress-nginx-controller", map[string]string{"app.kubernetes.io/name": "ingress-nginx", "app.kubernetes.io/component": "controller"})
-	must(t, env.Admin.Create(ctx, metallbController))
-	must(t, env.Admin.Create(ctx, ingress))
+	testenv.Must(t, env.Admin.Create(ctx, metallbController))
+	testenv.Must(t, env.Admin.Create(ctx, ingress))
 
 	o := cmd.MetalLBOptions{MetalLBNamespace: Namespace}
 	o.OperatorNamespace = testenv.OperatorNamespace
 	o.ScaleDownController = true
 	var plan bytes.Buffer
 	p, err := cmd.MetalLBPlan(ctx, env.AdminConfig, o, &plan)
-	must(t, err)
+	testenv.Must(t, err)
 	for _, want := range []string{
 		"IPGroup web exists already and differs: apply refuses the pool",
 		"BGPPeer stolen: its passwordSecret shop/db-password is outside MetalLB's namespace metallb-system",
@@ -91,13 +91,13 @@ func TestMetalLBApplyTouchesOnlyWhatThePlanNames(t *testing.T) {
 		t.Errorf("apply over a differing IPGroup: %v\n%s", err, out.String())
 	}
 	group := &paasv1.IPGroup{}
-	must(t, env.Admin.Get(ctx, client.ObjectKey{Name: "web"}, group))
+	testenv.Must(t, env.Admin.Get(ctx, client.ObjectKey{Name: "web"}, group))
 	if group.Spec.Segment != "10.0.0.0/24" {
 		t.Errorf("the differing IPGroup was changed: %+v", group.Spec)
 	}
 	checkReplicas(ctx, t, env, metallbController, 1)
 	passwords := &corev1.Secret{}
-	must(t, env.Admin.Get(ctx, client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: migration.MetalLBPasswordSecret}, passwords))
+	testenv.Must(t, env.Admin.Get(ctx, client.ObjectKey{Namespace: testenv.OperatorNamespace, Name: migration.MetalLBPasswordSecret}, passwords))
 	if _, ok := passwords.Data["stolen"]; ok || string(passwords.Data["tor"]) != "tor-secret" {
 		t.Errorf("password Secret keys %v: want tor only", passwords.Data)
 	}
@@ -107,7 +107,7 @@ func TestMetalLBApplyTouchesOnlyWhatThePlanNames(t *testing.T) {
 
 	// Made identical to the conversion, the IPGroup is left as it is and apply goes on.
 	group.Spec = *groupNamed(p, "web").DeepCopy()
-	must(t, env.Admin.Update(ctx, group))
+	testenv.Must(t, env.Admin.Update(ctx, group))
 	out.Reset()
 	if err := cmd.MetalLBApply(ctx, env.AdminConfig, o, &out); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out.String())
@@ -139,15 +139,8 @@ func deployment(name string, labels map[string]string) *appsv1.Deployment {
 func checkReplicas(ctx context.Context, t *testing.T, env *testenv.Env, d *appsv1.Deployment, want int32) {
 	t.Helper()
 	got := &appsv1.Deployment{}
-	must(t, env.Admin.Get(ctx, client.ObjectKeyFromObject(d), got))
+	testenv.Must(t, env.Admin.Get(ctx, client.ObjectKeyFromObject(d), got))
 	if got.Spec.Replicas == nil || *got.Spec.Replicas != want {
 		t.Errorf("Deployment %s has %v replicas, want %d", d.Name, got.Spec.Replicas, want)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ package metallb
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,33 +157,21 @@ func startMetalLB(ctx context.Context, t *testing.T, env *testenv.Env) *Controll
 	}
 	t.Cleanup(func() {
 		if log := ctl.Stop(); t.Failed() {
-			t.Logf("MetalLB controller log:\n%s", tail(log, 60))
+			t.Logf("MetalLB controller log:\n%s", testenv.Tail(log, 60))
 		}
 	})
 	return ctl
 }
 
+// waitFor waits until cond holds (testenv.Eventually); cond's text says what it waits for.
 func waitFor(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
+	testenv.Eventually(t, timeout, "timed out", func() error {
+		if ok, msg := cond(); !ok {
+			return errors.New(msg)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", msg)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func tail(s string, lines int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
+		return nil
+	})
 }
 
 // TestMetalLBAllocates runs the real MetalLB controller on the local control plane: its pools

@@ -25,7 +25,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
-	"github.com/paas-org/vip-allocator-operator/controllers/agent"
+	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -78,8 +78,9 @@ func TestMetalLBSwitch(t *testing.T) {
 		t.Fatalf("second apply: %v\n%s", err, again.String())
 	}
 
-	stop := startOperator(t, env)
-	defer stop()
+	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	testenv.Must(t, err)
+	defer func() { testenv.Must(t, stop()) }()
 	// Every one, the pair sharing 192.0.2.18 under allow-shared-ip too.
 	for _, s := range services {
 		waitKept(ctx, t, env, s)
@@ -167,24 +168,10 @@ func ipGroupHasAddresses(ctx context.Context, t *testing.T, env *testenv.Env) bo
 	return false
 }
 
-// startOperator runs the operator in-process as its ServiceAccount, as test/integration does.
-func startOperator(t *testing.T, env *testenv.Env) (stop func()) {
-	t.Helper()
-	mgr, err := cmd.NewManager(env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
-		Agent: agent.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}
-}
+// operatorOptions are the flags the operator runs with here (testenv.StartOperator), as
+// test/integration's do.
+var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
+	Agent: agentctrl.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}}
 
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {

@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // TestLeavesMetalLBServicesUntilApply: the bundle installed beside MetalLB, before
@@ -50,8 +51,9 @@ func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
 	})
 	restore()
 
-	stop := startOperator(t, env)
-	defer stop()
+	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	testenv.Must(t, err)
+	defer func() { testenv.Must(t, stop()) }()
 	waitFor(t, 60*time.Second, func() (bool, string) {
 		if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return false, err.Error()

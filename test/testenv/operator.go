@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/paas-org/vip-allocator-operator/cmd"
+)
+
+// StartOperator runs the operator's manager in this process with cfg's
+// identity (an Env's OperatorConfig: the operator's ServiceAccount) and o;
+// o.QPS and o.Burst, when set, replace cfg's client limits as the operator's
+// flags do. stop ends it and returns what the manager returned; later calls
+// return the same.
+func StartOperator(cfg *rest.Config, o cmd.OperatorOptions) (stop func() error, err error) {
+	cfg = rest.CopyConfig(cfg)
+	if o.QPS != 0 {
+		cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
+	}
+	mgr, err := cmd.NewManager(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	}), nil
+}
