@@ -26,7 +26,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
-	"github.com/paas-org/vip-allocator-operator/controllers/ipgroup"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers/service"
+	servicectrl "github.com/paas-org/vip-allocator-operator/controllers/service"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -58,7 +58,7 @@ func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
 		if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 			return false, err.Error()
 		}
-		return slices.Contains(svc.Finalizers, service.CleanupFinalizer), "the operator has not served app/web yet"
+		return slices.Contains(svc.Finalizers, servicectrl.CleanupFinalizer), "the operator has not served app/web yet"
 	})
 	time.Sleep(2 * time.Second) // a status write would have come by now
 	if err := env.Admin.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
