@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -186,13 +185,4 @@ func srcValidMark(name string, index int) error {
 		return fmt.Errorf("set src_valid_mark of interface %d: %w", index, err)
 	}
 	return nil
-}
-
-// gatewayOf is r's gateway as an Addr; the zero Addr when none.
-func gatewayOf(r netlink.Route) netip.Addr {
-	a, ok := netip.AddrFromSlice(r.Gw)
-	if !ok {
-		return netip.Addr{}
-	}
-	return a.Unmap()
 }
