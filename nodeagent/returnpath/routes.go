@@ -15,7 +15,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 )
 
-// The priorities of the policy rules, before the main table's (32766). At RulePriority a
+// RulePriority is the first of the policy rules' priorities, before the main table's (32766). At RulePriority a
 // marked packet looks in the main table with its default routes suppressed; at
 // RulePriority+1, what found nothing there looks in its interface's table.
 const RulePriority = 31000
