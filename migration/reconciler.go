@@ -67,6 +67,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
+// Reconcile is one pass over the legacy VirtualIP req names.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vip := &paasv1.VirtualIP{}
 	if err := r.GetClient().Get(ctx, req.NamespacedName, vip); err != nil {

@@ -108,7 +108,7 @@ func TestPlanUpgradeRemovesTheOriginalsPieces(t *testing.T) {
 		p := PlanUpgrade(ourInstallation(originalBundle(t, c.release)))
 		var got []string
 		for _, r := range p.Remove {
-			got = append(got, r.Object.String())
+			got = append(got, r.String())
 			if r.UID != types.UID("uid-"+r.Name) {
 				t.Errorf("%s: %s removed without the uid it was seen with", c.release, r.Object)
 			}
@@ -174,7 +174,7 @@ func TestPlanUpgradeLeavesWhatOnlyResemblesTheOriginal(t *testing.T) {
 	}
 	var got []string
 	for _, u := range p.Untouched {
-		got = append(got, u.Object.String())
+		got = append(got, u.String())
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -214,7 +214,7 @@ func TestPlanUpgradeWantsTheOriginalsContent(t *testing.T) {
 	}
 	var untouched []string
 	for _, u := range p.Untouched {
-		untouched = append(untouched, u.Object.String()+": "+u.Why)
+		untouched = append(untouched, u.String()+": "+u.Why)
 	}
 	for _, want := range []string{
 		"ClusterRoleBinding vip-allocator-operator-manager-rolebinding: has the name of the original's binding, but binds ServiceAccount vip-allocator-operator/vip-allocator-operator-sa, ServiceAccount vip-allocator-operator/default to ClusterRole cluster-admin",

@@ -103,10 +103,9 @@ type Server struct {
 	// (nodes.Unviewed), for the data path, the announcer and the gossip.
 	unviewed *nodes.Unviewed
 
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the manager has returned
-	mgrErr  error
-	stopErr error
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the manager has returned
+	mgrErr error
 }
 
 // NewServer opens the data planes and builds the manager; nothing runs yet.

@@ -176,19 +176,19 @@ type Failover struct {
 type FailoverCause string
 
 const (
-	// FailoverOwnerDead: the previous owner's agent is no longer alive (killed,
+	// FailoverOwnerDead means the previous owner's agent is no longer alive (killed,
 	// its node down, its link down, or on the minority side of a split).
 	FailoverOwnerDead FailoverCause = "OwnerDead"
-	// FailoverPlannedMove: the previous owner's agent is stopping and hands
+	// FailoverPlannedMove means the previous owner's agent is stopping and hands
 	// its addresses over (draining).
 	FailoverPlannedMove FailoverCause = "PlannedMove"
-	// FailoverExcluded: the previous owner is alive but excluded from carrying
+	// FailoverExcluded means the previous owner is alive but excluded from carrying
 	// addresses (the exclusion label, or cordoned under --on-cordon=handover).
 	FailoverExcluded FailoverCause = "Excluded"
-	// FailoverConflict: the ledger named an announcer the election did not
+	// FailoverConflict means the ledger named an announcer the election did not
 	// give the address to (two nodes claimed it); the election's owner ends it.
 	FailoverConflict FailoverCause = "Conflict"
-	// FailoverElectionChange: the previous owner is alive and eligible, but
+	// FailoverElectionChange means the previous owner is alive and eligible, but
 	// the election now gives the address to another node (a node came back,
 	// the Service's endpoints or the group's node selection changed).
 	FailoverElectionChange FailoverCause = "ElectionChange"

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +29,7 @@ func TestIPObjectNameIsAValidNameAndReadsBack(t *testing.T) {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			t.Errorf("%s: %q is no valid object name: %v", c.addr, name, errs)
 		}
-		if errs := path.IsValidPathSegmentName(name); len(errs) > 0 {
+		if errs := content.IsPathSegmentName(name); len(errs) > 0 {
 			t.Errorf("%s: %q is no valid path segment: %v", c.addr, name, errs)
 		}
 		ip := IP{ObjectMeta: metav1.ObjectMeta{Name: name}}

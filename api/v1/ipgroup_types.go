@@ -291,7 +291,7 @@ const (
 // holds one any more.
 const AddressesHeldFinalizer = "paas.org/addresses-held"
 
-// ReleaseAddressesAnnotation, set to "true" on an IPGroup, releases the
+// ReleaseAddressesAnnotation set to "true" on an IPGroup releases the
 // addresses Services hold that the group no longer allows (excluded, outside
 // its parts, or all of them when the group is being deleted): their Services
 // move to addresses their groups allow, by the usual relocation. Without it,

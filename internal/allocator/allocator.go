@@ -26,6 +26,7 @@ import (
 // Family is an address family, spelled as in a Service's spec.ipFamilies.
 type Family string
 
+// The two families.
 const (
 	IPv4 Family = "IPv4"
 	IPv6 Family = "IPv6"

@@ -154,15 +154,15 @@ func (a *Allocator) joinError(key string, s Sharing, addr netip.Addr, strict boo
 	if !strict || len(holders) == 0 {
 		return nil
 	}
-	return a.fitError(key, s, addr, holders)
+	return a.fitError(s, addr, holders)
 }
 
-// fitError says why key, in one sharing group with holders, does not fit on
+// fitError says why a Service sharing s, in one group with holders, does not fit on
 // addr beside them: too many ports, a port in use, other Local endpoints, too
 // many holders. The ports are counted before any is compared, so that the
 // comparison, under the allocator's one lock, never sees more than
 // MaxSharedPorts of them.
-func (a *Allocator) fitError(key string, s Sharing, addr netip.Addr, holders []string) error {
+func (a *Allocator) fitError(s Sharing, addr netip.Addr, holders []string) error {
 	carried := 0
 	for _, other := range holders {
 		carried += len(a.sharing[other].Ports)

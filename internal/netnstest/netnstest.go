@@ -70,22 +70,39 @@ func Enter(prefix string) (name string, leave func() error, err error) {
 // Do runs f on an OS thread switched into the named network namespace (under /run/netns),
 // then switches the thread back. A socket f opens stays in that namespace, so a caller can
 // listen inside a namespace and serve from any goroutine.
-func Do(name string, f func() error) error {
+//
+// A thread that cannot switch back stays locked to the goroutine, and Go ends it with the
+// goroutine, so that no other goroutine runs in the namespace; the error says so.
+func Do(name string, f func() error) (err error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	back := false // whether the thread is back in its own namespace, and may serve others
+	defer func() {
+		if back {
+			runtime.UnlockOSThread()
+		}
+	}()
 	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		back = true
 		return err
 	}
-	defer unix.Close(self)
+	defer func() { err = errors.Join(err, unix.Close(self)) }()
 	target, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		back = true
 		return err
 	}
-	defer unix.Close(target)
+	defer func() { err = errors.Join(err, unix.Close(target)) }()
 	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+		back = true
 		return err
 	}
-	defer unix.Setns(self, unix.CLONE_NEWNET)
+	defer func() {
+		if serr := unix.Setns(self, unix.CLONE_NEWNET); serr != nil {
+			err = errors.Join(err, fmt.Errorf("setns back from %s: %w", name, serr))
+			return
+		}
+		back = true
+	}()
 	return f()
 }

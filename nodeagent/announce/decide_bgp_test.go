@@ -15,8 +15,6 @@ import (
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 )
 
-import ()
-
 func TestDecideBGPRoutesFollowTheGroup(t *testing.T) {
 	vip := netip.MustParseAddr("2001:db8::7")
 	pref := uint32(200)

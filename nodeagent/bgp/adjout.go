@@ -14,7 +14,7 @@ import (
 // AdjOut lists, by peer name, the host routes of prefixes in each
 // configured peer's Adj-RIB-Out: what the speaker has sent that router (what
 // it advertises, after the export policy), not what it was asked to send.
-func (s *Speaker) AdjOut(ctx context.Context, prefixes []netip.Prefix) (map[string][]netip.Prefix, error) {
+func (s *Speaker) AdjOut(_ context.Context, prefixes []netip.Prefix) (map[string][]netip.Prefix, error) {
 	s.mu.Lock()
 	addrs := map[string]string{}
 	for name, p := range s.peers {

@@ -96,7 +96,7 @@ func (s *Speaker) Advertise(ctx context.Context, routes []Route) error {
 }
 
 // readvertiseLocked adds every route not in the RIB yet.
-func (s *Speaker) readvertiseLocked(ctx context.Context) error {
+func (s *Speaker) readvertiseLocked(_ context.Context) error {
 	if !s.started {
 		return nil
 	}

@@ -123,7 +123,7 @@ func protocolNamed(pn byte) Protocol {
 
 // Held reads the nat table back with iptables-save.
 func (p *IPTables) Held(vips []netip.Addr) ([]Held, error) {
-	out, err := run(nil, p.bins.save, "-t", "nat")
+	out, err := run(p.bins.save, "-t", "nat")
 	if err != nil {
 		return nil, err
 	}

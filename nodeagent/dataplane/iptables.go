@@ -263,7 +263,7 @@ func cleanupIPTables(cfg Config, keepMangle bool) error {
 	}
 	// Listing a table creates it with the nft backend: look first, so a node the
 	// agent never touched (often its IPv6 side) is left exactly as it was.
-	dump, err := run(nil, d.bins.save)
+	dump, err := run(d.bins.save)
 	if err != nil {
 		return err
 	}

@@ -39,10 +39,10 @@ func lookBinaries(fam Family, backend string) (binaries, error) {
 }
 
 // run runs one program and returns its stdout; the error carries stderr.
-func run(stdin io.Reader, path string, args ...string) ([]byte, error) {
+func run(path string, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(path, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %s", path, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
@@ -172,7 +172,7 @@ func nftChains(nft string, fam Family) (map[string][]string, error) {
 	if fam == IPv6 {
 		family = "ip6"
 	}
-	out, err := run(nil, nft, "list", "chains", family)
+	out, err := run(nft, "list", "chains", family)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func detectBackend() string {
 		var outs [][]byte
 		for _, name := range []string{"iptables-" + backend + "-save", "ip6tables-" + backend + "-save"} {
 			if p, err := exec.LookPath(name); err == nil {
-				if out, err := run(nil, p, args...); err == nil {
+				if out, err := run(p, args...); err == nil {
 					outs = append(outs, out)
 				}
 			}

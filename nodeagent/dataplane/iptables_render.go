@@ -124,7 +124,7 @@ func makePlan(in renderInput) *plan {
 			items[i].write = changed
 			p.r.serviceJumps(&scratch, s, s.Ports[items[i].port], items[i].name)
 		}
-		jumps.Write(scratch.Bytes())
+		_, _ = jumps.Write(scratch.Bytes()) // a maphash.Hash never fails
 		for _, vip := range s.VIPs {
 			if vip = vip.Unmap(); p.r.family.matches(vip) && !seenVIP[vip] { // Services may share a VIP
 				if len(seenVIP) == 0 {

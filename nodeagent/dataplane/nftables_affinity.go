@@ -41,12 +41,12 @@ func stickyPorts(records string) (sticky map[string]bool, endpoints map[string]m
 // forgetClients notes what a partial Sync must delete from the clients map when a Service's
 // records turn from old into new: every client of a port that loses its affinity, and the
 // clients of a port with affinity sent to an endpoint it no longer has.
-func (p *nftPlan) forgetClients(old, new string) {
+func (p *nftPlan) forgetClients(old, next string) {
 	had, hadEPs := stickyPorts(old)
 	if len(had) == 0 {
 		return
 	}
-	has, hasEPs := stickyPorts(new)
+	has, hasEPs := stickyPorts(next)
 	for k := range had {
 		f := forgetting{all: !has[k]}
 		for ep := range hadEPs[k] {

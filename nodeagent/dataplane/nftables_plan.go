@@ -147,12 +147,12 @@ func (st *nftState) releasePorts(owner string, prev, cur nftService) (released b
 
 // change records what turns a Service's elements old into new: elements in only one of them,
 // or with other data, are deleted or added. VIPs are counted, since Services may share one.
-func (p *nftPlan) change(old, new nftService) {
+func (p *nftPlan) change(old, next nftService) {
 	if !p.full {
-		p.forgetClients(old.records, new.records)
+		p.forgetClients(old.records, next.records)
 	}
-	if old.records == "" { // a new Service, or any Service of a full Sync: no need to compare
-		eachElem(new.records, p.put)
+	if old.records == "" { // a next Service, or any Service of a full Sync: no need to compare
+		eachElem(next.records, p.put)
 		return
 	}
 	type id struct {
@@ -162,7 +162,7 @@ func (p *nftPlan) change(old, new nftService) {
 	had := map[id]string{}
 	eachElem(old.records, func(e nftElem) { had[id{e.set, e.key, e.end}] = e.val })
 	kept := map[id]bool{}
-	eachElem(new.records, func(e nftElem) {
+	eachElem(next.records, func(e nftElem) {
 		i := id{e.set, e.key, e.end}
 		if v, ok := had[i]; ok && v == e.val {
 			kept[i] = true

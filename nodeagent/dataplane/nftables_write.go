@@ -269,5 +269,5 @@ func bytesOf(s string) []byte {
 	if s == "" {
 		return nil
 	}
-	return unsafe.Slice(unsafe.StringData(s), len(s))
+	return unsafe.Slice(unsafe.StringData(s), len(s)) //nolint:gosec // a read-only view: no caller writes to it
 }

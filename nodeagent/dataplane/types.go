@@ -8,6 +8,7 @@ import (
 // Family is an IP family; one Plane programs one family.
 type Family string
 
+// The two families.
 const (
 	IPv4 Family = "IPv4"
 	IPv6 Family = "IPv6"
@@ -16,6 +17,7 @@ const (
 // Protocol is a Service port protocol: "TCP", "UDP" or "SCTP". Empty means TCP, as in Kubernetes.
 type Protocol string
 
+// The protocols a Service port carries.
 const (
 	TCP  Protocol = "TCP"
 	UDP  Protocol = "UDP"

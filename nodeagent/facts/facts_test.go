@@ -41,7 +41,7 @@ func TestHandler(t *testing.T) {
 		Alive:     func() map[string]bool { return map[string]bool{"node1": false, "node2": true} },
 		Answering: func() map[netip.Addr]string { return map[netip.Addr]string{vip: "eth0"} },
 		Now:       func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) },
-		Announced: func(_ context.Context, v netip.Addr) time.Time {
+		Announced: func(context.Context, netip.Addr) time.Time {
 			return time.Date(2026, 11, 29, 8, 59, 0, 0, time.UTC)
 		},
 		AdjOut: func(_ context.Context, ps []netip.Prefix) (map[string][]netip.Prefix, error) {

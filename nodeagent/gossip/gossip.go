@@ -56,6 +56,7 @@ func Timers(preset string) (membership.Timers, error) {
 // Liveness adapts membership to what the announcer needs (announce.Liveness).
 type Liveness struct{ Cluster *membership.Cluster }
 
+// AliveDraining maps each member the cluster knows to whether it is draining.
 func (l Liveness) AliveDraining() map[string]bool {
 	out := map[string]bool{}
 	for name, st := range l.Cluster.Members() {
@@ -64,6 +65,7 @@ func (l Liveness) AliveDraining() map[string]bool {
 	return out
 }
 
+// Changed is the cluster's notice of a change among its members.
 func (l Liveness) Changed() <-chan struct{} { return l.Cluster.Changed() }
 
 // Keys reads the agents' keys, primary first, from the Secret the

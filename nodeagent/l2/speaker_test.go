@@ -264,8 +264,8 @@ func TestSpeakerUnderClaimFlood(t *testing.T) {
 	if answered != asked {
 		t.Errorf("the VIP answered %d of %d ARP requests under the flood", answered, asked)
 	}
-	if max := int64(claimsPerVIPBurst + claimsPerVIPPerSecond*(int(elapsed.Seconds())+1)); looked.Load() > max {
-		t.Errorf("%d claims looked at, want at most %d", looked.Load(), max)
+	if most := int64(claimsPerVIPBurst + claimsPerVIPPerSecond*(int(elapsed.Seconds())+1)); looked.Load() > most {
+		t.Errorf("%d claims looked at, want at most %d", looked.Load(), most)
 	}
 	if ignored := sp.ClaimsIgnored(); ignored < uint64(n)/2 {
 		t.Errorf("%d of %d claims ignored: the flood did not reach the speaker", ignored, n)

@@ -318,7 +318,7 @@ func TestParseLogLine(t *testing.T) {
 
 func TestLogWriterRoutesLevels(t *testing.T) {
 	var lines []string
-	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 1})
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 1})
 	w := logWriter{log}
 	fmt.Fprintln(w, "[ERR] memberlist: bad packet")
 	fmt.Fprintln(w, "[WARN] memberlist: refuting")

@@ -31,6 +31,7 @@ type Index struct {
 	addrs map[string][]netip.Addr // node name → InternalIPs
 }
 
+// Update rebuilds the index from nodes.
 func (x *Index) Update(nodes []corev1.Node) {
 	macs, addrs := map[string]bool{}, map[string][]netip.Addr{}
 	for i := range nodes {

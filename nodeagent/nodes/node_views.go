@@ -133,7 +133,7 @@ type nodeRead struct {
 	at   time.Time
 }
 
-// ask makes the next listing look name up: a gossip member named it and no
+// Ask makes the next listing look name up: a gossip member named it and no
 // Node or view of it is known.
 func (u *Unviewed) Ask(name string) {
 	u.mu.Lock()

@@ -47,9 +47,9 @@ func quoteAll(ss []string) string {
 // clip shortens what a user wrote to a length a message can carry: a
 // condition message holds at most 32 KiB, an annotation or field much more.
 func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
+	const most = 64
+	if len(s) <= most {
 		return s
 	}
-	return s[:max] + "..."
+	return s[:most] + "..."
 }

@@ -83,6 +83,8 @@ type Syncer struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
 
+// Reconcile is one sync pass: the Services changed since the last one, or all of them once
+// ResyncPeriod has passed.
 func (s *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	full := time.Since(s.lastFull) >= s.Options.ResyncPeriod
 	stale := s.changes.Take()

@@ -46,6 +46,7 @@ type Keeper struct {
 
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups;bgppeers,verbs=get;list;watch
 
+// Reconcile is one pass of the keeper over the IPGroups and BGPPeers.
 func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	var list paasv1.IPGroupList
 	if err := k.Client.List(ctx, &list); err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 )
 
-// The priorities of the policy rules, before the main table's (32766). At RulePriority a
+// RulePriority is the first of the policy rules' priorities, before the main table's (32766). At RulePriority a
 // marked packet looks in the main table with its default routes suppressed; at
 // RulePriority+1, what found nothing there looks in its interface's table.
 const RulePriority = 31000
@@ -186,13 +185,4 @@ func srcValidMark(name string, index int) error {
 		return fmt.Errorf("set src_valid_mark of interface %d: %w", index, err)
 	}
 	return nil
-}
-
-// gatewayOf is r's gateway as an Addr; the zero Addr when none.
-func gatewayOf(r netlink.Route) netip.Addr {
-	a, ok := netip.AddrFromSlice(r.Gw)
-	if !ok {
-		return netip.Addr{}
-	}
-	return a.Unmap()
 }

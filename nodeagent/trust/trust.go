@@ -92,12 +92,13 @@ func (v View) RefusalOf(svc *corev1.Service, vip netip.Addr) (r Refusal, refused
 func NodeAddresses(nodes []corev1.Node, viewed map[string]bool) map[netip.Addr]string {
 	out := map[netip.Addr]string{}
 	for i := range nodes {
-		if viewed[nodes[i].Name] {
+		n := &nodes[i]
+		if viewed[n.Name] {
 			continue
 		}
-		for _, a := range nodes[i].Status.Addresses {
+		for _, a := range n.Status.Addresses {
 			if addr, err := netip.ParseAddr(strings.TrimSpace(a.Address)); err == nil {
-				out[addr.Unmap().WithZone("")] = nodes[i].Name
+				out[addr.Unmap().WithZone("")] = n.Name
 			}
 		}
 	}

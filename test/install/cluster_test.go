@@ -210,21 +210,16 @@ func (c *cluster) tokenClient(t *testing.T, token string) client.WithWatch {
 	return cl
 }
 
-// runOperator runs the operator in-process as its ServiceAccount (impersonated:
-// the RBAC is the bundle's), with leader election, deploying the agent.
-func (c *cluster) runOperator(t *testing.T, image string) (stop func()) {
-	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
-		LeaderElect: true, Agent: agent.Options{Namespace: namespace, Image: image}})
-}
-
-// runOperatorServingMetrics is runOperator with the metrics served as the bundle serves
-// them (TLS, authenticated and authorized) on metricsAddr.
+// runOperatorServingMetrics runs the operator in-process as its ServiceAccount
+// (impersonated: the RBAC is the bundle's), with leader election, deploying the agent,
+// and the metrics served as the bundle serves them (TLS, authenticated and authorized)
+// on metricsAddr.
 func (c *cluster) runOperatorServingMetrics(t *testing.T, image, metricsAddr string) (stop func()) {
 	return c.runOperatorWith(t, cmd.OperatorOptions{MetricsAddr: metricsAddr, MetricsSecure: true, ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
 		LeaderElect: true, Agent: agent.Options{Namespace: namespace, Image: image}})
 }
 
-// runOperatorWith runs the operator with options o, as runOperator does.
+// runOperatorWith runs the operator in-process with options o, as its ServiceAccount.
 func (c *cluster) runOperatorWith(t *testing.T, o cmd.OperatorOptions) (stop func()) {
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,

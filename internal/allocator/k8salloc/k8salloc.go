@@ -208,11 +208,11 @@ func leadingZeros(s string) bool {
 
 // clip shortens what a user wrote to what a message can carry.
 func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
+	const most = 64
+	if len(s) <= most {
 		return s
 	}
-	return s[:max] + "..."
+	return s[:most] + "..."
 }
 
 func requestedOf(ips []netip.Addr, fam allocator.Family) (netip.Addr, bool) {
