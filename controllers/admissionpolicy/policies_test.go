@@ -67,7 +67,7 @@ func TestAdmissionPoliciesRole(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	data, err := os.ReadFile("../config/manifests/admission_policies_role.yaml")
+	data, err := os.ReadFile("../../config/manifests/admission_policies_role.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
