@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
-	"github.com/paas-org/vip-allocator-operator/internal/reserved"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,11 +29,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
 // ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service
@@ -50,7 +49,7 @@ const (
 	EventIPReleased       = "IPReleased"
 	EventAllocationFailed = "AllocationFailed"
 	// EventAddressKept: the Service keeps an address its IPGroup no longer
-	// allows until the group's admin releases it (ipgroup_protection.go).
+	// allows until the group's admin releases it (package ipgroup, protection.go).
 	EventAddressKept = "AddressKept"
 )
 

@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
