@@ -36,10 +36,10 @@ generate: $(CONTROLLER_GEN)
 	go run ./hack/ipgroupcel
 	$(CONTROLLER_GEN) object paths=./api/...
 
-## manifests: CRDs and RBAC in config/ from the markers in api/ and controllers/
+## manifests: CRDs and RBAC in config/ from the markers in api/, controllers/ (and the internal/ packages they share) and nodeagent/
 manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-operator paths="{./controllers/...,./migration/...,./internal/metricsauth/...,./internal/reserved/...}" output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 

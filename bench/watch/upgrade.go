@@ -24,7 +24,7 @@ import (
 )
 
 // A rolling upgrade while the operator is down: the agents not upgraded yet
-// publish no NodeView, nor does the operator (controllers/nodeview_controller.go),
+// publish no NodeView, nor does the operator (controllers/nodeview),
 // and every upgraded agent reads their Nodes straight from the API server
 // (nodeagent/nodes' Unviewed). The bench removes the views of the odd Nodes
 // (half the cluster on old agents) and runs one upgraded agent's listing on

@@ -10,14 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
 )
 
 // bundleNamespace is the namespace config/ names the operator's and the agents'

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
-
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/paas-org/vip-allocator-operator/config/admission"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
 )
 
 // TestPolicyObjectsMoveEveryServiceAccount: every policy of config/admission,
@@ -67,7 +66,7 @@ func TestAdmissionPoliciesRole(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	data, err := os.ReadFile("../config/manifests/admission_policies_role.yaml")
+	data, err := os.ReadFile("../../config/manifests/admission_policies_role.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

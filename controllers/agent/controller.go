@@ -5,11 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
-
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/internal/election"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // Names of what the operator deploys for the node agent.

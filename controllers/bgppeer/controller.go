@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 

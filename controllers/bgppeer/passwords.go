@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/managedby"
 )
 
 // The BGP passwords are handed to the agents in three steps: observe reads

@@ -110,7 +110,7 @@ func TestDecidePasswordsPeersApart(t *testing.T) {
 // per change of the condition, not per reconcile.
 func TestKeptPasswordCondition(t *testing.T) {
 	events := record.NewFakeRecorder(10)
-	r := &Reconciler{Events: events}
+	r := &Reconciler{Recorder: events}
 	peer := &paasv1.BGPPeer{}
 	kept := passwordProblem{reason: paasv1.ReasonPasswordSecretMissingKeptLastGood, message: "Secret ops/a does not exist: ...", kept: true}
 	steps := []struct {

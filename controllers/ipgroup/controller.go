@@ -9,10 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
-	"github.com/paas-org/vip-allocator-operator/internal/reserved"
-
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,9 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
 // statusDelay batches a burst of allocations into one IPGroup status write.
@@ -35,7 +34,7 @@ const statusDelay = time.Second
 // Reconciler reports on each IPGroup how full it is, whether its spec is
 // usable, whether its segment overlaps another group's and which Services keep
 // addresses it no longer allows; it protects a group from which Services hold
-// addresses with a finalizer (ipgroup_protection.go).
+// addresses with a finalizer (protection.go).
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client

@@ -5,9 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
-	"github.com/paas-org/vip-allocator-operator/internal/reserved"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -18,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/paas-org/vip-allocator-operator/internal/reserved"
-
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +22,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
 // allocatorState is the operator's in-memory allocation state: the pure allocator
@@ -34,7 +33,7 @@ type allocatorState struct {
 	alloc     *allocator.Allocator
 	groupsKey string // identity of the IPGroups the allocator holds
 	// protection is every IPGroup's, by name, Terminating ones included: the
-	// addresses each keeps for their Services (ipgroup_protection.go).
+	// addresses each keeps for their Services (kept.go).
 	protection map[string]groupProtection
 	rebuilt    atomic.Bool
 	pending    map[types.NamespacedName]struct{}

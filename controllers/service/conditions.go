@@ -8,11 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 )
 

@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
-	"github.com/paas-org/vip-allocator-operator/internal/reserved"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,11 +29,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
 // ownerIndex indexes ledger objects by "<namespace>/<name>" of their Service
@@ -50,7 +49,7 @@ const (
 	EventIPReleased       = "IPReleased"
 	EventAllocationFailed = "AllocationFailed"
 	// EventAddressKept: the Service keeps an address its IPGroup no longer
-	// allows until the group's admin releases it (ipgroup_protection.go).
+	// allows until the group's admin releases it (package ipgroup, protection.go).
 	EventAddressKept = "AddressKept"
 )
 
@@ -160,111 +159,15 @@ func (r *Reconciler) takeLedger(ctx context.Context, svc *corev1.Service) ([]paa
 	return current, nil
 }
 
-// serve makes svc hold its addresses: in memory, in the ledger, in its status.
-func (r *Reconciler) serve(ctx context.Context, svc *corev1.Service) error {
-	key := client.ObjectKeyFromObject(svc)
-	current, err := r.takeLedger(ctx, svc)
-	if err != nil {
-		return err
-	}
-
-	ns := &corev1.Namespace{} // only its labels are read: the cache's own, uncopied
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: svc.Namespace}, ns, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("get Namespace %s: %w", svc.Namespace, err)
-	}
-	request, requestErr := k8salloc.Request(svc, ns.Labels)
-	if requestErr == nil {
-		if err := r.takeOverFromVirtualIPs(ctx, svc, request); err != nil {
-			return err
-		}
-	}
-
-	unledgeredShown := unledgered(svc, current, func(name string) bool { return r.state.ledgerInFlight(name, svc.UID) })
-	var result allocOutcome
-	for attempt := 0; ; attempt++ {
-		result = r.allocate(ctx, key, request, requestErr, unledgeredShown, current)
-		if leftToItsWriter(result, unledgeredShown, current) {
-			// Waits for an IPGroup (a group event or a freed address wakes it).
-			r.setPending(key, true)
-			return nil
-		}
-		lost, err := r.writeLedger(ctx, svc, result, current)
-		if err != nil {
-			// The status shows no address without its ledger object: say why it waits.
-			r.Recorder.Eventf(svc, corev1.EventTypeWarning, EventAllocationFailed, "Cannot record the address in the IP ledger: %v%s", err, webhookHint(err))
-			return err
-		}
-		if !lost {
-			break
-		}
-		// Another holder won the ledger race: the allocator now knows it, try
-		// again; the status never shows an address whose ledger object is not ours.
-		if attempt == 3 {
-			return fmt.Errorf("allocate %s: another holder won the ledger race 4 times; retrying", key)
-		}
-	}
-	// The ledger says first which addresses the agents must leave alone.
-	if err := r.markLedger(ctx, current, result.conflicts); err != nil {
-		return err
-	}
-	if err := r.markClaims(ctx, current, result.claims); err != nil {
-		return err
-	}
-	shown, err := r.writeStatus(ctx, svc, result)
-	if err != nil {
-		return err
-	}
-	if shown {
-		if err := r.settleLedger(ctx, svc, result, current); err != nil {
-			return err
-		}
-	}
-	r.setPending(key, result.err != nil)
-	if result.released || result.reclaimed {
-		r.wakePending()
-	}
-	return nil
-}
-
-// allocOutcome is what one reconcile's allocation decided for a Service: the
-// addresses it holds now and, if it holds less than it asked for, why.
-type allocOutcome struct {
-	held    []netip.Addr
-	groupOf map[netip.Addr]string // the IPGroup each held address is in, if any
-	// conflicts are the held addresses reserved elsewhere in the cluster.
-	conflicts map[netip.Addr]allocator.Reservation
-	// claims are the held addresses Nodes claim: those nodes' conflicts.
-	claims   map[netip.Addr][]allocator.Reservation
-	err      error
-	released bool // an address was freed: pending Services may now fit
-	// reclaimed is true when the Service took back an address leased to it:
-	// Services waiting for it are told it is in use now.
-	reclaimed bool
-	// sharingKey is the Service's sharing key, recorded on its ledger objects.
-	sharingKey string
-	// notAdopted are the addresses the status showed with no ledger object (another load
-	// balancer wrote them) that the Service does not keep, each with why.
-	notAdopted map[netip.Addr]string
-	// adopted are the held addresses among them: their ledger objects say so.
-	adopted []netip.Addr
-	// leftInUseOnLAN are the addresses given up because a host on the LAN
-	// uses them, each with who (lan_in_use.go).
-	leftInUseOnLAN map[netip.Addr]string
-	// kept are the held addresses no group that admits the Service allows,
-	// which it keeps because the group the ledger records them in protects
-	// them (ipgroup_protection.go), each with that group.
-	kept map[netip.Addr]string
-}
-
 // shown are the status's addresses without a ledger object: adopted when
 // allowed. ledger are the Service's ledger objects: the groups they record
 // keep the addresses they no longer allow for it.
-func (r *Reconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr, ips []paasv1.IP) allocOutcome {
+func (r *Reconciler) allocate(ctx context.Context, key types.NamespacedName, req allocator.Request, requestErr error, shown []netip.Addr, ips []paasv1.IP) allocation {
 	s := r.state
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.alloc.Held(key.String())
-	var out allocOutcome
+	var out allocation
 	if err := s.syncGroups(ctx, r.Client); err != nil {
 		out.held, out.err = before, err
 	} else if err := s.syncReservedIfStale(ctx, r.Client, r.Reserved); err != nil {
@@ -274,38 +177,38 @@ func (r *Reconciler) allocate(ctx context.Context, key types.NamespacedName, req
 		out.held, out.err = before, requestErr
 	} else {
 		// A lease that ended frees an address pending Services may now fit.
-		out.released = len(s.alloc.ExpireLeases(time.Now())) > 0
+		out.freed = len(s.alloc.ExpireLeases(time.Now())) > 0
 		shared := s.alloc.SharingOf(key.String())
 		assignUnledgered(s.alloc, key.String(), shown, req.Sharing)
 		before = s.alloc.Held(key.String())
 		leased := leasedTo(s.alloc, key.String(), req.IPs)
 		req.Keep = keptAddresses(ips, s.protection, req)
 		out.held, out.err = s.alloc.Allocate(key.String(), req)
-		out.leftInUseOnLAN = s.leftInUseOnLAN(before, out.held)
-		out.kept = keptOf(s.alloc, out.held, ips, req)
-		out.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
+		out.onLAN.left = s.leftInUseOnLAN(before, out.held)
+		out.protection.kept = keptOf(s.alloc, out.held, ips, req)
+		out.lease.reclaimed = slices.ContainsFunc(leased, func(a netip.Addr) bool { return slices.Contains(out.held, a) })
 		out.sharingKey = req.Sharing.Key
 		// A sharer that dropped a port or changed its key may let a pending
 		// Service of its key in.
-		out.released = out.released || shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
+		out.freed = out.freed || shared.Shares() && (shared.Key != req.Sharing.Key || !slices.Equal(shared.Ports, req.Sharing.Ports))
 	}
-	out.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
+	out.adoption.notAdopted = notAdopted(s.alloc, key, shown, out.held, req, requestErr)
 	for _, addr := range shown {
 		if slices.Contains(out.held, addr) {
-			out.adopted = append(out.adopted, addr)
+			out.adoption.adopted = append(out.adoption.adopted, addr)
 		}
 	}
-	out.released = out.released || len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
+	out.freed = out.freed || len(slices.DeleteFunc(before, func(a netip.Addr) bool { return slices.Contains(out.held, a) })) > 0
 	out.groupOf = map[netip.Addr]string{}
-	out.conflicts = map[netip.Addr]allocator.Reservation{}
-	out.claims = map[netip.Addr][]allocator.Reservation{}
+	out.reserved.conflicts = map[netip.Addr]allocator.Reservation{}
+	out.reserved.claims = map[netip.Addr][]allocator.Reservation{}
 	for _, addr := range out.held {
 		out.groupOf[addr] = groupOf(s.alloc, addr)
 		if res, ok := s.alloc.Reserved(addr); ok {
-			out.conflicts[addr] = res
+			out.reserved.conflicts[addr] = res
 		}
 		if claims := s.alloc.ClaimsOf(addr); len(claims) > 0 {
-			out.claims[addr] = claims
+			out.reserved.claims[addr] = claims
 		}
 	}
 	return out
@@ -344,7 +247,7 @@ func groupOf(a *allocator.Allocator, addr netip.Addr) string {
 // writeLedger creates the ledger objects of the held addresses; settleLedger
 // deletes the Service's others once its status no longer shows them. lost is
 // true when another holder already had an address.
-func (r *Reconciler) writeLedger(ctx context.Context, svc *corev1.Service, result allocOutcome, current []paasv1.IP) (lost bool, err error) {
+func (r *Reconciler) writeLedger(ctx context.Context, svc *corev1.Service, result allocation, current []paasv1.IP) (lost bool, err error) {
 	have := map[string]bool{}
 	for _, ip := range current {
 		have[ip.Name] = true
@@ -368,13 +271,13 @@ func (r *Reconciler) writeLedger(ctx context.Context, svc *corev1.Service, resul
 // Service's sharing key and whether another load balancer wrote it into the
 // status (adopted, status_adoption.go). An object the allocator lets svc share
 // is joined instead (ledger_sharing.go).
-func (r *Reconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, result allocOutcome) (won bool, err error) {
-	group, reserved, sharingKey := result.groupOf[addr], reservedBy(result.conflicts, addr), result.sharingKey
+func (r *Reconciler) createLedger(ctx context.Context, svc *corev1.Service, addr netip.Addr, result allocation) (won bool, err error) {
+	group, reserved, sharingKey := result.groupOf[addr], reservedBy(result.reserved.conflicts, addr), result.sharingKey
 	owner := &paasv1.IPOwner{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
 	ip := &paasv1.IP{}
 	ip.Name = paasv1.IPObjectName(addr)
 	ip.Annotations = map[string]string{paasv1.OwnerAnnotation: svc.Namespace + "/" + svc.Name}
-	adopted := slices.Contains(result.adopted, addr)
+	adopted := slices.Contains(result.adoption.adopted, addr)
 	if adopted {
 		ip.Annotations[paasv1.AdoptedAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	}
@@ -453,13 +356,13 @@ func (r *Reconciler) ledgerOf(ctx context.Context, key types.NamespacedName) ([]
 // writeStatus patches the Service's ingress and condition when they changed, and
 // tells what happened in Events. shown is true when the status now holds
 // result.held (patched, or already so).
-func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocOutcome) (shown bool, err error) {
+func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, result allocation) (shown bool, err error) {
 	key := client.ObjectKeyFromObject(svc)
 	if r.state.staleStatus(key, svc.ResourceVersion) {
 		return false, nil // our last patch is on its way; its watch event reconciles again
 	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
-	setKept(&cond, result.kept)
+	setKept(&cond, result.protection.kept)
 	anns, err := r.announcements(ctx, result.held, result.groupOf)
 	if err != nil {
 		return false, err
@@ -467,7 +370,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, resul
 	desired := svc.DeepCopy()
 	desired.Status.LoadBalancer.Ingress = ingressOf(svc, result.held, r.ipMode(), anns)
 	meta.SetStatusCondition(&desired.Status.Conditions, cond)
-	setAddressConflict(&desired.Status.Conditions, svc.Generation, result.conflicts)
+	setAddressConflict(&desired.Status.Conditions, svc.Generation, result.reserved.conflicts)
 	announced, ok := announcedCondition(svc.Generation, anns)
 	if ok {
 		meta.SetStatusCondition(&desired.Status.Conditions, announced)
@@ -486,7 +389,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, resul
 	}
 	r.state.statusPatched(key, svc.ResourceVersion)
 	r.reportChanges(svc, k8salloc.IngressAddrs(svc), result)
-	conflict, inConflict := addressConflictCondition(svc.Generation, result.conflicts)
+	conflict, inConflict := addressConflictCondition(svc.Generation, result.reserved.conflicts)
 	r.conflictEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAddressConflict), conflict, inConflict)
 	if ok {
 		r.announcerEvent(svc, meta.FindStatusCondition(svc.Status.Conditions, paasv1.ConditionAnnounced), announced)

@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/controllers/internal/ledgerindex"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
@@ -76,7 +75,7 @@ func addressChanges(had, held []netip.Addr) (moves []move, allocated, released [
 // settleLedger runs once the Service's status shows result.held: it deletes the
 // Service's ledger objects of addresses it no longer holds (the old side of a
 // move) and relabels those now in another group than recorded.
-func (r *Reconciler) settleLedger(ctx context.Context, svc *corev1.Service, result allocOutcome, current []paasv1.IP) error {
+func (r *Reconciler) settleLedger(ctx context.Context, svc *corev1.Service, result allocation, current []paasv1.IP) error {
 	var released []paasv1.IP
 	for i := range current {
 		ip := &current[i]
@@ -121,10 +120,10 @@ func (r *Reconciler) relabelLedger(ctx context.Context, ip *paasv1.IP, group str
 }
 
 // reportChanges tells in Events what the status patch from had to result changed.
-func (r *Reconciler) reportChanges(svc *corev1.Service, had []netip.Addr, result allocOutcome) {
+func (r *Reconciler) reportChanges(svc *corev1.Service, had []netip.Addr, result allocation) {
 	moves, allocated, released := addressChanges(had, result.held)
 	for _, m := range moves {
-		if who, inUse := result.leftInUseOnLAN[m.from]; inUse {
+		if who, inUse := result.onLAN.left[m.from]; inUse {
 			r.Recorder.Eventf(svc, corev1.EventTypeWarning, EventAddressInUseOnLAN, "Changed %s → %s (IPGroup %s): %s is in use on the LAN by %s, which answered the probe sent before its first announcement; it was never announced",
 				m.from, m.to, result.groupOf[m.to], m.from, who)
 		} else {
@@ -138,7 +137,7 @@ func (r *Reconciler) reportChanges(svc *corev1.Service, had []netip.Addr, result
 	for _, addr := range released {
 		r.Recorder.Eventf(svc, corev1.EventTypeNormal, EventIPReleased, "Released %s", addr)
 	}
-	for addr, why := range result.notAdopted {
+	for addr, why := range result.adoption.notAdopted {
 		r.Recorder.Eventf(svc, corev1.EventTypeWarning, paasv1.EventAddressNotAdopted,
 			"The status showed %s, which no ledger object records (another load balancer wrote it); not adopted: %s", addr, why)
 	}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/paas-org/vip-allocator-operator/internal/reserved"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +19,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
+	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
 // Reserved addresses, the operator's side: the cluster's own addresses (Nodes'

@@ -86,7 +86,7 @@ func notAdopted(a *allocator.Allocator, key types.NamespacedName, shown, held []
 // status are not written, the Service waits like one no group has room for, and the address
 // stays the Service's in memory: when an IPGroup allows it (migrate metallb apply), the
 // Service adopts it then.
-func leftToItsWriter(result allocOutcome, shown []netip.Addr, current []paasv1.IP) bool {
+func leftToItsWriter(result allocation, shown []netip.Addr, current []paasv1.IP) bool {
 	if len(current) > 0 || len(result.held) == 0 || !errors.Is(result.err, allocator.ErrCannotRelocate) {
 		return false
 	}

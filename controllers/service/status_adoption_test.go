@@ -14,18 +14,18 @@ func TestLeftToItsWriter(t *testing.T) {
 	stranded := fmt.Errorf("no group: %w", allocator.ErrCannotRelocate)
 	for _, tc := range []struct {
 		desc    string
-		result  allocOutcome
+		result  allocation
 		shown   []netip.Addr
 		current []paasv1.IP
 		want    bool
 	}{
-		{"another load balancer's address, no group allows it", allocOutcome{held: []netip.Addr{vip}, err: stranded}, []netip.Addr{vip}, nil, true},
-		{"a group allows it: adopted", allocOutcome{held: []netip.Addr{vip}}, []netip.Addr{vip}, nil, false},
-		{"a group gives another address: replaced", allocOutcome{held: []netip.Addr{other}}, []netip.Addr{vip}, nil, false},
-		{"ours already (a ledger object), its group gone", allocOutcome{held: []netip.Addr{vip}, err: stranded}, nil, []paasv1.IP{{}}, false},
-		{"held from before, not the status's", allocOutcome{held: []netip.Addr{other}, err: stranded}, []netip.Addr{vip}, nil, false},
-		{"nothing held", allocOutcome{err: stranded}, []netip.Addr{vip}, nil, false},
-		{"another error", allocOutcome{held: []netip.Addr{vip}, err: fmt.Errorf("sync groups")}, []netip.Addr{vip}, nil, false},
+		{"another load balancer's address, no group allows it", allocation{held: []netip.Addr{vip}, err: stranded}, []netip.Addr{vip}, nil, true},
+		{"a group allows it: adopted", allocation{held: []netip.Addr{vip}}, []netip.Addr{vip}, nil, false},
+		{"a group gives another address: replaced", allocation{held: []netip.Addr{other}}, []netip.Addr{vip}, nil, false},
+		{"ours already (a ledger object), its group gone", allocation{held: []netip.Addr{vip}, err: stranded}, nil, []paasv1.IP{{}}, false},
+		{"held from before, not the status's", allocation{held: []netip.Addr{other}, err: stranded}, []netip.Addr{vip}, nil, false},
+		{"nothing held", allocation{err: stranded}, []netip.Addr{vip}, nil, false},
+		{"another error", allocation{held: []netip.Addr{vip}, err: fmt.Errorf("sync groups")}, []netip.Addr{vip}, nil, false},
 	} {
 		if got := leftToItsWriter(tc.result, tc.shown, tc.current); got != tc.want {
 			t.Errorf("%s: leftToItsWriter = %v, want %v", tc.desc, got, tc.want)

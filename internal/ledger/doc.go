@@ -6,5 +6,5 @@
 // themselves.
 //
 // It is pure: it reads the objects it is given and never lists, writes or
-// caches any, and imports no controller-runtime.
+// caches any, and imports nothing of this project but api/v1.
 package ledger

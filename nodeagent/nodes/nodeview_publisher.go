@@ -33,7 +33,7 @@ func CacheOptions(node string) cache.Options {
 
 // ViewPublisher keeps this node's NodeView what nodeview.Of makes of its
 // Node (nodeview.Publish). The operator publishes every node's view too
-// (controllers/nodeview_controller.go): this one is there at once, and
+// (controllers/nodeview): this one is there at once, and
 // whether the operator runs or not.
 type ViewPublisher struct {
 	Client   client.Client

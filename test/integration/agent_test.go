@@ -5,14 +5,13 @@ package integration
 import (
 	"context"
 
-	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
