@@ -7,7 +7,7 @@ import (
 	"time"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/controllers"
+	"github.com/paas-org/vip-allocator-operator/controllers/service"
 	"github.com/paas-org/vip-allocator-operator/migration"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 )
@@ -24,7 +24,7 @@ func TestFlagsAndDefaults(t *testing.T) {
 		"operator": {"leader-elect": true, "leader-election-namespace": "", "metrics-bind-address": ":8443", "metrics-secure": true,
 			"health-probe-bind-address": ":8081", "pprof-bind-address": "", "own-class-only": false, "workers": DefaultWorkers,
 			"kube-api-qps": DefaultQPS, "kube-api-burst": DefaultBurst, "ip-mode": "Proxy",
-			"released-address-grace": controllers.DefaultReleasedAddressGrace, "admission-policies": false, "namespace": nil,
+			"released-address-grace": service.DefaultReleasedAddressGrace, "admission-policies": false, "namespace": nil,
 			"agent-image": "", "migration-workers": 8, "migration-cutover-delay": migration.DefaultCutoverDelay,
 			"migration-handover-delay": migration.DefaultCutoverDelay, "service-cidrs": "", "agent-node-selector": "",
 			"agent-args": "", "on-cordon": "handover", "agent-tolerations": "", "zap-log-level": nil, "zap-devel": false,
@@ -87,7 +87,7 @@ func TestCallersParse(t *testing.T) {
 		// bench/agent, test/e2e
 		"agent --node-name n --kubeconfig k --dataplane nftables --metrics-bind-address 0 --health-probe-bind-address 0 --pprof-bind-address 127.0.0.1:6060",
 		"agent --node-name n --kubeconfig k --resync-period 3s --check-period 500ms --liveness-timers lan --metrics-secure=false",
-		// the operator's DaemonSet (controllers/agent_controller.go), with --agent-args
+		// the operator's DaemonSet (controllers/agent), with --agent-args
 		"agent --node-name=$(NODE_NAME) --daemonset=vip-allocator-operator/vip-allocator-agent --dataplane=iptables --memberlist-port=7947",
 		"agent cleanup",
 		"migrate plan --kubeconfig k --namespace shop",

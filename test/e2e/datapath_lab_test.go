@@ -31,6 +31,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -151,7 +152,7 @@ func (d *dataLab) installOperator(t testing.TB) {
 // test's end: the operator as shipped (cmd/operator.go's defaults), since
 // bench-announce times it giving 1,000 Services their IPs.
 func (d *dataLab) runOperator(t testing.TB) {
-	stop, err := testenv.StartOperator(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy",
+	stop, err := operatortest.Start(d.env.OperatorConfig, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: cmd.DefaultWorkers, IPMode: "Proxy",
 		QPS: cmd.DefaultQPS, Burst: cmd.DefaultBurst})
 	if err != nil {
 		t.Fatal(err)

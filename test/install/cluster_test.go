@@ -27,6 +27,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/controllers/agent"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -224,7 +225,7 @@ func (c *cluster) runOperatorWith(t *testing.T, o cmd.OperatorOptions) (stop fun
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
-	end, err := testenv.StartOperator(cfg, o)
+	end, err := operatortest.Start(cfg, o)
 	testenv.Must(t, err)
 	stop = func() { _ = end() }
 	t.Cleanup(stop)

@@ -25,6 +25,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/nodes"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -72,7 +73,7 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	stop, err := testenv.StartOperator(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
+	stop, err := operatortest.Start(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
 		LeaderElect: true, AdmissionPolicies: true, Agent: agentctrl.Options{Namespace: ns, Image: dep.Image}})
 	testenv.Must(t, err)
 	t.Cleanup(func() { _ = stop() })

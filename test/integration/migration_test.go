@@ -24,7 +24,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	"github.com/paas-org/vip-allocator-operator/migration"
-	"github.com/paas-org/vip-allocator-operator/test/testenv"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 )
 
 // timeline polls one migration and records what a client of the Service and
@@ -382,7 +382,7 @@ var _ = Describe("migration across operator restarts", Ordered, func() {
 				}
 				return nil
 			}
-			stop, err := testenv.StartOperator(env.OperatorConfig, options)
+			stop, err := operatortest.Start(env.OperatorConfig, options)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(annotateMigrate(ns, l.name)).To(Succeed())
 			Eventually(crashed, "60s").Should(BeClosed())

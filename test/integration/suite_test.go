@@ -27,6 +27,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/controllers/agent"
 	ledgerrules "github.com/paas-org/vip-allocator-operator/internal/ledger"
 	"github.com/paas-org/vip-allocator-operator/migration"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -79,10 +80,10 @@ var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Work
 	Migration: migration.Options{CutoverDelay: 2 * time.Second}}
 
 // runOperator runs the operator in-process as the operator's ServiceAccount
-// (testenv.StartOperator) with operatorOptions, until stopOperator.
+// (operatortest.Start) with operatorOptions, until stopOperator.
 func runOperator() {
 	var err error
-	stopOp, err = testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	stopOp, err = operatortest.Start(env.OperatorConfig, operatorOptions)
 	Expect(err).NotTo(HaveOccurred())
 }
 

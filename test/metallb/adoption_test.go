@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -81,7 +82,7 @@ spec: {addresses: [203.0.113.0/28], serviceAllocation: {priority: 1, namespaces:
 			t.Fatal(err)
 		}
 	}
-	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	stop, err := operatortest.Start(env.OperatorConfig, operatorOptions)
 	testenv.Must(t, err)
 	defer func() { testenv.Must(t, stop()) }()
 	for _, s := range svcs[:3] {

@@ -26,6 +26,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/cmd"
 	agentctrl "github.com/paas-org/vip-allocator-operator/controllers/agent"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -78,7 +79,7 @@ func TestMetalLBSwitch(t *testing.T) {
 		t.Fatalf("second apply: %v\n%s", err, again.String())
 	}
 
-	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	stop, err := operatortest.Start(env.OperatorConfig, operatorOptions)
 	testenv.Must(t, err)
 	defer func() { testenv.Must(t, stop()) }()
 	// Every one, the pair sharing 192.0.2.18 under allow-shared-ip too.
@@ -168,7 +169,7 @@ func ipGroupHasAddresses(ctx context.Context, t *testing.T, env *testenv.Env) bo
 	return false
 }
 
-// operatorOptions are the flags the operator runs with here (testenv.StartOperator), as
+// operatorOptions are the flags the operator runs with here (operatortest.Start), as
 // test/integration's do.
 var operatorOptions = cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 4, IPMode: "Proxy",
 	Agent: agentctrl.Options{Namespace: testenv.OperatorNamespace, Image: "registry.example/vip-allocator:test"}}

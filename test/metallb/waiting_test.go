@@ -17,6 +17,7 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	servicectrl "github.com/paas-org/vip-allocator-operator/controllers/service"
+	"github.com/paas-org/vip-allocator-operator/test/operatortest"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -51,7 +52,7 @@ func TestLeavesMetalLBServicesUntilApply(t *testing.T) {
 	})
 	restore()
 
-	stop, err := testenv.StartOperator(env.OperatorConfig, operatorOptions)
+	stop, err := operatortest.Start(env.OperatorConfig, operatorOptions)
 	testenv.Must(t, err)
 	defer func() { testenv.Must(t, stop()) }()
 	waitFor(t, 60*time.Second, func() (bool, string) {

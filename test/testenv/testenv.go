@@ -2,8 +2,8 @@
 // 'make controlplane') with this project's CRDs, RBAC and admission policies
 // installed from config/, and hands out clients for two identities: a cluster
 // admin, and the operator's ServiceAccount (so tests run the operator with the
-// exact permissions config/ grants it). It runs the operator in process
-// (StartOperator) and holds what the test packages share: the Service they
+// exact permissions config/ grants it; test/operatortest runs the operator
+// with them). It holds what the test packages share: the Service they
 // start from (LoadBalancerService), waiting for a condition (Eventually),
 // failing at an error (Must) and a log's last lines (Tail).
 package testenv

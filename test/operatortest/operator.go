@@ -1,4 +1,4 @@
-package testenv
+package operatortest
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"github.com/paas-org/vip-allocator-operator/cmd"
 )
 
-// StartOperator runs the operator's manager in this process with cfg's
+// Start runs the operator's manager in this process with cfg's
 // identity (an Env's OperatorConfig: the operator's ServiceAccount) and o;
 // o.QPS and o.Burst, when set, replace cfg's client limits as the operator's
 // flags do. stop ends it and returns what the manager returned; later calls
 // return the same.
-func StartOperator(cfg *rest.Config, o cmd.OperatorOptions) (stop func() error, err error) {
+func Start(cfg *rest.Config, o cmd.OperatorOptions) (stop func() error, err error) {
 	cfg = rest.CopyConfig(cfg)
 	if o.QPS != 0 {
 		cfg.QPS, cfg.Burst = float32(o.QPS), o.Burst
