@@ -12,13 +12,14 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 CONTROLLER_GEN_VERSION := v0.23.0
 OPERATOR_SDK := $(BIN)/operator-sdk
 OPERATOR_SDK_VERSION := v1.33.0
+HELM := $(BIN)/helm
 CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo docker)
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
 
 .PHONY: metallb all build generate manifests verify test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
-.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool
+.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool helm
 
 all: build
 
@@ -155,6 +156,13 @@ $(OPERATOR_SDK): hack/operatorsdk/go.mod
 	cd hack/operatorsdk && go build -o $@ \
 	  -ldflags "-X github.com/operator-framework/operator-sdk/internal/version.Version=$(OPERATOR_SDK_VERSION) -X github.com/operator-framework/operator-sdk/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)" \
 	  github.com/operator-framework/operator-sdk/cmd/operator-sdk
+
+## helm: Helm (hack/helm/go.mod pins it) from its Go module into bin/helm; it lints, renders and
+## installs charts/vip-allocator
+helm: $(HELM)
+$(HELM): hack/helm/go.mod
+	cd hack/helm && v=$$(go list -m -f '{{.Version}}' helm.sh/helm/v4) && \
+	  go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$$v" -o $@ helm.sh/helm/v4/cmd/helm
 
 ## docker-build: the one image (Dockerfile) as IMG, with podman or docker
 docker-build:
