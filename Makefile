@@ -19,7 +19,7 @@ export KUBEBUILDER_ASSETS := $(K8S)
 
 .PHONY: metallb all build generate manifests verify test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
-.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool helm
+.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files verify-chart promtool helm
 
 all: build
 
@@ -40,8 +40,8 @@ manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
-## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted and vetted
-verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
+## verify: generated code, manifests, deploy/, bundle/ and the chart are current, code is formatted and vetted
+verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK) $(HELM)
 	@before=$$(mktemp -d) && cp -r api config $$before/ && \
 	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
 	  diff -r $$before/api api && diff -r $$before/config config && rm -rf $$before || \
@@ -128,14 +128,27 @@ e2e-cluster: cluster-binaries images packages
 e2e-upstream: cluster-binaries images packages $(K8S)/e2e.test
 	hack/e2e-upstream.sh $${MODES:-nftables iptables}
 
-## verify-install-files: deploy/, bundle/ and bundle.Dockerfile are what config/ renders
-verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
-	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle $$before/ && \
+## verify-install-files: deploy/, bundle/, bundle.Dockerfile and the chart's generated part are what
+## config/ renders, and the chart installs what deploy/ does (verify-chart)
+verify-install-files: $(KUBECTL) $(OPERATOR_SDK) $(HELM)
+	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle charts $$before/ && \
 	  { cp bundle.Dockerfile $$before/ 2>/dev/null || true; } && \
 	  $(MAKE) --no-print-directory bundle-yaml bundle >/dev/null 2>&1 && \
-	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && \
+	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && diff -r $$before/charts charts && \
 	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
-	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
+	  { echo "deploy/, bundle/, bundle.Dockerfile or charts/ were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
+	@$(MAKE) --no-print-directory verify-chart
+
+## verify-chart: 'helm lint' passes, and the chart renders deploy/bundle.yaml with its defaults,
+## deploy/bundle-openshift.yaml with openshift.scc, and deploy/monitoring.yaml added with
+## monitoring.enabled, but for the labels and annotation it adds (hack/chartdiff)
+CHART := charts/vip-allocator
+CHART_TEMPLATE = $(HELM) template vip-allocator $(CHART) --namespace vip-allocator-operator
+verify-chart: $(HELM)
+	@$(HELM) lint --strict --quiet $(CHART) --namespace vip-allocator-operator
+	@$(CHART_TEMPLATE) | go run ./hack/chartdiff deploy/bundle.yaml
+	@$(CHART_TEMPLATE) --set openshift.scc=true | go run ./hack/chartdiff deploy/bundle-openshift.yaml
+	@$(CHART_TEMPLATE) --set monitoring.enabled=true | go run ./hack/chartdiff deploy/bundle.yaml deploy/monitoring.yaml
 
 ## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml and deploy/monitoring.yaml (opt-in)
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference

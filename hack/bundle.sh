@@ -88,5 +88,5 @@ olm() {
 case "${1:-}" in
   yaml) yaml "${2:-}" ;;
   olm) olm "${2:-}" ;;
-  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,12p' "$0" >&2; exit 2 ;;
 esac
