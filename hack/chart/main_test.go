@@ -18,7 +18,7 @@ func TestBundleNamespace(t *testing.T) {
 func TestSetImage(t *testing.T) {
 	const values = "image:\n  repository: a/b\n  tag: \"1\"\n  digest: \"\"\n  registry: \"\"\n"
 	for image, want := range map[string]string{
-		"mirror.example:5000/paas/vip-allocator:1.2.3": "  repository: mirror.example:5000/paas/vip-allocator\n  tag: \"1.2.3\"\n  digest: \"\"\n",
+		"mirror.example:5000/paas/vip-allocator:1.2.3":                    "  repository: mirror.example:5000/paas/vip-allocator\n  tag: \"1.2.3\"\n  digest: \"\"\n",
 		"mirror.example/vip-allocator@sha256:" + strings.Repeat("ab", 32): "  repository: mirror.example/vip-allocator\n  tag: \"\"\n  digest: \"sha256:" + strings.Repeat("ab", 32) + "\"\n",
 	} {
 		path := filepath.Join(t.TempDir(), "values.yaml")
