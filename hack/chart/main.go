@@ -13,7 +13,7 @@
 //   - CRDs kept by 'helm uninstall' (helm.sh/resource-policy: keep).
 //
 // It also writes the image config/manager names into values.yaml (image.repository,
-// image.tag, image.digest). hack/bundle.sh runs it after rendering deploy/
+// image.tag, image.digest), and its tag into Chart.yaml's appVersion. hack/bundle.sh runs it after rendering deploy/
 // ('make bundle-yaml'), from the repository root:
 //
 //	go run ./hack/chart [-deploy deploy] [-chart charts/vip-allocator]
@@ -111,7 +111,10 @@ func run(deployDir, chartDir string) error {
 			return err
 		}
 	}
-	return setImage(filepath.Join(chartDir, "values.yaml"), image)
+	if err := setImage(filepath.Join(chartDir, "values.yaml"), image); err != nil {
+		return err
+	}
+	return setAppVersion(filepath.Join(chartDir, "Chart.yaml"), image)
 }
 
 // readObjects reads the objects of a multi-document YAML file.
@@ -455,6 +458,28 @@ func setImage(path, image string) error {
 	}
 	lines := fmt.Sprintf("  repository: %s\n  tag: %q\n  digest: %q", repo, tag, digest)
 	out := imageLines.ReplaceAll(data, []byte(lines))
+	if slices.Equal(out, data) {
+		return nil
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+var appVersionLine = regexp.MustCompile(`(?m)^appVersion: .*$`)
+
+// setAppVersion makes Chart.yaml's appVersion the image's tag (a digest leaves it).
+func setAppVersion(path, image string) error {
+	i := strings.LastIndex(image, ":")
+	if strings.Contains(image, "@") || i < strings.LastIndex(image, "/") {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(appVersionLine.FindAllIndex(data, -1)) != 1 {
+		return fmt.Errorf("%s: want one appVersion line", path)
+	}
+	out := appVersionLine.ReplaceAll(data, []byte(fmt.Sprintf("appVersion: %q", image[i+1:])))
 	if slices.Equal(out, data) {
 		return nil
 	}

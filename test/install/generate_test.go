@@ -2,6 +2,7 @@ package install
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,8 @@ import (
 func renderIn(t *testing.T, img string) (string, string, error) {
 	t.Helper()
 	repo, dir := testenv.RepoRoot(), t.TempDir()
-	if out, err := exec.Command("cp", "-r", filepath.Join(repo, "config"), filepath.Join(repo, "hack"), dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", filepath.Join(repo, "config"), filepath.Join(repo, "hack"), filepath.Join(repo, "charts"),
+		filepath.Join(repo, "go.mod"), filepath.Join(repo, "go.sum"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("copy: %v %s", err, out)
 	}
 	cmd := exec.Command(filepath.Join(dir, "hack", "bundle.sh"), "yaml", img)
@@ -53,6 +55,22 @@ func TestBundleYAMLRewritesTheOnlyImage(t *testing.T) {
 			if !reflect.DeepEqual(images, []string{img}) {
 				t.Errorf("%s with IMG=%s: images %v", f, img, images)
 			}
+		}
+		// The chart's default image follows (its rendering is checked against
+		// the bundle by make verify).
+		values, err := os.ReadFile(filepath.Join(dir, "charts", "vip-allocator", "values.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo, tag, digest := img, "", ""
+		if i := strings.Index(img, "@"); i >= 0 {
+			repo, digest = img[:i], img[i+1:]
+		} else {
+			i := strings.LastIndex(img, ":")
+			repo, tag = img[:i], img[i+1:]
+		}
+		if want := fmt.Sprintf("  repository: %s\n  tag: %q\n  digest: %q\n", repo, tag, digest); !strings.Contains(string(values), want) {
+			t.Errorf("the chart's values.yaml with IMG=%s does not hold\n%s", img, want)
 		}
 	}
 	if _, out, err := renderIn(t, "vip-allocator"); err == nil || !strings.Contains(out, "names no tag or digest") {
