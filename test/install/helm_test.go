@@ -222,7 +222,7 @@ func TestHelmChartSchema(t *testing.T) {
 		{[]string{"onCordon=drain"}, []string{"/onCordon", "'handover', 'keep'"}},
 		{[]string{"serviceCIDRs={10.96.0.0/33}"}, []string{"/serviceCIDRs/0"}},
 		{[]string{"releasedAddressGrace=ten minutes"}, []string{"/releasedAddressGrace"}},
-		{[]string{"agent.memberlistPort=70000"}, []string{"/agent/memberlistPort", "65535"}},
+		{[]string{"agent.memberlistPort=70000"}, []string{"/agent/memberlistPort", "maximum"}},
 		{[]string{"agent.extraArgs={--arp-probe-period=30s --x}"}, []string{"/agent/extraArgs/0"}},
 		{[]string{"operator.extraArgs={workers=3}"}, []string{"/operator/extraArgs/0"}},
 		{[]string{"operator.workers=0"}, []string{"/operator/workers"}},
