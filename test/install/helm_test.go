@@ -1,6 +1,7 @@
 package install
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
@@ -265,6 +268,7 @@ func TestHelmChartOnAPIServer(t *testing.T) {
 			t.Fatalf("helm lint: %s", out)
 		}
 	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	c := startCluster(t)
 
 	for _, tc := range []struct{ ns, values string }{{namespace, ""}, {"lb-system", everyValue}} {
