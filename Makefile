@@ -13,6 +13,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 OPERATOR_SDK := $(BIN)/operator-sdk
 OPERATOR_SDK_VERSION := v1.33.0
 GOLANGCI_LINT := $(BIN)/golangci-lint
+HELM := $(BIN)/helm
 CONTAINER_TOOL ?= $(shell command -v podman >/dev/null && echo podman || echo docker)
 KUBECTL := $(K8S)/kubectl
 export KUBEBUILDER_ASSETS := $(K8S)
@@ -22,7 +23,7 @@ TEST_TAGS := root,envtest
 
 .PHONY: metallb all build generate manifests verify lint golangci-lint unit test demo bench-alloc bench-groups bench-migrate bench-dataplane bench-failover bench-bgp bench-bgp-prefixes bench-announce bench-watch bench-arpflood bench-membership bench-agent controlplane kube-proxy packages clean
 .PHONY: cluster-binaries images cluster cluster-down e2e-cluster e2e-upstream
-.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files promtool
+.PHONY: bundle-yaml bundle bundle-validate operator-sdk docker-build verify-install-files verify-chart promtool helm
 
 all: build
 
@@ -43,8 +44,8 @@ manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
-## verify: generated code, manifests, deploy/ and bundle/ are current, code is formatted, vetted and linted
-verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK)
+## verify: generated code, manifests, deploy/, bundle/ and the chart are current, code is formatted, vetted and linted
+verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK) $(HELM)
 	@before=$$(mktemp -d) && cp -r api config $$before/ && \
 	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
 	  diff -r $$before/api api && diff -r $$before/config config && rm -rf $$before || \
@@ -149,14 +150,27 @@ e2e-cluster: cluster-binaries images packages
 e2e-upstream: cluster-binaries images packages $(K8S)/e2e.test
 	hack/e2e-upstream.sh $${MODES:-nftables iptables}
 
-## verify-install-files: deploy/, bundle/ and bundle.Dockerfile are what config/ renders
-verify-install-files: $(KUBECTL) $(OPERATOR_SDK)
-	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle $$before/ && \
+## verify-install-files: deploy/, bundle/, bundle.Dockerfile and the chart's generated part are what
+## config/ renders, and the chart installs what deploy/ does (verify-chart)
+verify-install-files: $(KUBECTL) $(OPERATOR_SDK) $(HELM)
+	@before=$$(mktemp -d) && mkdir -p deploy bundle && cp -r deploy bundle charts $$before/ && \
 	  { cp bundle.Dockerfile $$before/ 2>/dev/null || true; } && \
 	  $(MAKE) --no-print-directory bundle-yaml bundle >/dev/null 2>&1 && \
-	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && \
+	  diff -r $$before/deploy deploy && diff -r $$before/bundle bundle && diff -r $$before/charts charts && \
 	  diff $$before/bundle.Dockerfile bundle.Dockerfile && rm -rf $$before || \
-	  { echo "deploy/, bundle/ or bundle.Dockerfile were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
+	  { echo "deploy/, bundle/, bundle.Dockerfile or charts/ were stale relative to config/ (now regenerated): review and commit them"; exit 1; }
+	@$(MAKE) --no-print-directory verify-chart
+
+## verify-chart: 'helm lint' passes, and the chart renders deploy/bundle.yaml with its defaults,
+## deploy/bundle-openshift.yaml with openshift.scc, and deploy/monitoring.yaml added with
+## monitoring.enabled, but for the labels and annotation it adds (hack/chartdiff)
+CHART := charts/vip-allocator
+CHART_TEMPLATE = $(HELM) template vip-allocator $(CHART) --namespace vip-allocator-operator
+verify-chart: $(HELM)
+	@$(HELM) lint --strict --quiet $(CHART) --namespace vip-allocator-operator
+	@$(CHART_TEMPLATE) | go run ./hack/chartdiff deploy/bundle.yaml
+	@$(CHART_TEMPLATE) --set openshift.scc=true | go run ./hack/chartdiff deploy/bundle-openshift.yaml
+	@$(CHART_TEMPLATE) --set monitoring.enabled=true | go run ./hack/chartdiff deploy/bundle.yaml deploy/monitoring.yaml
 
 ## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml and deploy/monitoring.yaml (opt-in)
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference
@@ -177,6 +191,13 @@ $(OPERATOR_SDK): hack/operatorsdk/go.mod
 	cd hack/operatorsdk && go build -o $@ \
 	  -ldflags "-X github.com/operator-framework/operator-sdk/internal/version.Version=$(OPERATOR_SDK_VERSION) -X github.com/operator-framework/operator-sdk/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)" \
 	  github.com/operator-framework/operator-sdk/cmd/operator-sdk
+
+## helm: Helm (hack/helm/go.mod pins it) from its Go module into bin/helm; it lints, renders and
+## installs charts/vip-allocator
+helm: $(HELM)
+$(HELM): hack/helm/go.mod
+	cd hack/helm && v=$$(go list -m -f '{{.Version}}' helm.sh/helm/v4) && \
+	  go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$$v" -o $@ helm.sh/helm/v4/cmd/helm
 
 ## docker-build: the one image (Dockerfile) as IMG, with podman or docker
 docker-build:

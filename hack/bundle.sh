@@ -4,7 +4,9 @@
 #   hack/bundle.sh yaml [IMAGE]   deploy/bundle.yaml and deploy/bundle-openshift.yaml; with
 #                                 IMAGE, first points config/manager (the only image
 #                                 reference) at it. Also deploy/monitoring.yaml (opt-in:
-#                                 alerts, ServiceMonitors, Grafana dashboard)
+#                                 alerts, ServiceMonitors, Grafana dashboard). Then the
+#                                 Helm chart's generated templates and its image values
+#                                 (charts/vip-allocator) from those files (hack/chart)
 #   hack/bundle.sh olm VERSION    the OLM bundle: bundle/ and bundle.Dockerfile (operator-sdk)
 #
 # KUBECTL and OPERATOR_SDK name the binaries (the Makefile passes them).
@@ -70,6 +72,8 @@ yaml() {
   # OLM installs get the admission policies from the operator itself
   # (--admission-policies), for whatever namespace OLM puts it in.
   rm -f deploy/admission-policies.yaml
+  # The chart installs the same objects (make verify compares them: hack/chartdiff).
+  go run ./hack/chart -deploy deploy -chart charts/vip-allocator
 }
 
 olm() {
@@ -90,5 +94,5 @@ olm() {
 case "${1:-}" in
   yaml) yaml "${2:-}" ;;
   olm) olm "${2:-}" ;;
-  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,12p' "$0" >&2; exit 2 ;;
 esac

@@ -179,6 +179,13 @@ func (l *lab) install(t *testing.T, operatorArgs ...string) {
 	}
 	l.kubectl(t, "create", "namespace", operatorNamespace)
 	l.kubectl(t, "create", "-f", bundle)
+	l.waitInstalled(t)
+}
+
+// waitInstalled waits until the operator's Deployment is available and its
+// agent DaemonSet runs on every node.
+func (l *lab) waitInstalled(t *testing.T) {
+	t.Helper()
 	l.kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/vip-allocator-operator", "--timeout=180s")
 	testenv.Eventually(t, 120*time.Second, "the agent DaemonSet", func() error {
 		_, err := l.tryKubectl("-n", operatorNamespace, "get", "daemonset/vip-allocator-agent")
@@ -252,6 +259,20 @@ func (l *lab) ruleset(t *testing.T, node string) string {
 		t.Fatalf("nft list ruleset on %s: %v\n%s", node, err, out)
 	}
 	return out
+}
+
+// noAgentRulesLeft waits until no node's kernel holds a rule, chain or table
+// of the agent's: what an uninstall leaves.
+func (l *lab) noAgentRulesLeft(t *testing.T) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
+		for _, node := range l.nodeNetns {
+			if rules := l.ruleset(t, node); strings.Contains(rules, "VIPA") || strings.Contains(rules, "vip-allocator") {
+				return fmt.Errorf("%s still holds the agent's rules", node)
+			}
+		}
+		return nil
+	})
 }
 
 // pidOf is the pid of a node's component (kubelet, kube-proxy, containerd)

@@ -68,14 +68,7 @@ spec:
 				return nil
 			})
 			l.kubectl(t, "delete", "-f", "../../deploy/bundle.yaml", "--wait=true", "--timeout=120s")
-			testenv.Eventually(t, 60*time.Second, "no agent rules left after the uninstall", func() error {
-				for _, node := range l.nodeNetns {
-					if rules := l.ruleset(t, node); strings.Contains(rules, "VIPA") || strings.Contains(rules, "vip-allocator") {
-						return fmt.Errorf("%s still holds the agent's rules", node)
-					}
-				}
-				return nil
-			})
+			l.noAgentRulesLeft(t)
 		})
 	}
 }

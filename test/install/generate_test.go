@@ -4,6 +4,7 @@ package install
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,8 @@ import (
 func renderIn(t *testing.T, img string) (string, string, error) {
 	t.Helper()
 	repo, dir := testenv.RepoRoot(), t.TempDir()
-	if out, err := exec.Command("cp", "-r", filepath.Join(repo, "config"), filepath.Join(repo, "hack"), dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-r", filepath.Join(repo, "config"), filepath.Join(repo, "hack"), filepath.Join(repo, "charts"),
+		filepath.Join(repo, "go.mod"), filepath.Join(repo, "go.sum"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("copy: %v %s", err, out)
 	}
 	cmd := exec.Command(filepath.Join(dir, "hack", "bundle.sh"), "yaml", img)
@@ -55,6 +57,22 @@ func TestBundleYAMLRewritesTheOnlyImage(t *testing.T) {
 			if !reflect.DeepEqual(images, []string{img}) {
 				t.Errorf("%s with IMG=%s: images %v", f, img, images)
 			}
+		}
+		// The chart's default image follows (its rendering is checked against
+		// the bundle by make verify).
+		values, err := os.ReadFile(filepath.Join(dir, "charts", "vip-allocator", "values.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo, tag, digest := img, "", ""
+		if i := strings.Index(img, "@"); i >= 0 {
+			repo, digest = img[:i], img[i+1:]
+		} else {
+			i := strings.LastIndex(img, ":")
+			repo, tag = img[:i], img[i+1:]
+		}
+		if want := fmt.Sprintf("  repository: %s\n  tag: %q\n  digest: %q\n", repo, tag, digest); !strings.Contains(string(values), want) {
+			t.Errorf("the chart's values.yaml with IMG=%s does not hold\n%s", img, want)
 		}
 	}
 	if _, out, err := renderIn(t, "vip-allocator"); err == nil || !strings.Contains(out, "names no tag or digest") {
@@ -246,10 +264,12 @@ func TestOpenShiftBundleIsAcceptedWithTheRealSCCSchema(t *testing.T) {
 
 // TestVerifyCatchesStaleInstallFiles runs the check 'make verify' runs on a
 // copy of the repository: clean, then after a change to config/ that the
-// committed deploy/ and bundle/ do not have.
+// committed deploy/, bundle/ and chart do not have, then after a change of
+// the chart's values that makes it install something else than the bundle.
 func TestVerifyCatchesStaleInstallFiles(t *testing.T) {
 	repo, dir := testenv.RepoRoot(), t.TempDir()
-	files, err := exec.Command("git", "-C", repo, "ls-files", "Makefile", "hack", "config", "deploy", "bundle", "bundle.Dockerfile").Output()
+	files, err := exec.Command("git", "-C", repo, "ls-files", "Makefile", "hack", "config", "deploy", "bundle", "bundle.Dockerfile",
+		"charts", "go.mod", "go.sum").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,21 +287,45 @@ func TestVerifyCatchesStaleInstallFiles(t *testing.T) {
 	verify := func() (string, error) {
 		// -o: the tools are there; never rebuild them from the copy.
 		out, err := exec.Command("make", "-C", dir, "--no-print-directory", "verify-install-files",
-			"-o", filepath.Join(dir, "bin", "k8s", "kubectl"), "-o", filepath.Join(dir, "bin", "operator-sdk")).CombinedOutput()
+			"-o", filepath.Join(dir, "bin", "k8s", "kubectl"), "-o", filepath.Join(dir, "bin", "operator-sdk"),
+			"-o", filepath.Join(dir, "bin", "helm")).CombinedOutput()
 		return string(out), err
 	}
 	if out, err := verify(); err != nil {
 		t.Fatalf("the committed install files are stale (run make bundle-yaml bundle): %s", out)
 	}
-	manager := filepath.Join(dir, "config", "manager", "manager.yaml")
-	data, err := os.ReadFile(manager)
-	if err != nil {
-		t.Fatal(err)
+	edit := func(rel, from, to string) {
+		t.Helper()
+		path := filepath.Join(dir, rel)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), from) {
+			t.Fatalf("%s has no %q", rel, from)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(data), from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(manager, []byte(strings.Replace(string(data), "cpu: 50m", "cpu: 60m", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	edit("config/manager/manager.yaml", "cpu: 50m", "cpu: 60m")
 	if out, err := verify(); err == nil || !strings.Contains(out, "were stale relative to config/") {
 		t.Fatalf("a change to config/manager must make the check fail: %v %s", err, out)
+	}
+	// The failed check regenerated deploy/ and the chart's templates: clean again,
+	// but for the chart's values, which are written by hand.
+	out, err := verify()
+	if err == nil || !strings.Contains(out, "the chart's rendering differs from deploy/bundle.yaml") ||
+		!strings.Contains(out, "Deployment vip-allocator-operator/vip-allocator-operator .spec.template.spec.containers[0].resources.requests.cpu: bundle 60m, chart 50m") {
+		t.Fatalf("the chart's values must be found out of step with config/manager: %v %s", err, out)
+	}
+	edit("charts/vip-allocator/values.yaml", "cpu: 50m", "cpu: 60m")
+	if out, err := verify(); err != nil {
+		t.Fatalf("config/, deploy/ and the chart agree again: %v %s", err, out)
+	}
+	// A template edited by hand is drift too.
+	edit("charts/vip-allocator/templates/generated-rbac.yaml", "  - watch\n", "  - watch\n  - delete\n")
+	if out, err := verify(); err == nil || !strings.Contains(out, "were stale relative to config/") {
+		t.Fatalf("a generated template edited by hand must make the check fail: %v %s", err, out)
 	}
 }
