@@ -51,11 +51,14 @@ type NodeViewInterface struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	MAC string `json:"mac,omitempty"`
-	// Addrs are its addresses with their prefix length, e.g. 192.0.2.11/24.
+	// Addrs are its addresses with their prefix length, e.g. 192.0.2.11/24:
+	// no wider than a /16 (IPv4) or a /48 (IPv6), as agents read them
+	// (Plausible); a node on no LAN wider than that can claim no more.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() >= (cidr(self).ip().family() == 4 ? 16 : 48)",message="an interface's address is published with a prefix no wider than /16 (IPv4) or /48 (IPv6): a wider one would be on every subnet"
 	Addrs []string `json:"addrs"`
 	// Gateways are the next hops of the node's default routes through the
 	// interface, e.g. 192.0.2.1: no VIP is given one, and a node never
