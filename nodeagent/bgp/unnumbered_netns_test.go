@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
