@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
@@ -48,10 +49,16 @@ func runAgent(args []string) error {
 // either data plane.
 func runAgentCleanup(args []string) error {
 	fs := flag.NewFlagSet("agent cleanup", flag.ContinueOnError)
+	l := returnplan.DefaultLayout
+	fs.UintVar(&l.MarkShift, "return-mark-shift", l.MarkShift, "the agent's --return-mark-shift")
+	fs.IntVar(&l.TableBase, "return-table-base", l.TableBase, "the agent's --return-table-base")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return nodeagent.CleanupRules()
+	if err := l.Validate(-1); err != nil {
+		return err
+	}
+	return nodeagent.CleanupRulesIn(l)
 }
 
 // loadKubeconfig loads the file named by --kubeconfig, else the in-cluster

@@ -12,6 +12,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -53,6 +54,8 @@ func agentFlags(c *nodeagent.Config) (*flag.FlagSet, *rawAgentFlags) {
 	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
 	fs.BoolVar(&c.ReturnPaths, "return-paths", true, "send the replies to a VIP back by the interface its requests came in on, to that network's router (connection marks and policy routing of the agent's own); false: by the main routing table")
+	fs.UintVar(&c.ReturnLayout.MarkShift, "return-mark-shift", returnplan.DefaultLayout.MarkShift, "first of the four packet mark bits the ways back use (--return-paths); move them off bits another system uses (Calico's mark mask, Cilium's identity marks)")
+	fs.IntVar(&c.ReturnLayout.TableBase, "return-table-base", returnplan.DefaultLayout.TableBase, fmt.Sprintf("the ways back use the routing tables after this one (%d of them; this one records the interfaces whose src_valid_mark the agent turned on)", returnplan.MaxPaths))
 	raw.qps = fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
 	// The burst is a node's claims when it comes to own many VIPs at once (a
 	// batch of new Services, a failover): bounded by those VIPs, not by time,
@@ -73,6 +76,9 @@ func (raw *rawAgentFlags) complete(c *nodeagent.Config) error {
 	}
 	if c.Probe.Tries < 0 {
 		return fmt.Errorf("--new-address-probes %d: want 0 (announce at once) or more", c.Probe.Tries)
+	}
+	if err := c.ReturnLayout.Validate(c.MasqueradeBit); err != nil {
+		return fmt.Errorf("--return-mark-shift, --return-table-base: %w", err)
 	}
 	onCordonPolicy, err := election.ParseOnCordon(*raw.onCordon)
 	if err != nil {

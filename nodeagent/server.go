@@ -22,6 +22,7 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
@@ -72,6 +73,9 @@ type Config struct {
 	// ReturnPaths sends the replies to a VIP back by the interface its
 	// requests came in on (package returnpath); off: by the main table.
 	ReturnPaths bool
+	// ReturnLayout is where the ways back's marks and tables are (the zero value:
+	// returnplan.DefaultLayout).
+	ReturnLayout returnplan.Layout
 	// DaemonSet ("namespace/name") runs this agent: on stop its rules are
 	// removed when it is gone (uninstall); empty: always kept.
 	DaemonSet              string
@@ -225,7 +229,7 @@ func (s *Server) Stop() error {
 	if s.mgrErr != nil || s.daemonSet == nil {
 		return s.mgrErr
 	}
-	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.dsDeleted, s.shutdown.beforeCleanup(CleanupRules))
+	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.dsDeleted, s.shutdown.beforeCleanup(func() error { return CleanupRulesIn(s.cfg.returnLayout()) }))
 	ctrl.Log.Info("agent stopping", "removeRules", verdict.Uninstall, "why", verdict.Why)
 	return err
 }
@@ -413,12 +417,19 @@ func (s *Server) publishSelf(ctx context.Context) {
 
 // setupReturnPaths runs the returnpath.Keeper over the data planes, when on.
 func (s *Server) setupReturnPaths() error {
+	l := s.cfg.returnLayout()
 	if !s.cfg.ReturnPaths {
 		// Off means replies by the main table: an earlier run's rules and tables go (its
 		// marks, without them, steer nothing; `agent cleanup` removes those too).
-		return returnpath.Cleanup()
+		return returnpath.Cleanup(l)
 	}
-	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod,
+	if err := l.Validate(s.cfg.MasqueradeBit); err != nil {
+		return err
+	}
+	if err := returnpath.CheckClashes(l); err != nil {
+		return err
+	}
+	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod, Layout: l,
 		Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"), NodeName: s.cfg.NodeName}
 	for _, p := range s.syncer.Planes {
 		k.Planes = append(k.Planes, p)
@@ -429,14 +440,25 @@ func (s *Server) setupReturnPaths() error {
 // CleanupRules removes every rule, chain and table any agent wrote on this
 // node (the policy routing rules and tables of package returnpath too), with either data plane (`vip-allocator agent cleanup`, and an
 // uninstall).
-func CleanupRules() error {
+func CleanupRules() error { return CleanupRulesIn(returnplan.DefaultLayout) }
+
+// returnLayout is c.ReturnLayout, or the default one.
+func (c Config) returnLayout() returnplan.Layout {
+	if c.ReturnLayout == (returnplan.Layout{}) {
+		return returnplan.DefaultLayout
+	}
+	return c.ReturnLayout
+}
+
+// CleanupRulesIn is CleanupRules with the ways back in l's marks and tables.
+func CleanupRulesIn(l returnplan.Layout) error {
 	var errs []error
 	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 		if err := dataplane.CleanupAll(dataplane.Config{Family: fam}); err != nil {
 			errs = append(errs, fmt.Errorf("clean up %s rules: %w", fam, err))
 		}
 	}
-	if err := returnpath.Cleanup(); err != nil {
+	if err := returnpath.Cleanup(l); err != nil {
 		errs = append(errs, fmt.Errorf("clean up the ways back: %w", err))
 	}
 	return errors.Join(errs...)
