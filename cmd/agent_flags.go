@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
@@ -61,7 +62,7 @@ func agentFlags(c *nodeagent.Config) (*flag.FlagSet, *rawAgentFlags) {
 	// batch of new Services, a failover): bounded by those VIPs, not by time,
 	// so they need not trail behind the sustained rate.
 	raw.burst = fs.Int("kube-api-burst", 400, "burst of requests to the API server")
-	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "Prometheus metrics address; 0 disables")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", "", fmt.Sprintf("Prometheus metrics (and %s) address; empty: the Node's InternalIP, port %d (not every network the node is on); 0 disables", agentfacts.Path, paasv1.AgentMetricsPort))
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over TLS to callers allowed to get /metrics (ClusterRole "+metricsauth.ReaderClusterRole+"); false: plain HTTP to anyone on the node's networks")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", paasv1.AgentProbePort), "healthz/readyz address (the kubelet probes the host network's loopback); 0 disables")

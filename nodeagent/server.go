@@ -142,9 +142,19 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	if s.direct, err = client.NewWithWatch(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
+	metricsAddr := cfg.MetricsAddr
+	if metricsAddr == "" {
+		node, err := readNode(s.direct, cfg.NodeName)()
+		if err != nil {
+			return nil, fmt.Errorf("read this node's InternalIP to serve metrics on: %w", err)
+		}
+		if metricsAddr, err = MetricsBindAddress("", node); err != nil {
+			return nil, err
+		}
+	}
 	s.mgr, err = ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                 cfg.Scheme,
-		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
+		Metrics:                metricsauth.Options(metricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
 		PprofBindAddress:       cfg.PprofAddr,
 		Cache:                  nodes.CacheOptions(cfg.NodeName),

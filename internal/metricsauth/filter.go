@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +35,13 @@ const (
 	maxCachedResults = 4096
 	// reviewTimeout keeps a slow API server from holding scrapes open forever.
 	reviewTimeout = 10 * time.Second
+
+	// TokenReviews the filter asks for tokens it has no answer for: a burst (a
+	// Prometheus restart, explain over every node) and then a steady rate.
+	// Anyone who reaches the port can send a new bogus token with each request,
+	// and each would cost the API server a review: past this, 429.
+	tokenReviewsPerSecond = 2
+	tokenReviewBurst      = 20
 )
 
 // WithTokenAndAccessReviews is a metricsserver.Options FilterProvider: the
@@ -56,7 +65,11 @@ type gatekeeper struct {
 
 	identities *expiringCache[identity] // by SHA-256 of the token
 	decisions  *expiringCache[bool]     // by SHA-256 of the SubjectAccessReview's spec
+	reviews    *rate.Limiter            // TokenReviews of tokens not cached
 }
+
+// errTooManyReviews: the TokenReview budget is spent (tokenReviewsPerSecond).
+var errTooManyReviews = errors.New("too many unknown tokens: TokenReviews are rate limited")
 
 // identity is what a TokenReview said about a token.
 type identity struct {
@@ -79,6 +92,7 @@ func newGatekeeper(c *rest.Config, httpClient *http.Client, now func() time.Time
 		now:           now,
 		identities:    newExpiringCache[identity](maxCachedResults),
 		decisions:     newExpiringCache[bool](maxCachedResults),
+		reviews:       rate.NewLimiter(tokenReviewsPerSecond, tokenReviewBurst),
 	}, nil
 }
 
@@ -91,6 +105,11 @@ func (g *gatekeeper) filter(log logr.Logger, next http.Handler) (http.Handler, e
 			return
 		}
 		id, err := g.authenticate(req.Context(), token)
+		if errors.Is(err, errTooManyReviews) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too many requests", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authenticating a metrics request")
 			http.Error(w, "Authentication failed", http.StatusInternalServerError)
@@ -144,6 +163,9 @@ func (g *gatekeeper) authenticate(ctx context.Context, token string) (identity, 
 	key := cacheKey(sha256.Sum256([]byte(token)))
 	if id, ok := g.identities.get(key, g.now()); ok {
 		return id, nil
+	}
+	if !g.reviews.AllowN(g.now(), 1) {
+		return identity{}, errTooManyReviews
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()

@@ -2,6 +2,7 @@ package metricsauth
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -205,5 +206,63 @@ func TestCacheIsBounded(t *testing.T) {
 	}
 	if _, ok := c.get(key(99), later.Add(unauthenticatedTTL)); ok {
 		t.Error("an entry outlived its TTL")
+	}
+}
+
+// TestTokenReviewsAreRateLimited: anyone who reaches the port may send a new
+// bogus token with each request; past a burst the API server is asked at a
+// steady rate only, and the rest are told to come back (429). A token with a
+// cached answer is never held back.
+func TestTokenReviewsAreRateLimited(t *testing.T) {
+	api := &fakeAPIServer{}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g, err := newGatekeeper(cfg, httpClient, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("vip_allocator_up 1\n")) })
+	handler, err := g.filter(testr.New(t), metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(token string) int {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if code := get("scraper-token"); code != http.StatusOK {
+		t.Fatalf("the scraper: HTTP %d", code)
+	}
+	limited := 0
+	for i := range 1000 {
+		if get(fmt.Sprintf("bogus-%d", i)) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if n := api.tokenReviews.Load(); n > tokenReviewBurst+1 {
+		t.Errorf("1000 bogus tokens at once cost %d TokenReviews, want at most the burst (%d) and the scraper's", n, tokenReviewBurst)
+	}
+	if limited < 1000-tokenReviewBurst {
+		t.Errorf("%d of 1000 bogus tokens told to come back, want all past the burst", limited)
+	}
+	if code := get("scraper-token"); code != http.StatusOK {
+		t.Errorf("the scraper, its token cached, during the flood: HTTP %d", code)
+	}
+	now = now.Add(time.Second)
+	before := api.tokenReviews.Load()
+	for i := range 100 {
+		get(fmt.Sprintf("later-%d", i))
+	}
+	if n := api.tokenReviews.Load() - before; n > tokenReviewsPerSecond {
+		t.Errorf("a second later: %d TokenReviews, want at most %d", n, tokenReviewsPerSecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
@@ -33,6 +34,10 @@ type Handler struct {
 	// AdjOut lists the routes of prefixes sent to each BGP peer (nil: none).
 	AdjOut func(ctx context.Context, prefixes []netip.Prefix) (map[string][]netip.Prefix, error)
 	Now    func() time.Time
+
+	// busy holds the one read being answered: each dumps the kernel's
+	// ruleset, so a second caller is told to come back (429), not queued.
+	busy sync.Mutex
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -40,6 +45,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "only GET", http.StatusMethodNotAllowed)
 		return
 	}
+	if !h.busy.TryLock() {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "another read of this node's facts is being answered: retry", http.StatusTooManyRequests)
+		return
+	}
+	defer h.busy.Unlock()
 	vips, err := parseVIPs(req.URL.Query()[agentfacts.VIPParam])
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

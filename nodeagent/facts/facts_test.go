@@ -91,3 +91,48 @@ func TestHandler(t *testing.T) {
 		}
 	}
 }
+
+// blockingPlane is a plane whose ruleset dump waits for release.
+type blockingPlane struct {
+	plane
+	started, release chan struct{}
+}
+
+func (p *blockingPlane) Held(vips []netip.Addr) ([]dataplane.Held, error) {
+	p.started <- struct{}{}
+	<-p.release
+	return nil, nil
+}
+
+// One facts read at a time: each dumps the kernel's ruleset, so a second
+// caller while one is answered is told to come back, not queued.
+func TestHandlerOneReadAtATime(t *testing.T) {
+	p := &blockingPlane{plane: plane{fam: dataplane.IPv4}, started: make(chan struct{}), release: make(chan struct{})}
+	h := &Handler{NodeName: "node1", Planes: []dataplane.Plane{p}, Now: time.Now}
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, agentfacts.Path+"?vip=192.0.2.40", nil))
+		first <- rec.Code
+	}()
+	<-p.started
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, agentfacts.Path+"?vip=192.0.2.41", nil))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a second read during the first: HTTP %d, want 429 with Retry-After", rec.Code)
+	}
+	close(p.release)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the first read: HTTP %d", code)
+	}
+	go func() {
+		for range p.started {
+		}
+	}()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, agentfacts.Path+"?vip=192.0.2.41", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("a read after the first: HTTP %d", rec.Code)
+	}
+	close(p.started)
+}
