@@ -3,10 +3,16 @@ package nodeagent
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
@@ -275,11 +282,56 @@ func (s *Server) serveFacts(a *announce.Announcer, g *joined) error {
 	}
 	h := &facts.Handler{NodeName: s.cfg.NodeName, OnCordon: string(cmp.Or(s.cfg.OnCordon, election.OnCordonHandover)),
 		Alive: gossip.Liveness{Cluster: g.cluster}.AliveDraining, Answering: a.Speaker.Owned, Planes: s.syncer.Planes, Announced: a.Speaker.FirstAnnounced, AdjOut: a.BGP.Speaker.AdjOut, Now: time.Now}
+	h.Forward = s.forwardFacts
 	if err := s.mgr.AddMetricsServerExtraHandler(agentfacts.Path, h); err != nil {
 		return fmt.Errorf("serve %s: %w", agentfacts.Path, err)
 	}
 	return nil
 }
+
+// forwardFacts asks the agent of node, at its Node's InternalIP on the metrics port, for
+// its facts (explain reaches one agent through a Service and names the node it asks
+// about). Only a Node's kubelet-written address is dialled, never one the caller names, and
+// the caller's token goes along for that agent to check again. Its certificate is
+// self-signed in memory, so it is not verified: the token is an explain token, worth
+// nothing but this path (agentfacts.ExplainAudience).
+func (s *Server) forwardFacts(ctx context.Context, node string, q url.Values, authorization string) ([]byte, int, error) {
+	all, err := nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
+	if err != nil {
+		return nil, 0, err
+	}
+	var target *corev1.Node
+	for i := range all {
+		if all[i].Name == node {
+			target = &all[i]
+		}
+	}
+	if target == nil {
+		return nil, 0, fmt.Errorf("no node %s", node)
+	}
+	ips := election.InternalIPs(target)
+	if len(ips) == 0 {
+		return nil, 0, fmt.Errorf("node %s lists no InternalIP", node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u := url.URL{Scheme: "https", Host: net.JoinHostPort(ips[0].String(), strconv.Itoa(paasv1.AgentMetricsPort)), Path: agentfacts.Path, RawQuery: q.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Authorization", authorization)
+	resp, err := factsClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return body, resp.StatusCode, err
+}
+
+// factsClient dials the other agents' metrics servers (forwardFacts).
+var factsClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see forwardFacts
 
 // joined is this agent's place in the gossip: the cluster, the node index it
 // admits members from, the kick that asks for a round of joins, and when it
