@@ -19,6 +19,8 @@ import (
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 )
 
 // How long review results are reused: the API server's delegating defaults for
@@ -104,7 +106,7 @@ func (g *gatekeeper) filter(log logr.Logger, next http.Handler) (http.Handler, e
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		id, err := g.authenticate(req.Context(), token)
+		id, err := g.authenticate(req.Context(), token, pathAudiences[req.URL.Path])
 		if errors.Is(err, errTooManyReviews) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "Too many requests", http.StatusTooManyRequests)
@@ -157,10 +159,16 @@ func bearerToken(req *http.Request) (string, bool) {
 	return token, true
 }
 
-// authenticate asks a TokenReview about token unless a recent answer is cached.
-// An error is never cached: the next scrape asks again.
-func (g *gatekeeper) authenticate(ctx context.Context, token string) (identity, error) {
-	key := cacheKey(sha256.Sum256([]byte(token)))
+// pathAudiences are the audiences a token must be for on a path (none: the API
+// server's own): the agents' debug path takes explain tokens only, which the
+// API server itself refuses.
+var pathAudiences = map[string][]string{agentfacts.Path: {agentfacts.ExplainAudience}}
+
+// authenticate asks a TokenReview about token, for audiences (none: the API
+// server's), unless a recent answer is cached. An error is never cached: the
+// next scrape asks again.
+func (g *gatekeeper) authenticate(ctx context.Context, token string, audiences []string) (identity, error) {
+	key := cacheKey(sha256.Sum256([]byte(strings.Join(audiences, ",") + "\x00" + token)))
 	if id, ok := g.identities.get(key, g.now()); ok {
 		return id, nil
 	}
@@ -169,7 +177,7 @@ func (g *gatekeeper) authenticate(ctx context.Context, token string) (identity, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
-	review, err := g.tokenReviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	review, err := g.tokenReviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
 	if err != nil {
 		return identity{}, fmt.Errorf("tokenreview: %w", err)
 	}
