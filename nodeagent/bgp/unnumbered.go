@@ -84,7 +84,7 @@ func (l *linkAdvertisers) advertise(ctx context.Context, ifname string) {
 		if err == nil {
 			err = sendAdvertisement(conn, ifname)
 		}
-		if _, rerr := routerOn(ifname); err == nil && rerr != nil {
+		if _, _, rerr := routerOn(ifname, netip.Addr{}); err == nil && rerr != nil {
 			// Ask at once rather than wait for the router's next one.
 			err = conn.WriteTo(&ndp.RouterSolicitation{}, &ipv6.ControlMessage{HopLimit: 255}, netip.IPv6LinkLocalAllRouters())
 		}
