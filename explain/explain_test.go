@@ -37,7 +37,7 @@ func lab() *Observed {
 	}
 	node := func(name, addr string, cordoned bool) corev1.Node {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: ifaces(addr)}},
-			Spec:   corev1.NodeSpec{Unschedulable: cordoned},
+			Spec: corev1.NodeSpec{Unschedulable: cordoned},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}}}
 	}
