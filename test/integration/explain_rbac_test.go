@@ -64,9 +64,11 @@ var _ = Describe("the explain token", func() {
 		_, err = token(stranger, agentfacts.ExplainServiceAccount)
 		forbidden(err)
 		_, err = oncall.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-		forbidden(err) // the agents' pods only, in their namespace
+		forbidden(err) // no pods at all
 
-		review, err := admin.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: tok}}, metav1.CreateOptions{})
+		// As the agents review it on /debug/vips: for the explain audience.
+		review, err := admin.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: tok,
+			Audiences: []string{agentfacts.ExplainAudience}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(review.Status.Authenticated).To(BeTrue())
 		may := func(attrs authzv1.SubjectAccessReviewSpec) bool {
