@@ -94,7 +94,6 @@ var _ = Describe("the explain token", func() {
 
 		By("its lifetime and audience are the operator's, not the caller's")
 		for _, spec := range []authnv1.TokenRequestSpec{
-			{ExpirationSeconds: ptr.To[int64](600)},
 			{Audiences: []string{agentfacts.ExplainAudience}, ExpirationSeconds: ptr.To[int64](86400)},
 			{Audiences: []string{agentfacts.ExplainAudience, "https://kubernetes.default.svc"}, ExpirationSeconds: ptr.To[int64](600)},
 		} {
