@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 )
 
@@ -47,14 +48,24 @@ func newAgentCmd(program string) *cobra.Command {
 		}
 		return srv.Run(ctrl.SetupSignalHandler())
 	}
-	c.AddCommand(&cobra.Command{
+	cleanup := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove every rule, chain and table the agent ever wrote on this node",
 		Long:  "Removes what any agent wrote on this node, with either data plane: for an uninstall, or a node leaving.",
 		Example: examples(program,
-			"agent cleanup", "on the node, as root"),
+			"agent cleanup", "on the node, as root",
+			"agent cleanup --return-mark-shift 16 --return-table-base 7300", "after agents that ran with another return-path layout"),
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error { return nodeagent.CleanupRules() },
-	})
+	}
+	layout := returnplan.DefaultLayout
+	cleanup.Flags().UintVar(&layout.MarkShift, "return-mark-shift", layout.MarkShift, "the agent's --return-mark-shift")
+	cleanup.Flags().IntVar(&layout.TableBase, "return-table-base", layout.TableBase, "the agent's --return-table-base")
+	cleanup.RunE = func(c *cobra.Command, _ []string) error {
+		if err := layout.Validate(-1); err != nil {
+			return usageError(c, err)
+		}
+		return nodeagent.CleanupRulesIn(layout)
+	}
+	c.AddCommand(cleanup)
 	return c
 }

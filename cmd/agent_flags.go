@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
@@ -53,12 +55,14 @@ func agentFlags(c *nodeagent.Config) (*pflag.FlagSet, *rawAgentFlags) {
 	fs.DurationVar(&c.GossipKeyPoll, "gossip-key-poll", 30*time.Second, "how often the gossip key Secret is read for a key rotation step")
 	fs.BoolVar(&c.ConnectionHandoff, "connection-handoff", true, "after a planned move of a VIP to this node, send the TCP segments of connections the previous owner still holds on to it, so they survive the move")
 	fs.BoolVar(&c.ReturnPaths, "return-paths", true, "send the replies to a VIP back by the interface its requests came in on, to that network's router (connection marks and policy routing of the agent's own); false: by the main routing table")
+	fs.UintVar(&c.ReturnLayout.MarkShift, "return-mark-shift", returnplan.DefaultLayout.MarkShift, "first of the four packet mark bits the ways back use (--return-paths); move them off bits another system uses (Calico's mark mask, Cilium's identity marks)")
+	fs.IntVar(&c.ReturnLayout.TableBase, "return-table-base", returnplan.DefaultLayout.TableBase, fmt.Sprintf("the ways back use the routing tables after this one (%d of them; this one records the interfaces whose src_valid_mark the agent turned on)", returnplan.MaxPaths))
 	raw.qps = fs.Float64("kube-api-qps", 20, "requests per second to the API server (ledger and BGPPeer status writes; reads come from the cache)")
 	// The burst is a node's claims when it comes to own many VIPs at once (a
 	// batch of new Services, a failover): bounded by those VIPs, not by time,
 	// so they need not trail behind the sustained rate.
 	raw.burst = fs.Int("kube-api-burst", 400, "burst of requests to the API server")
-	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "Prometheus metrics address; 0 disables")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", "", fmt.Sprintf("Prometheus metrics (and %s) address; empty: the Node's InternalIP, port %d (not every network the node is on); 0 disables", agentfacts.Path, paasv1.AgentMetricsPort))
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "", "Go pprof address, for profiling; empty disables")
 	fs.BoolVar(&c.MetricsSecure, "metrics-secure", true, "serve metrics over TLS to callers allowed to get /metrics (ClusterRole "+metricsauth.ReaderClusterRole+"); false: plain HTTP to anyone on the node's networks")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", paasv1.AgentProbePort), "healthz/readyz address (the kubelet probes the host network's loopback); 0 disables")
@@ -73,6 +77,9 @@ func (raw *rawAgentFlags) complete(c *nodeagent.Config) error {
 	}
 	if c.Probe.Tries < 0 {
 		return fmt.Errorf("--new-address-probes %d: want 0 (announce at once) or more", c.Probe.Tries)
+	}
+	if err := c.ReturnLayout.Validate(c.MasqueradeBit); err != nil {
+		return fmt.Errorf("--return-mark-shift, --return-table-base: %w", err)
 	}
 	onCordonPolicy, err := election.ParseOnCordon(*raw.onCordon)
 	if err != nil {

@@ -37,8 +37,9 @@ func lab() *Observed {
 	}
 	node := func(name, addr string, cordoned bool) corev1.Node {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: ifaces(addr)}},
-			Spec:   corev1.NodeSpec{Unschedulable: cordoned},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+			Spec: corev1.NodeSpec{Unschedulable: cordoned},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}}}
 	}
 	web := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-web"},
 		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},

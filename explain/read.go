@@ -18,6 +18,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -39,10 +40,13 @@ type Reader struct {
 	AgentPort int
 	// AgentURLs reach agents directly (node → base URL), for labs whose
 	// agents are processes, not pods; empty: through the API server's
-	// pods/proxy subresource, which needs only the kubeconfig.
+	// services/proxy on the agents' Service (agentfacts.Service), which needs
+	// only the kubeconfig; the agent it lands on asks the node named.
 	AgentURLs map[string]string
-	// Token is presented to the agents; empty: a 10-minute token of
-	// agentfacts.ExplainServiceAccount is requested.
+	// Token is presented to the agents; empty: a token of
+	// agentfacts.ExplainServiceAccount is requested, for the agents' audience
+	// and the lifetime the operator's policy allows (agentfacts.ExplainAudience,
+	// agentfacts.ExplainTokenSeconds).
 	Token string
 	// Timeout bounds each agent's answer.
 	Timeout time.Duration
@@ -152,7 +156,7 @@ func (r *Reader) fetcher(ctx context.Context) (fetchFunc, error) {
 	token := r.Token
 	if token == "" {
 		tr, err := r.Kube.CoreV1().ServiceAccounts(r.Namespace).CreateToken(ctx, agentfacts.ExplainServiceAccount,
-			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+			ExplainTokenRequest(), metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("request a token of ServiceAccount %s/%s (bind Role vip-allocator-explainer to you): %w",
 				r.Namespace, agentfacts.ExplainServiceAccount, err)
@@ -162,44 +166,52 @@ func (r *Reader) fetcher(ctx context.Context) (fetchFunc, error) {
 	if len(r.AgentURLs) > 0 {
 		return r.direct(token), nil
 	}
-	pods, err := r.agentPods(ctx)
-	if err != nil {
-		return nil, err
-	}
 	return func(ctx context.Context, node string, q url.Values) (*agentfacts.Facts, error) {
-		pod, ok := pods[node]
-		if !ok {
-			return nil, fmt.Errorf("no agent pod of DaemonSet %s/%s runs on it", r.Namespace, paasv1.AgentDaemonSet)
-		}
-		req := r.Kube.CoreV1().RESTClient().Get().Namespace(r.Namespace).Resource("pods").
-			Name("https:"+pod+":"+strconv.Itoa(r.AgentPort)).SubResource("proxy").Suffix(agentfacts.Path).
-			SetHeader(metricsauth.ProxiedTokenHeader, "Bearer "+token)
-		for k, vs := range q {
-			for _, v := range vs {
-				req = req.Param(k, v)
+		var body []byte
+		var err error
+		// The agent a request lands on answers one read at a time (429 to the
+		// rest): a few tries, a little apart.
+		for try := range 5 {
+			req := r.Kube.CoreV1().RESTClient().Get().Namespace(r.Namespace).Resource("services").
+				Name(ServiceProxyName(r.AgentPort)).SubResource("proxy").Suffix(agentfacts.Path).
+				SetHeader(metricsauth.ProxiedTokenHeader, "Bearer "+token).Param(agentfacts.NodeParam, node)
+			for k, vs := range q {
+				for _, v := range vs {
+					req = req.Param(k, v)
+				}
+			}
+			body, err = req.DoRaw(ctx)
+			if !apierrors.IsTooManyRequests(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
 			}
 		}
-		body, err := req.DoRaw(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s through the API server: %w", pod, err)
+			return nil, fmt.Errorf("through Service %s/%s: %w", r.Namespace, agentfacts.Service, err)
 		}
 		return decodeFacts(body)
 	}, nil
 }
 
-// agentPods maps each node to the agent pod running on it.
-func (r *Reader) agentPods(ctx context.Context) (map[string]string, error) {
-	pods, err := r.Kube.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + paasv1.AgentDaemonSet})
-	if err != nil {
-		return nil, fmt.Errorf("list the agent pods in %s: %w", r.Namespace, err)
-	}
-	out := map[string]string{}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
-			out[p.Spec.NodeName] = p.Name
-		}
-	}
-	return out, nil
+// ServiceProxyName is the name explain proxies to through the API server: the
+// agents' Service (agentfacts.Service), over HTTPS, on port (the agents'
+// metrics port). The Role vip-allocator-explainer allows services/proxy on it
+// alone.
+func ServiceProxyName(port int) string {
+	return "https:" + agentfacts.Service + ":" + strconv.Itoa(port)
+}
+
+// ExplainTokenRequest is the TokenRequest explain makes: the audience and
+// lifetime config/admission/explain_token.yaml holds every request of the
+// explain ServiceAccount to.
+func ExplainTokenRequest() *authnv1.TokenRequest {
+	return &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences:         []string{agentfacts.ExplainAudience},
+		ExpirationSeconds: ptr.To[int64](agentfacts.ExplainTokenSeconds)}}
 }
 
 // direct asks the agents at AgentURLs. Their certificate is self-signed in

@@ -7,13 +7,12 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -23,25 +22,38 @@ import (
 )
 
 // TestReadFactsThroughTheAPIServer: by default explain asks for a token of
-// the explain ServiceAccount, finds each node's running agent pod and asks it
-// through the pods/proxy subresource, the token in the header the API server
-// passes on (it consumes Authorization); a node with no running agent pod is
-// reported, not skipped.
+// the explain ServiceAccount, for the agents' audience and the operator's
+// lifetime, and asks each node's agent through services/proxy on the agents'
+// Service (never a pod's proxy), naming the node, the token in the header the
+// API server passes on (it consumes Authorization); a node whose agent cannot
+// be asked is reported, not skipped, and a busy agent (429) is asked again.
 func TestReadFactsThroughTheAPIServer(t *testing.T) {
 	const ns = paasv1.DefaultNamespace
 	var proxied []string
+	busy := 1
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch p := r.URL.Path; {
 		case r.Method == http.MethodPost && p == "/api/v1/namespaces/"+ns+"/serviceaccounts/"+agentfacts.ExplainServiceAccount+"/token":
-			_ = json.NewEncoder(w).Encode(authnv1.TokenRequest{Status: authnv1.TokenRequestStatus{Token: "explain-token"}})
-		case p == "/api/v1/namespaces/"+ns+"/pods" && r.URL.Query().Get("labelSelector") == "app.kubernetes.io/name="+paasv1.AgentDaemonSet:
-			pod := func(name, node string, phase corev1.PodPhase) corev1.Pod {
-				return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+			var tr authnv1.TokenRequest
+			_ = json.NewDecoder(r.Body).Decode(&tr)
+			if !slices.Equal(tr.Spec.Audiences, []string{agentfacts.ExplainAudience}) || tr.Spec.ExpirationSeconds == nil || *tr.Spec.ExpirationSeconds != agentfacts.ExplainTokenSeconds {
+				t.Errorf("token request %+v: want the agents' audience and %d seconds", tr.Spec, agentfacts.ExplainTokenSeconds)
 			}
-			_ = json.NewEncoder(w).Encode(corev1.PodList{Items: []corev1.Pod{pod("agent-a", "node1", corev1.PodRunning), pod("agent-b", "node2", corev1.PodPending)}})
-		case strings.HasPrefix(p, "/api/v1/namespaces/"+ns+"/pods/https:agent-a:9478/proxy"+agentfacts.Path):
-			proxied = append(proxied, r.Header.Get(metricsauth.ProxiedTokenHeader)+" "+r.URL.Query().Get(agentfacts.VIPParam))
+			_ = json.NewEncoder(w).Encode(authnv1.TokenRequest{Status: authnv1.TokenRequestStatus{Token: "explain-token"}})
+		case strings.HasPrefix(p, "/api/v1/namespaces/"+ns+"/services/https:"+agentfacts.Service+":9478/proxy"+agentfacts.Path):
+			node := r.URL.Query().Get(agentfacts.NodeParam)
+			if node == "node2" {
+				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"no node node2","code":502}`, http.StatusBadGateway)
+				return
+			}
+			if busy > 0 {
+				busy--
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`))
+				return
+			}
+			proxied = append(proxied, r.Header.Get(metricsauth.ProxiedTokenHeader)+" "+node+" "+r.URL.Query().Get(agentfacts.VIPParam))
 			_ = json.NewEncoder(w).Encode(agentfacts.Facts{Node: "node1", Ports: []agentfacts.Port{{VIP: vip, Protocol: "TCP", Port: 80}}})
 		default:
 			t.Errorf("unexpected %s %s", r.Method, r.URL)
@@ -49,7 +61,7 @@ func TestReadFactsThroughTheAPIServer(t *testing.T) {
 		}
 	}))
 	defer api.Close()
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +71,14 @@ func TestReadFactsThroughTheAPIServer(t *testing.T) {
 	o.Nodes = o.Nodes[:2]
 	r.readFacts(context.Background(), o, []netip.Addr{netip.MustParseAddr(vip)})
 
-	if len(proxied) != 1 || proxied[0] != "Bearer explain-token "+vip {
-		t.Fatalf("proxied requests %q, want one with the explain token, about %s", proxied, vip)
+	if len(proxied) != 1 || proxied[0] != "Bearer explain-token node1 "+vip {
+		t.Fatalf("proxied requests %q, want one with the explain token, for node1, about %s", proxied, vip)
 	}
 	if f := o.Facts["node1"]; f == nil || len(f.Ports) != 1 {
 		t.Fatalf("node1's facts %+v", f)
 	}
-	if why := o.Unreachable["node2"]; !strings.Contains(why, "no agent pod") {
-		t.Fatalf("node2 (its agent pod not running): %q, want it reported", why)
+	if why := o.Unreachable["node2"]; why == "" {
+		t.Fatalf("node2 (its agent not reached): want it reported")
 	}
 }
 

@@ -3,10 +3,16 @@ package nodeagent
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,9 +25,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
+	"github.com/paas-org/vip-allocator-operator/internal/returnplan"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/announce"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/bgp"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/changes"
@@ -72,6 +80,9 @@ type Config struct {
 	// ReturnPaths sends the replies to a VIP back by the interface its
 	// requests came in on (package returnpath); off: by the main table.
 	ReturnPaths bool
+	// ReturnLayout is where the ways back's marks and tables are (the zero value:
+	// returnplan.DefaultLayout).
+	ReturnLayout returnplan.Layout
 	// DaemonSet ("namespace/name") runs this agent: on stop its rules are
 	// removed when it is gone (uninstall); empty: always kept.
 	DaemonSet              string
@@ -137,9 +148,19 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	if s.direct, err = client.NewWithWatch(rc, client.Options{Scheme: cfg.Scheme}); err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
+	metricsAddr := cfg.MetricsAddr
+	if metricsAddr == "" {
+		node, err := readNode(s.direct, cfg.NodeName)()
+		if err != nil {
+			return nil, fmt.Errorf("read this node's InternalIP to serve metrics on: %w", err)
+		}
+		if metricsAddr, err = MetricsBindAddress("", node); err != nil {
+			return nil, err
+		}
+	}
 	s.mgr, err = ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                 cfg.Scheme,
-		Metrics:                metricsauth.Options(cfg.MetricsAddr, cfg.MetricsSecure, ""),
+		Metrics:                metricsauth.Options(metricsAddr, cfg.MetricsSecure, ""),
 		HealthProbeBindAddress: cfg.ProbeAddr,
 		PprofBindAddress:       cfg.PprofAddr,
 		Cache:                  nodes.CacheOptions(cfg.NodeName),
@@ -224,7 +245,7 @@ func (s *Server) Stop() error {
 	if s.mgrErr != nil || s.daemonSet == nil {
 		return s.mgrErr
 	}
-	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.dsDeleted, s.shutdown.beforeCleanup(CleanupRules))
+	verdict, err := TeardownIfUninstalled(s.direct, *s.daemonSet, s.cfg.NodeName, s.dsDeleted, s.shutdown.beforeCleanup(func() error { return CleanupRulesIn(s.cfg.returnLayout()) }))
 	ctrl.Log.Info("agent stopping", "removeRules", verdict.Uninstall, "why", verdict.Why)
 	return err
 }
@@ -260,11 +281,56 @@ func (s *Server) serveFacts(a *announce.Announcer, g *joined) error {
 	}
 	h := &facts.Handler{NodeName: s.cfg.NodeName, OnCordon: string(cmp.Or(s.cfg.OnCordon, election.OnCordonHandover)),
 		Alive: gossip.Liveness{Cluster: g.cluster}.AliveDraining, Answering: a.Speaker.Owned, Planes: s.syncer.Planes, Announced: a.Speaker.FirstAnnounced, AdjOut: a.BGP.Speaker.AdjOut, Now: time.Now}
+	h.Forward = s.forwardFacts
 	if err := s.mgr.AddMetricsServerExtraHandler(agentfacts.Path, h); err != nil {
 		return fmt.Errorf("serve %s: %w", agentfacts.Path, err)
 	}
 	return nil
 }
+
+// forwardFacts asks the agent of node, at its Node's InternalIP on the metrics port, for
+// its facts (explain reaches one agent through a Service and names the node it asks
+// about). Only a Node's kubelet-written address is dialled, never one the caller names, and
+// the caller's token goes along for that agent to check again. Its certificate is
+// self-signed in memory, so it is not verified: the token is an explain token, worth
+// nothing but this path (agentfacts.ExplainAudience).
+func (s *Server) forwardFacts(ctx context.Context, node string, q url.Values, authorization string) ([]byte, int, error) {
+	all, err := nodes.ListOnly(ctx, s.mgr.GetClient(), s.unviewed)
+	if err != nil {
+		return nil, 0, err
+	}
+	var target *corev1.Node
+	for i := range all {
+		if all[i].Name == node {
+			target = &all[i]
+		}
+	}
+	if target == nil {
+		return nil, 0, fmt.Errorf("no node %s", node)
+	}
+	ips := election.InternalIPs(target)
+	if len(ips) == 0 {
+		return nil, 0, fmt.Errorf("node %s lists no InternalIP", node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u := url.URL{Scheme: "https", Host: net.JoinHostPort(ips[0].String(), strconv.Itoa(paasv1.AgentMetricsPort)), Path: agentfacts.Path, RawQuery: q.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Authorization", authorization)
+	resp, err := factsClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return body, resp.StatusCode, err
+}
+
+// factsClient dials the other agents' metrics servers (forwardFacts).
+var factsClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see forwardFacts
 
 // joined is this agent's place in the gossip: the cluster, the node index it
 // admits members from, the kick that asks for a round of joins, and when it
@@ -412,12 +478,19 @@ func (s *Server) publishSelf(ctx context.Context) {
 
 // setupReturnPaths runs the returnpath.Keeper over the data planes, when on.
 func (s *Server) setupReturnPaths() error {
+	l := s.cfg.returnLayout()
 	if !s.cfg.ReturnPaths {
 		// Off means replies by the main table: an earlier run's rules and tables go (its
 		// marks, without them, steer nothing; `agent cleanup` removes those too).
-		return returnpath.Cleanup()
+		return returnpath.Cleanup(l)
 	}
-	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod,
+	if err := l.Validate(s.cfg.MasqueradeBit); err != nil {
+		return err
+	}
+	if err := returnpath.CheckClashes(l); err != nil {
+		return err
+	}
+	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod, Layout: l,
 		Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"), NodeName: s.cfg.NodeName}
 	for _, p := range s.syncer.Planes {
 		k.Planes = append(k.Planes, p)
@@ -428,14 +501,25 @@ func (s *Server) setupReturnPaths() error {
 // CleanupRules removes every rule, chain and table any agent wrote on this
 // node (the policy routing rules and tables of package returnpath too), with either data plane (`vip-allocator agent cleanup`, and an
 // uninstall).
-func CleanupRules() error {
+func CleanupRules() error { return CleanupRulesIn(returnplan.DefaultLayout) }
+
+// returnLayout is c.ReturnLayout, or the default one.
+func (c Config) returnLayout() returnplan.Layout {
+	if c.ReturnLayout == (returnplan.Layout{}) {
+		return returnplan.DefaultLayout
+	}
+	return c.ReturnLayout
+}
+
+// CleanupRulesIn is CleanupRules with the ways back in l's marks and tables.
+func CleanupRulesIn(l returnplan.Layout) error {
 	var errs []error
 	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 		if err := dataplane.CleanupAll(dataplane.Config{Family: fam}); err != nil {
 			errs = append(errs, fmt.Errorf("clean up %s rules: %w", fam, err))
 		}
 	}
-	if err := returnpath.Cleanup(); err != nil {
+	if err := returnpath.Cleanup(l); err != nil {
 		errs = append(errs, fmt.Errorf("clean up the ways back: %w", err))
 	}
 	return errors.Join(errs...)

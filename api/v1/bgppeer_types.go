@@ -12,6 +12,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.bfd) || !has(self.ebgpMultiHop) || !self.ebgpMultiHop",message="bfd runs on single-hop sessions only (RFC 5881): remove bfd or turn ebgpMultiHop off"
 // +kubebuilder:validation:XValidation:rule="has(self.peerAddress) != has(self.interface)",message="set exactly one of peerAddress (a numbered session) and interface (an unnumbered one)"
 // +kubebuilder:validation:XValidation:rule="!has(self.interface) || ((!has(self.ebgpMultiHop) || !self.ebgpMultiHop) && !has(self.bfd))",message="an unnumbered session (interface) is single hop and runs without bfd: remove ebgpMultiHop and bfd"
+// +kubebuilder:validation:XValidation:rule="!has(self.interfaceRouter) || has(self.interface)",message="interfaceRouter names the router of an unnumbered session: set interface too"
 type BGPPeerSpec struct {
 	// PeerAddress is the router's IPv4 or IPv6 address. Exactly one of
 	// peerAddress and interface is set.
@@ -27,11 +28,23 @@ type BGPPeerSpec struct {
 	// lifetime 0, so that the router finds it too). IPv4 VIPs are advertised
 	// with the node's IPv6 link-local next hop (RFC 8950, formerly 5549), so
 	// the link needs no IPv4 address. The link must be point to point: one
-	// router on it. Exactly one of peerAddress and interface is set.
+	// router on it: the interface is flagged point to point, or the node
+	// knows no other neighbour on it than that router; on any other link
+	// name the router (interfaceRouter). Exactly one of peerAddress and
+	// interface is set.
 	// +optional
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.@-]*$`
 	Interface string `json:"interface,omitempty"`
+
+	// InterfaceRouter, with interface, is the IPv6 link-local address of the
+	// router at the other end of the link (fe80::1): the unnumbered session
+	// goes to it alone, whatever else on the link sends Router
+	// Advertisements. Absent: the link must be point to point (interface).
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 6 && cidr('fe80::/10').containsIP(self)",message="interfaceRouter must be an IPv6 link-local address such as fe80::1"
+	InterfaceRouter string `json:"interfaceRouter,omitempty"`
 
 	// PeerASN is the router's autonomous system number (1-4294967295).
 	// +required

@@ -44,12 +44,42 @@ type NodeInterface struct {
 	Gateways []netip.Addr `json:"gateways,omitempty"`
 }
 
+// MinInterfacePrefixV4 and MinInterfacePrefixV6 are the shortest prefixes an
+// interface's address is read with: a node says it is on a network no wider
+// than a /16 (IPv4) or a /48 (IPv6). A wider one, such as 203.0.113.7/0, is
+// no LAN any VIP could be announced on but a claim on every subnet, so it
+// counts as the address alone (Plausible). The NodeView schema refuses it.
+const (
+	MinInterfacePrefixV4 = 16
+	MinInterfacePrefixV6 = 48
+)
+
+// Plausible is p, or p's address alone (a /32 or /128) when p is wider than
+// MinInterfacePrefixV4 or MinInterfacePrefixV6: the address stays the node's
+// own, the subnet counts for nothing.
+func Plausible(p netip.Prefix) netip.Prefix {
+	minBits := MinInterfacePrefixV6
+	if p.Addr().Unmap().Is4() {
+		minBits = MinInterfacePrefixV4
+	}
+	if p.Bits() < minBits {
+		return netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
+	}
+	return p
+}
+
 // ParseNodeInterfaces reads a NodeInterfacesAnnotation value; nil for a
-// missing or unreadable one (the node then announces nothing).
+// missing or unreadable one (the node then announces nothing). Every address
+// is read Plausible.
 func ParseNodeInterfaces(value string) []NodeInterface {
 	var out []NodeInterface
 	if value == "" || json.Unmarshal([]byte(value), &out) != nil {
 		return nil
+	}
+	for i := range out {
+		for j, p := range out[i].Addrs {
+			out[i].Addrs[j] = Plausible(p)
+		}
 	}
 	return out
 }

@@ -27,9 +27,12 @@ type NodeViewSpec struct {
 	// Interfaces are the node's interfaces the agent published in the Node
 	// annotation vip.paas.org/interfaces: which subnets it can announce on,
 	// and its MACs (a claim from one of them is a hand-over, not a conflict).
+	// At most 128, so that the API server can check every address's prefix
+	// within its CEL budget; a node with more publishes no view, and the
+	// other agents read its Node.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:MaxItems=128
 	Interfaces []NodeViewInterface `json:"interfaces,omitempty"`
 
 	// Addresses are the Node's status.addresses: the InternalIPs gossip is
@@ -51,11 +54,14 @@ type NodeViewInterface struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	MAC string `json:"mac,omitempty"`
-	// Addrs are its addresses with their prefix length, e.g. 192.0.2.11/24.
+	// Addrs are its addresses with their prefix length, e.g. 192.0.2.11/24:
+	// no wider than a /16 (IPv4) or a /48 (IPv6), as agents read them
+	// (Plausible); a node on no LAN wider than that can claim no more.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() >= (self.contains(':') ? 48 : 16)",message="an interface's address is published with a prefix no wider than /16 (IPv4) or /48 (IPv6): a wider one would be on every subnet"
 	Addrs []string `json:"addrs"`
 	// Gateways are the next hops of the node's default routes through the
 	// interface, e.g. 192.0.2.1: no VIP is given one, and a node never

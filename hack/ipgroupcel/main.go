@@ -160,11 +160,18 @@ func specRules() []string {
 		"(has(self.segment) && (isIP(e) ? cidr(self.segment).containsIP(e) : (cidr(self.segment).containsCIDR(e) || cidr(e).containsCIDR(self.segment)))) || "+
 		"(has(self.addresses) && self.addresses.exists(a, "+nearEntry+")))",
 		"every excludedIPs entry must be inside the segment or one of the addresses (an IP, or a CIDR that overlaps one)")
-	m.add("!has(self.announce) || !has(self.announce.bgp) || !has(self.segment) || !isCIDR(self.segment) || "+
-		"(cidr(self.segment).ip().family() == 4 ? "+
-		"(!has(self.announce.bgp.aggregationLength) || self.announce.bgp.aggregationLength >= cidr(self.segment).prefixLength()) : "+
-		"(!has(self.announce.bgp.aggregationLengthV6) || self.announce.bgp.aggregationLengthV6 >= cidr(self.segment).prefixLength()))",
+	// A covering route must lie inside the pool: its length, per family, no
+	// shorter than the prefix of any CIDR part of that family, the segment
+	// or an addresses entry (a range is bounded where the route is built).
+	bound := func(c string) string {
+		return fmt.Sprintf("(cidr(%[1]s).ip().family() == 4 ? "+
+			"(!has(self.announce.bgp.aggregationLength) || self.announce.bgp.aggregationLength >= cidr(%[1]s).prefixLength()) : "+
+			"(!has(self.announce.bgp.aggregationLengthV6) || self.announce.bgp.aggregationLengthV6 >= cidr(%[1]s).prefixLength()))", c)
+	}
+	m.add("!has(self.announce) || !has(self.announce.bgp) || !has(self.segment) || !isCIDR(self.segment) || "+bound("self.segment"),
 		"announce.bgp.aggregationLength (aggregationLengthV6 for IPv6) must not be shorter than the segment's prefix: a route wider than the group would draw traffic for addresses outside it")
+	m.add("!has(self.announce) || !has(self.announce.bgp) || !has(self.addresses) || self.addresses.all(a, !isCIDR(a) || "+bound("a")+")",
+		"announce.bgp.aggregationLength (aggregationLengthV6 for IPv6) must not be shorter than the prefix of any addresses entry of its family: a route wider than the group would draw traffic for addresses outside it")
 	return m.lines
 }
 

@@ -22,6 +22,26 @@ const ReaderClusterRole = "vip-allocator-debug-reader"
 // own credentials ever reach a node.
 const ExplainServiceAccount = "vip-allocator-explain"
 
+// ExplainAudience is the one audience of an explain token: the operator's
+// admission policy (config/admission/explain_token.yaml) holds every
+// TokenRequest of ExplainServiceAccount to it and to ExplainTokenSeconds,
+// whoever asks, and the agents accept on Path only tokens for it. Such a
+// token is worth nothing to the API server itself.
+const ExplainAudience = "vip-allocator-agent-facts"
+
+// ExplainTokenSeconds is the lifetime of an explain token.
+const ExplainTokenSeconds = 600
+
+// Service is the Service in the operator's namespace in front of the agents'
+// metrics port: explain reaches the agents through the API server's
+// services/proxy on it (the explainer may proxy to no other Service, and to
+// no pod), asking the agent it lands on for NodeParam's facts, which that
+// agent forwards to the node named.
+const Service = "vip-allocator-agent-facts"
+
+// NodeParam names the node whose facts are asked (absent: the agent's own).
+const NodeParam = "node"
+
 // VIPParam is the query parameter naming a VIP to report on (repeated); the
 // data path of no other VIP is read.
 const VIPParam = "vip"

@@ -16,9 +16,11 @@ import (
 // elected to answer for it on layer 2 nor advertises it by BGP, however the
 // hash favours it; every other node still may, so the VIP stays carried.
 func TestClaimingNodeNeverCarries(t *testing.T) {
+	// Each node's kubelet lists an address on 192.0.2.0/24 and 2001:db8::/64.
 	node := func(name, interfaces string) Node {
 		return NodeOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: interfaces}}})
+			Annotations: map[string]string{paasv1.NodeInterfacesAnnotation: interfaces}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.200"}, {Type: corev1.NodeInternalIP, Address: "2001:db8::200"}}}})
 	}
 	good := []Node{
 		node("good1", `[{"name":"eth0","addrs":["192.0.2.251/24"]}]`),

@@ -34,6 +34,11 @@ import (
 type Interface struct {
 	Name   string
 	Prefix netip.Prefix // the address and its subnet, e.g. 192.0.2.11/24
+	// Unconfirmed is true when only the node's agent says the node is on
+	// Prefix's subnet: none of the addresses the kubelet lists on the Node
+	// (status.addresses) is on it. Such a subnet counts only for a VIP whose
+	// group names a router on it (Candidacy.Routers), which the admin wrote.
+	Unconfirmed bool
 }
 
 // Node is what the election knows of a node.
@@ -96,11 +101,26 @@ func (p OnCordon) NodeOf(n *corev1.Node) Node {
 	_, excluded := n.Labels[corev1.LabelNodeExcludeBalancers]
 	out := Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable && p != OnCordonKeep,
 		Excluded: excluded, Agent: agent}
+	listed := statusAddresses(n)
 	for _, ifc := range paasv1.ParseNodeInterfaces(value) {
 		for _, p := range ifc.Addrs {
-			out.Interfaces = append(out.Interfaces, Interface{Name: ifc.Name, Prefix: p})
+			subnet := p.Masked()
+			confirmed := slices.ContainsFunc(listed, subnet.Contains)
+			out.Interfaces = append(out.Interfaces, Interface{Name: ifc.Name, Prefix: p, Unconfirmed: !confirmed})
 		}
 		out.Gateways = append(out.Gateways, ifc.Gateways...)
+	}
+	return out
+}
+
+// statusAddresses are the IP addresses among n's status.addresses (the
+// kubelet's: InternalIP, ExternalIP), whatever their type.
+func statusAddresses(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if addr, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, addr.Unmap().WithZone(""))
+		}
 	}
 	return out
 }
@@ -134,6 +154,10 @@ type Candidacy struct {
 	// it (IP spec.adoptedFromNode). Layer 2 only; the rest of the time the
 	// hash decides, and every agent reads the same ledger entry.
 	Preferred string
+	// Routers are the group's routers (announce.gateway): a subnet one of
+	// them is on counts for a node's interface even when none of the Node's
+	// own addresses is on it (Interface.Unconfirmed).
+	Routers []netip.Addr
 }
 
 // ModeOf is how a group's VIPs are announced (L2 when unset).
@@ -157,6 +181,13 @@ func CandidacyOf(g *paasv1.IPGroup) (Candidacy, bool) {
 		return c, true
 	}
 	c.Interfaces = an.Interfaces
+	if gw := an.Gateway; gw != nil {
+		for _, s := range []string{gw.IPv4, gw.IPv6} {
+			if a, err := netip.ParseAddr(s); err == nil {
+				c.Routers = append(c.Routers, a.Unmap())
+			}
+		}
+	}
 	if an.NodeSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(an.NodeSelector)
 		if err != nil {
@@ -221,7 +252,7 @@ func NotEligible(n Node, vip netip.Addr, c Candidacy) (iface string, why Refusal
 	if why := NotAllowed(n, c); why != "" {
 		return "", why
 	}
-	if iface, ok := onSubnet(n.Interfaces, netip.PrefixFrom(vip, vip.BitLen()), c.Interfaces); ok {
+	if iface, ok := onSubnet(n.Interfaces, netip.PrefixFrom(vip, vip.BitLen()), c); ok {
 		return iface, ""
 	}
 	return "", RefusedNoInterface
@@ -276,7 +307,7 @@ func EligibleIn(n Node, within netip.Prefix, c Candidacy) (iface string, ok bool
 	if !Allowed(n, c) {
 		return "", false
 	}
-	return onSubnet(n.Interfaces, within, c.Interfaces)
+	return onSubnet(n.Interfaces, within, c)
 }
 
 // PeerSelects reports whether BGPPeer p peers with n: its nodeSelector
@@ -304,16 +335,22 @@ func Advertisers(vip netip.Addr, c Candidacy, nodes []Node) []string {
 	return out
 }
 
-// onSubnet returns the first interface (in the order given), among the allowed
-// names (all when allowed is empty), whose subnet overlaps within.
-func onSubnet(ifaces []Interface, within netip.Prefix, allowed []string) (string, bool) {
+// onSubnet returns the first interface (in the order given), among the names
+// c allows (all when it names none), whose subnet overlaps within and is
+// confirmed: a Node address is on it, or one of c's routers.
+func onSubnet(ifaces []Interface, within netip.Prefix, c Candidacy) (string, bool) {
 	for _, i := range ifaces {
-		if len(allowed) > 0 && !slices.Contains(allowed, i.Name) {
+		if len(c.Interfaces) > 0 && !slices.Contains(c.Interfaces, i.Name) {
 			continue
 		}
-		if i.Prefix.Masked().Overlaps(within) {
-			return i.Name, true
+		subnet := i.Prefix.Masked()
+		if !subnet.Overlaps(within) {
+			continue
 		}
+		if i.Unconfirmed && !slices.ContainsFunc(c.Routers, subnet.Contains) {
+			continue
+		}
+		return i.Name, true
 	}
 	return "", false
 }

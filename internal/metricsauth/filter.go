@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,8 @@ import (
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 )
 
 // How long review results are reused: the API server's delegating defaults for
@@ -33,6 +37,13 @@ const (
 	maxCachedResults = 4096
 	// reviewTimeout keeps a slow API server from holding scrapes open forever.
 	reviewTimeout = 10 * time.Second
+
+	// TokenReviews the filter asks for tokens it has no answer for: a burst (a
+	// Prometheus restart, explain over every node) and then a steady rate.
+	// Anyone who reaches the port can send a new bogus token with each request,
+	// and each would cost the API server a review: past this, 429.
+	tokenReviewsPerSecond = 2
+	tokenReviewBurst      = 20
 )
 
 // WithTokenAndAccessReviews is a metricsserver.Options FilterProvider: the
@@ -56,7 +67,11 @@ type gatekeeper struct {
 
 	identities *expiringCache[identity] // by SHA-256 of the token
 	decisions  *expiringCache[bool]     // by SHA-256 of the SubjectAccessReview's spec
+	reviews    *rate.Limiter            // TokenReviews of tokens not cached
 }
+
+// errTooManyReviews: the TokenReview budget is spent (tokenReviewsPerSecond).
+var errTooManyReviews = errors.New("too many unknown tokens: TokenReviews are rate limited")
 
 // identity is what a TokenReview said about a token.
 type identity struct {
@@ -79,6 +94,7 @@ func newGatekeeper(c *rest.Config, httpClient *http.Client, now func() time.Time
 		now:           now,
 		identities:    newExpiringCache[identity](maxCachedResults),
 		decisions:     newExpiringCache[bool](maxCachedResults),
+		reviews:       rate.NewLimiter(tokenReviewsPerSecond, tokenReviewBurst),
 	}, nil
 }
 
@@ -90,7 +106,12 @@ func (g *gatekeeper) filter(log logr.Logger, next http.Handler) (http.Handler, e
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		id, err := g.authenticate(req.Context(), token)
+		id, err := g.authenticate(req.Context(), token, pathAudiences[req.URL.Path])
+		if errors.Is(err, errTooManyReviews) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too many requests", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authenticating a metrics request")
 			http.Error(w, "Authentication failed", http.StatusInternalServerError)
@@ -138,16 +159,25 @@ func bearerToken(req *http.Request) (string, bool) {
 	return token, true
 }
 
-// authenticate asks a TokenReview about token unless a recent answer is cached.
-// An error is never cached: the next scrape asks again.
-func (g *gatekeeper) authenticate(ctx context.Context, token string) (identity, error) {
-	key := cacheKey(sha256.Sum256([]byte(token)))
+// pathAudiences are the audiences a token must be for on a path (none: the API
+// server's own): the agents' debug path takes explain tokens only, which the
+// API server itself refuses.
+var pathAudiences = map[string][]string{agentfacts.Path: {agentfacts.ExplainAudience}}
+
+// authenticate asks a TokenReview about token, for audiences (none: the API
+// server's), unless a recent answer is cached. An error is never cached: the
+// next scrape asks again.
+func (g *gatekeeper) authenticate(ctx context.Context, token string, audiences []string) (identity, error) {
+	key := cacheKey(sha256.Sum256([]byte(strings.Join(audiences, ",") + "\x00" + token)))
 	if id, ok := g.identities.get(key, g.now()); ok {
 		return id, nil
 	}
+	if !g.reviews.AllowN(g.now(), 1) {
+		return identity{}, errTooManyReviews
+	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
-	review, err := g.tokenReviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	review, err := g.tokenReviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
 	if err != nil {
 		return identity{}, fmt.Errorf("tokenreview: %w", err)
 	}

@@ -2,9 +2,11 @@ package metricsauth
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,12 +15,17 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
 )
 
 // fakeAPIServer answers TokenReviews and SubjectAccessReviews the way a real one
 // would for a few known tokens, and counts them.
 type fakeAPIServer struct {
 	tokenReviews, accessReviews atomic.Int32
+	// explainTokens are tokens for agentfacts.ExplainAudience only: a review
+	// for another audience (none: the API server's) does not authenticate them.
+	explainTokens map[string]authnv1.UserInfo
 }
 
 // Tokens the fake knows. "api-down" makes the TokenReview fail; the user
@@ -52,7 +59,10 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "etcd is down", http.StatusInternalServerError)
 			return
 		}
-		if user, ok := fakeUsers[review.Spec.Token]; ok {
+		forExplain := slices.Equal(review.Spec.Audiences, []string{agentfacts.ExplainAudience})
+		if user, ok := f.explainTokens[review.Spec.Token]; ok && forExplain {
+			review.Status = authnv1.TokenReviewStatus{Authenticated: true, User: user, Audiences: review.Spec.Audiences}
+		} else if user, ok := fakeUsers[review.Spec.Token]; ok && len(review.Spec.Audiences) == 0 {
 			review.Status = authnv1.TokenReviewStatus{Authenticated: true, User: user}
 		} else {
 			review.Status = authnv1.TokenReviewStatus{Error: "invalid bearer token"}
@@ -68,7 +78,8 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "webhook timeout", http.StatusInternalServerError)
 			return
 		}
-		review.Status.Allowed = reflect.DeepEqual(review.Spec, allowedReview)
+		review.Status.Allowed = reflect.DeepEqual(review.Spec, allowedReview) ||
+			(review.Spec.User == "system:serviceaccount:vip-allocator-operator:vip-allocator-explain" && review.Spec.NonResourceAttributes.Path == agentfacts.Path)
 		writeJSON(w, &review)
 	default:
 		http.NotFound(w, r)
@@ -205,5 +216,104 @@ func TestCacheIsBounded(t *testing.T) {
 	}
 	if _, ok := c.get(key(99), later.Add(unauthenticatedTTL)); ok {
 		t.Error("an entry outlived its TTL")
+	}
+}
+
+// TestTokenReviewsAreRateLimited: anyone who reaches the port may send a new
+// bogus token with each request; past a burst the API server is asked at a
+// steady rate only, and the rest are told to come back (429). A token with a
+// cached answer is never held back.
+func TestTokenReviewsAreRateLimited(t *testing.T) {
+	api := &fakeAPIServer{}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g, err := newGatekeeper(cfg, httpClient, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("vip_allocator_up 1\n")) })
+	handler, err := g.filter(testr.New(t), metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(token string) int {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if code := get("scraper-token"); code != http.StatusOK {
+		t.Fatalf("the scraper: HTTP %d", code)
+	}
+	limited := 0
+	for i := range 1000 {
+		if get(fmt.Sprintf("bogus-%d", i)) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if n := api.tokenReviews.Load(); n > tokenReviewBurst+1 {
+		t.Errorf("1000 bogus tokens at once cost %d TokenReviews, want at most the burst (%d) and the scraper's", n, tokenReviewBurst)
+	}
+	if limited < 1000-tokenReviewBurst {
+		t.Errorf("%d of 1000 bogus tokens told to come back, want all past the burst", limited)
+	}
+	if code := get("scraper-token"); code != http.StatusOK {
+		t.Errorf("the scraper, its token cached, during the flood: HTTP %d", code)
+	}
+	now = now.Add(time.Second)
+	before := api.tokenReviews.Load()
+	for i := range 100 {
+		get(fmt.Sprintf("later-%d", i))
+	}
+	if n := api.tokenReviews.Load() - before; n > tokenReviewsPerSecond {
+		t.Errorf("a second later: %d TokenReviews, want at most %d", n, tokenReviewsPerSecond)
+	}
+}
+
+// TestDebugPathTakesExplainTokensOnly: /debug/vips authenticates a token for
+// the explain audience alone, so a token the API server takes (a scraper's,
+// a person's) is worth nothing there, and an explain token nothing elsewhere.
+func TestDebugPathTakesExplainTokensOnly(t *testing.T) {
+	api := &fakeAPIServer{explainTokens: map[string]authnv1.UserInfo{
+		"explain-token": {Username: "system:serviceaccount:vip-allocator-operator:vip-allocator-explain"}}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newGatekeeper(cfg, httpClient, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	handler, err := g.filter(testr.New(t), ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{agentfacts.Path, "explain-token", http.StatusOK},
+		{agentfacts.Path, "scraper-token", http.StatusUnauthorized},
+		{"/metrics", "explain-token", http.StatusUnauthorized},
+		{"/metrics", "scraper-token", http.StatusOK},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s with %s: HTTP %d, want %d", tc.path, tc.token, rec.Code, tc.want)
+		}
 	}
 }

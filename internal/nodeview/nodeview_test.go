@@ -160,3 +160,37 @@ func TestDiffers(t *testing.T) {
 		published = want
 	}
 }
+
+// What a node's agent writes of its own view: the interfaces only. The
+// labels, cordon, deletion and addresses stay what the operator copied from
+// the Node, whatever the agent's Node says.
+func TestAgentUpdateWritesOnlyInterfaces(t *testing.T) {
+	cur := &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: paasv1.NodeViewSpec{
+		Labels:        map[string]string{corev1.LabelNodeExcludeBalancers: "true"},
+		Unschedulable: true,
+		Addresses:     []paasv1.NodeViewAddress{{Type: "InternalIP", Address: "192.0.2.11"}},
+		Interfaces:    []paasv1.NodeViewInterface{{Name: "eth0", Addrs: []string{"192.0.2.11/24"}}},
+	}}
+	want := &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: paasv1.NodeViewSpec{
+		Labels:     map[string]string{"pool": "edge"},
+		Addresses:  []paasv1.NodeViewAddress{{Type: "InternalIP", Address: "198.51.100.7"}},
+		Interfaces: []paasv1.NodeViewInterface{{Name: "eth1", Addrs: []string{"198.51.100.7/24"}}},
+	}}
+	next, changed := AgentUpdate(cur, want)
+	if !changed {
+		t.Fatal("the interfaces changed")
+	}
+	if !next.Spec.Unschedulable || next.Spec.Labels[corev1.LabelNodeExcludeBalancers] != "true" || len(next.Spec.Labels) != 1 ||
+		next.Spec.Addresses[0].Address != "192.0.2.11" {
+		t.Errorf("the agent rewrote what is the Node's: %+v", next.Spec)
+	}
+	if next.Spec.Interfaces[0].Name != "eth1" {
+		t.Errorf("interfaces = %+v", next.Spec.Interfaces)
+	}
+	if cur.Spec.Interfaces[0].Name != "eth0" {
+		t.Error("cur was changed in place")
+	}
+	if _, changed := AgentUpdate(next, want); changed {
+		t.Error("nothing left to write")
+	}
+}

@@ -37,6 +37,34 @@ func Publish(ctx context.Context, c client.Client, node *corev1.Node) error {
 	return nil
 }
 
+// PublishInterfaces is Publish as a node's agent may do it
+// (config/admission/agent_nodeview_writes.yaml): of the existing view of its
+// own node only the interfaces (and the owner), never the labels, cordon,
+// deletion or addresses, which the operator copies from the Node; a missing
+// view is left for the operator to create.
+func PublishInterfaces(ctx context.Context, c client.Client, node *corev1.Node) error {
+	want, cur, err := compare(ctx, c, node)
+	if err != nil || want == nil || cur == nil {
+		return err
+	}
+	next, changed := AgentUpdate(cur, want)
+	if !changed {
+		return nil
+	}
+	if err := c.Update(ctx, next); err != nil {
+		return fmt.Errorf("update the interfaces of NodeView %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// AgentUpdate is cur with want's interfaces and owners, and whether that
+// differs from cur: the part of a view its node's agent writes.
+func AgentUpdate(cur, want *paasv1.NodeView) (next *paasv1.NodeView, changed bool) {
+	next = cur.DeepCopy()
+	next.Spec.Interfaces, next.OwnerReferences = want.Spec.Interfaces, want.OwnerReferences
+	return next, Differs(cur, next)
+}
+
 // Outdated tells whether Publish would write node's view now: it is missing
 // or differs from what Of makes of node.
 func Outdated(ctx context.Context, c client.Reader, node *corev1.Node) (bool, error) {

@@ -2,6 +2,8 @@ package returnplan
 
 import (
 	"cmp"
+	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 
@@ -10,15 +12,57 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
 )
 
-// The marks and routing tables of the ways back, which the agent owns. Slot n (1..MaxPaths) is mark n<<MarkShift and table
-// TableBase+n. kube-proxy uses mark bits 14 and 15 and the agent's masquerade bit defaults to
-// 21: bits 24-27 are clear of both.
+// The marks and routing tables of the ways back, which the agent owns, where DefaultLayout
+// puts them. Slot n (1..MaxPaths) is mark n<<MarkShift and table TableBase+n. kube-proxy uses
+// mark bits 14 and 15 and the agent's masquerade bit defaults to 21: bits 24-27 are clear of
+// both. Calico's and Cilium's marks may not be: a Layout moves them (agent flags
+// --return-mark-shift, --return-table-base).
 const (
 	MarkShift        = 24
 	MarkMask  uint32 = 0xf << MarkShift
 	MaxPaths         = 15
 	TableBase        = 5300
 )
+
+// Layout is where the ways back live: the four mark bits from MarkShift, and the tables
+// TableBase+1 to TableBase+MaxPaths (TableBase itself holds the agent's record of the
+// interfaces whose src_valid_mark it turned on).
+type Layout struct {
+	MarkShift uint
+	TableBase int
+}
+
+// DefaultLayout is bits 24-27 and tables 5300-5315.
+var DefaultLayout = Layout{MarkShift: MarkShift, TableBase: TableBase}
+
+// MarkMask is the four bits of l's marks.
+func (l Layout) MarkMask() uint32 { return 0xf << l.MarkShift }
+
+// OwnTable reports whether t is one of l's path tables.
+func (l Layout) OwnTable(t int) bool { return t > l.TableBase && t <= l.TableBase+MaxPaths }
+
+// KubeProxyMarks are the packet mark bits kube-proxy uses (masquerade 14, drop 15).
+const KubeProxyMarks uint32 = 1<<14 | 1<<15
+
+// Validate says what is wrong with l on a node whose agent masquerades with masqueradeBit:
+// marks out of the 32 bits or on kube-proxy's or that bit, tables on the kernel's own
+// (0, 253-255) or beyond 32 bits.
+func (l Layout) Validate(masqueradeBit int) error {
+	if l.MarkShift > 28 {
+		return fmt.Errorf("return path marks from bit %d: the four bits must end by bit 31 (shift 0 to 28)", l.MarkShift)
+	}
+	if m := l.MarkMask() & KubeProxyMarks; m != 0 {
+		return fmt.Errorf("return path marks %#x overlap kube-proxy's mark bits 14 and 15 (%#x)", l.MarkMask(), KubeProxyMarks)
+	}
+	if masqueradeBit >= 0 && masqueradeBit < 32 && l.MarkMask()&(1<<uint(masqueradeBit)) != 0 {
+		return fmt.Errorf("return path marks %#x hold the masquerade bit %d", l.MarkMask(), masqueradeBit)
+	}
+	first, last := l.TableBase, l.TableBase+MaxPaths
+	if first < 1 || last > math.MaxUint32 || (first <= 255 && last >= 253) {
+		return fmt.Errorf("return path tables %d-%d: want a range of %d tables within 1-%d clear of the kernel's 253-255", first, last, MaxPaths+1, uint32(math.MaxUint32))
+	}
+	return nil
+}
 
 // Interface is one of the node's interfaces as the plan needs it.
 type Interface struct {
@@ -80,6 +124,11 @@ type Plan struct {
 // name order; when two groups on one interface name different gateways of a family, the
 // first group by name wins. Beyond MaxPaths interfaces, the rest are Missing.
 func Decide(ifaces []Interface, groups []Group) Plan {
+	return DefaultLayout.Decide(ifaces, groups)
+}
+
+// Decide is the plan with l's marks and tables.
+func (l Layout) Decide(ifaces []Interface, groups []Group) Plan {
 	ifaces = slices.SortedFunc(slices.Values(ifaces), func(a, b Interface) int { return cmp.Compare(a.Name, b.Name) })
 	groups = slices.SortedFunc(slices.Values(groups), func(a, b Group) int { return cmp.Compare(a.Name, b.Name) })
 	// Without a default route of a family, replies to off-link clients have no way out at
@@ -121,7 +170,7 @@ func Decide(ifaces []Interface, groups []Group) Plan {
 			}
 		} else if len(path.Destinations) > 0 {
 			slot := len(plan.Paths) + 1
-			path.Mark, path.Table = uint32(slot)<<MarkShift, TableBase+slot
+			path.Mark, path.Table = uint32(slot)<<l.MarkShift, l.TableBase+slot
 			plan.Paths = append(plan.Paths, path)
 		}
 		plan.Missing = append(plan.Missing, missing...)

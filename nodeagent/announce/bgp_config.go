@@ -103,6 +103,9 @@ func peerOf(p *paasv1.BGPPeer, addr netip.Addr) bgp.Peer {
 	if p.Spec.PeerPort != 0 {
 		peer.Port = uint16(p.Spec.PeerPort)
 	}
+	if r, err := netip.ParseAddr(p.Spec.InterfaceRouter); err == nil && p.Spec.Interface != "" {
+		peer.InterfaceRouter = r.WithZone("")
+	}
 	if p.Spec.HoldTime != nil {
 		peer.Hold = p.Spec.HoldTime.Duration
 	}
@@ -151,7 +154,8 @@ func bfdOf(b *paasv1.BFDSettings) bgp.BFD {
 }
 
 // routeOf is the route of vip with its group's BGP attributes: the host
-// route, or the covering route of the group's aggregationLength unless the
+// route, or the covering route of the group's aggregationLength, never wider
+// than the part of the group that holds vip (IPGroupSpec.CoveringBits), unless the
 // VIP's Service is externalTrafficPolicy Local (local). The operator gives
 // such a group's addresses to Cluster Services only; a Service that turned
 // Local while holding one keeps it, and its host route, advertised by the
@@ -163,7 +167,7 @@ func routeOf(vip netip.Addr, g *paasv1.IPGroup, local bool) bgp.Route {
 	if an == nil || an.BGP == nil {
 		return r
 	}
-	if bits := an.BGP.AggregationBits(vip); bits > 0 && bits < vip.BitLen() && !local {
+	if bits := g.Spec.CoveringBits(vip); bits > 0 && !local {
 		r.Prefix = netip.PrefixFrom(vip, bits).Masked()
 	}
 	for _, c := range an.BGP.Communities {

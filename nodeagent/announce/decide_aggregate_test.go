@@ -17,8 +17,9 @@ import (
 // a cordoned node would have advertised the covering route (graceful
 // shutdown withdraws it by that prefix).
 func TestDecideBGPAggregates(t *testing.T) {
-	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "agg"}, Spec: paasv1.IPGroupSpec{Announce: &paasv1.Announce{
-		Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{AggregationLength: ptr.To[int32](28), AggregationLengthV6: ptr.To[int32](120)}}}}
+	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "agg"}, Spec: paasv1.IPGroupSpec{
+		Segment: "203.0.113.128/25", Addresses: []string{"2001:db8::1:0/112"}, Announce: &paasv1.Announce{
+			Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{AggregationLength: ptr.To[int32](28), AggregationLengthV6: ptr.To[int32](120)}}}}
 	c, ok := election.CandidacyOf(g)
 	if !ok {
 		t.Fatal("CandidacyOf: not announced")

@@ -46,6 +46,10 @@ type Peer struct {
 	// Address is left zero by callers, and the speaker fills it with the
 	// link-local address of the router it finds on this interface.
 	Interface string
+	// InterfaceRouter, with Interface, is the router's link-local address on
+	// it: the session goes to it alone (the zero value: the one router of a
+	// point-to-point link).
+	InterfaceRouter netip.Addr
 }
 
 // Config is what the speaker peers as.
@@ -229,10 +233,13 @@ func (s *Speaker) resolve(peers []Peer) map[string]Peer {
 	for _, p := range peers {
 		if p.Interface != "" {
 			links[p.Interface] = true
-			addr, err := routerOn(p.Interface)
+			addr, which, err := routerOn(p.Interface, p.InterfaceRouter)
 			if err != nil {
 				s.failed[p.Name] = err.Error()
 				continue
+			}
+			if prev, ok := s.peers[p.Name]; !ok || prev.Address != addr {
+				s.log.Info("unnumbered BGP peer", "peer", p.Name, "router", addr.String(), "accepted as", which)
 			}
 			p.Address = addr
 		}

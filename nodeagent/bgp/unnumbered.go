@@ -84,7 +84,7 @@ func (l *linkAdvertisers) advertise(ctx context.Context, ifname string) {
 		if err == nil {
 			err = sendAdvertisement(conn, ifname)
 		}
-		if _, rerr := routerOn(ifname); err == nil && rerr != nil {
+		if _, _, rerr := routerOn(ifname, netip.Addr{}); err == nil && rerr != nil {
 			// Ask at once rather than wait for the router's next one.
 			err = conn.WriteTo(&ndp.RouterSolicitation{}, &ipv6.ControlMessage{HopLimit: 255}, netip.IPv6LinkLocalAllRouters())
 		}
@@ -137,30 +137,62 @@ func sendAdvertisement(conn *ndp.Conn, ifname string) error {
 	return conn.WriteTo(ra, &ipv6.ControlMessage{HopLimit: 255}, netip.IPv6LinkLocalAllNodes())
 }
 
-// routerOn is the link-local address, zoned to ifname, of the one router the
-// kernel knows on ifname (from its Router Advertisements).
-func routerOn(ifname string) (netip.Addr, error) {
+// routerOn is the link-local address, zoned to ifname, of the router an
+// unnumbered session on ifname goes to, and which rule accepted it
+// (pickRouter): named (the BGPPeer's interfaceRouter), or the one router the
+// kernel knows on a point-to-point link (from its Router Advertisements).
+func routerOn(ifname string, named netip.Addr) (netip.Addr, string, error) {
 	link, err := netlink.LinkByName(ifname)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("interface %s: %w", ifname, err)
+		return netip.Addr{}, "", fmt.Errorf("interface %s: %w", ifname, err)
 	}
 	neighs, err := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V6)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("neighbours on %s: %w", ifname, err)
+		return netip.Addr{}, "", fmt.Errorf("neighbours on %s: %w", ifname, err)
 	}
-	var routers []netip.Addr
+	l := linkFacts{Name: ifname, PointToPoint: link.Attrs().Flags&net.FlagPointToPoint != 0}
 	for _, n := range neighs {
 		addr, ok := netip.AddrFromSlice(n.IP)
-		if !ok || !addr.IsLinkLocalUnicast() || n.Flags&netlink.NTF_ROUTER == 0 || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 {
+		if !ok || !addr.IsLinkLocalUnicast() || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE|netlink.NUD_NOARP) != 0 {
 			continue
 		}
-		routers = append(routers, addr.WithZone(ifname))
+		if n.Flags&netlink.NTF_ROUTER != 0 {
+			l.Routers = append(l.Routers, addr)
+		} else {
+			l.Others = append(l.Others, addr)
+		}
 	}
-	switch len(routers) {
-	case 0:
-		return netip.Addr{}, fmt.Errorf("no router on %s yet: none sent an IPv6 Router Advertisement (FRR sends them for 'neighbor %s interface')", ifname, ifname)
-	case 1:
-		return routers[0], nil
+	return pickRouter(l, named)
+}
+
+// linkFacts is what the kernel knows of a link an unnumbered session runs on.
+type linkFacts struct {
+	Name         string
+	PointToPoint bool         // the interface is flagged point to point
+	Routers      []netip.Addr // link-local neighbours that sent Router Advertisements
+	Others       []netip.Addr // link-local neighbours that did not
+}
+
+// pickRouter chooses the router of an unnumbered session on l: the one
+// named, if any (it need not have been heard yet: the session dials it);
+// else the one router of a point-to-point link, which is one flagged so or
+// one where the node knows no neighbour but that router. Anywhere else any
+// host can send a Router Advertisement, and the node would peer with it.
+// which says by which rule the router was accepted.
+func pickRouter(l linkFacts, named netip.Addr) (router netip.Addr, which string, err error) {
+	if named.IsValid() {
+		return named.WithZone(l.Name), "the router the BGPPeer names (interfaceRouter)", nil
 	}
-	return netip.Addr{}, fmt.Errorf("%d routers on %s (%v): an unnumbered session needs a point-to-point link", len(routers), ifname, routers)
+	switch {
+	case len(l.Routers) == 0:
+		return netip.Addr{}, "", fmt.Errorf("no router on %s yet: none sent an IPv6 Router Advertisement (FRR sends them for 'neighbor %s interface')", l.Name, l.Name)
+	case len(l.Routers) > 1:
+		return netip.Addr{}, "", fmt.Errorf("%d routers on %s (%v): an unnumbered session needs a point-to-point link, or the router named (interfaceRouter)", len(l.Routers), l.Name, l.Routers)
+	case l.PointToPoint:
+		return l.Routers[0].WithZone(l.Name), "the one router of " + l.Name + ", a point-to-point interface", nil
+	case len(l.Others) == 0:
+		return l.Routers[0].WithZone(l.Name), "the one router of " + l.Name + ", the only neighbour on the link", nil
+	}
+	return netip.Addr{}, "", fmt.Errorf("router %s on %s shares the link with %d other neighbours (%v): an unnumbered session on a shared link goes only to the router named (interfaceRouter)",
+		l.Routers[0], l.Name, len(l.Others), l.Others)
 }

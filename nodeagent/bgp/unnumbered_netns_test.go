@@ -3,6 +3,7 @@
 package bgp
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestLinkDiscovery(t *testing.T) {
 	routerLL := netnstest.LinkLocal(t, peer, "rtr0")
 	netnstest.LinkLocal(t, "", "node0")
 
-	if _, err := routerOn("node0"); err == nil || !strings.Contains(err.Error(), "no router on node0 yet") {
+	if _, _, err := routerOn("node0", netip.Addr{}); err == nil || !strings.Contains(err.Error(), "no router on node0 yet") {
 		t.Fatalf("before any advertisement: %v, want no router yet", err)
 	}
 	listener, err := listenLink("node0")
@@ -70,7 +71,7 @@ func TestLinkDiscovery(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got, err := routerOn("node0")
+		got, _, err := routerOn("node0", netip.Addr{})
 		if err == nil {
 			if got != routerLL.WithZone("node0") {
 				t.Fatalf("router %s, want %s%%node0", got, routerLL)

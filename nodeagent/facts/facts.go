@@ -12,9 +12,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"sync"
 	"time"
 
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
@@ -33,6 +36,14 @@ type Handler struct {
 	// AdjOut lists the routes of prefixes sent to each BGP peer (nil: none).
 	AdjOut func(ctx context.Context, prefixes []netip.Prefix) (map[string][]netip.Prefix, error)
 	Now    func() time.Time
+	// Forward asks the agent of node for its facts with the query q (its
+	// NodeParam dropped), presenting authorization (the caller's token, which
+	// that agent checks again); nil: only this node's facts are served.
+	Forward func(ctx context.Context, node string, q url.Values, authorization string) (body []byte, status int, err error)
+
+	// busy holds the one read being answered: each dumps the kernel's
+	// ruleset, so a second caller is told to come back (429), not queued.
+	busy sync.Mutex
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -40,6 +51,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "only GET", http.StatusMethodNotAllowed)
 		return
 	}
+	if node := req.URL.Query().Get(agentfacts.NodeParam); node != "" && node != h.NodeName {
+		h.forward(w, req, node)
+		return
+	}
+	if !h.busy.TryLock() {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "another read of this node's facts is being answered: retry", http.StatusTooManyRequests)
+		return
+	}
+	defer h.busy.Unlock()
 	vips, err := parseVIPs(req.URL.Query()[agentfacts.VIPParam])
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -50,6 +71,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.announced(req.Context(), &f, vips)
 	h.advertised(req.Context(), &f, vips)
 	_ = json.NewEncoder(w).Encode(f)
+}
+
+// forward answers a request for another node's facts with that node's agent's answer.
+func (h *Handler) forward(w http.ResponseWriter, req *http.Request, node string) {
+	if h.Forward == nil {
+		http.Error(w, "this agent serves its own node's facts only", http.StatusNotFound)
+		return
+	}
+	q := req.URL.Query()
+	q.Del(agentfacts.NodeParam)
+	if _, err := parseVIPs(q[agentfacts.VIPParam]); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	auth := req.Header.Get("Authorization")
+	if auth == "" {
+		auth = req.Header.Get(metricsauth.ProxiedTokenHeader)
+	}
+	body, status, err := h.Forward(req.Context(), node, q, auth)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("the agent of node %s: %v", node, err), http.StatusBadGateway)
+		return
+	}
+	if status == http.StatusOK {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // parseVIPs reads the VIPs asked about, at most agentfacts.MaxVIPs.

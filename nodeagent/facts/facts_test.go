@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/paas-org/vip-allocator-operator/internal/agentfacts"
+	"github.com/paas-org/vip-allocator-operator/internal/metricsauth"
 	"github.com/paas-org/vip-allocator-operator/nodeagent/dataplane"
 )
 
@@ -89,5 +91,88 @@ func TestHandler(t *testing.T) {
 		if rec := get(bad.method, bad.query); rec.Code != bad.want {
 			t.Errorf("%s %s: HTTP %d, want %d", bad.method, bad.query[:min(len(bad.query), 30)], rec.Code, bad.want)
 		}
+	}
+}
+
+// blockingPlane is a plane whose ruleset dump waits for release.
+type blockingPlane struct {
+	plane
+	started, release chan struct{}
+}
+
+func (p *blockingPlane) Held(vips []netip.Addr) ([]dataplane.Held, error) {
+	p.started <- struct{}{}
+	<-p.release
+	return nil, nil
+}
+
+// One facts read at a time: each dumps the kernel's ruleset, so a second
+// caller while one is answered is told to come back, not queued.
+func TestHandlerOneReadAtATime(t *testing.T) {
+	p := &blockingPlane{plane: plane{fam: dataplane.IPv4}, started: make(chan struct{}), release: make(chan struct{})}
+	h := &Handler{NodeName: "node1", Planes: []dataplane.Plane{p}, Now: time.Now,
+		Alive:     func() map[string]bool { return map[string]bool{} },
+		Answering: func() map[netip.Addr]string { return map[netip.Addr]string{} }}
+	first := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, agentfacts.Path+"?vip=192.0.2.40", nil))
+		first <- rec.Code
+	}()
+	<-p.started
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, agentfacts.Path+"?vip=192.0.2.41", nil))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a second read during the first: HTTP %d, want 429 with Retry-After", rec.Code)
+	}
+	close(p.release)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the first read: HTTP %d", code)
+	}
+	go func() {
+		for range p.started {
+		}
+	}()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, agentfacts.Path+"?vip=192.0.2.41", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("a read after the first: HTTP %d", rec.Code)
+	}
+	close(p.started)
+}
+
+// A read for another node is that node's agent's answer, asked with the
+// caller's token; this agent reads nothing of its own for it.
+func TestHandlerForwards(t *testing.T) {
+	var asked struct {
+		node, auth string
+		q          url.Values
+	}
+	h := &Handler{NodeName: "node1", Forward: func(_ context.Context, node string, q url.Values, auth string) ([]byte, int, error) {
+		asked.node, asked.q, asked.auth = node, q, auth
+		if node == "gone" {
+			return nil, 0, errors.New("no node gone")
+		}
+		return []byte(`{"node":"node2"}`), http.StatusOK, nil
+	}}
+	get := func(query string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, agentfacts.Path+query, nil)
+		req.Header.Set(metricsauth.ProxiedTokenHeader, "Bearer explain-token")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := get("?node=node2&vip=192.0.2.40")
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "node2") {
+		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	if asked.node != "node2" || asked.auth != "Bearer explain-token" || asked.q.Has(agentfacts.NodeParam) || asked.q.Get(agentfacts.VIPParam) != "192.0.2.40" {
+		t.Errorf("asked %+v", asked)
+	}
+	if rec := get("?node=gone"); rec.Code != http.StatusBadGateway {
+		t.Errorf("an unknown node: HTTP %d, want 502", rec.Code)
+	}
+	if rec := get("?node=node2&vip=nonsense"); rec.Code != http.StatusBadRequest {
+		t.Errorf("a bad VIP: HTTP %d, want 400 before anything is forwarded", rec.Code)
 	}
 }

@@ -51,7 +51,7 @@ func LocalInterfaces() ([]paasv1.NodeInterface, error) {
 			if err != nil || !p.Addr().IsGlobalUnicast() {
 				continue
 			}
-			entry.Addrs = append(entry.Addrs, p)
+			entry.Addrs = append(entry.Addrs, paasv1.Plausible(p))
 		}
 		if len(entry.Addrs) > 0 {
 			out = append(out, withRoutes(entry, routed))

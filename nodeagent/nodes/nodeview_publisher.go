@@ -31,10 +31,11 @@ func CacheOptions(node string) cache.Options {
 	}
 }
 
-// ViewPublisher keeps this node's NodeView what nodeview.Of makes of its
-// Node (nodeview.Publish). The operator publishes every node's view too
-// (controllers/nodeview): this one is there at once, and
-// whether the operator runs or not.
+// ViewPublisher keeps the interfaces in this node's NodeView what
+// nodeview.Of makes of its Node (nodeview.PublishInterfaces): the part only
+// the node knows. The operator creates the view and copies the rest from the
+// Node (controllers/nodeview), which the agent may not write:
+// what a node's agent says may cost only that node.
 type ViewPublisher struct {
 	Client   client.Client
 	NodeName string
@@ -51,7 +52,7 @@ func (p *ViewPublisher) Reconcile(ctx context.Context, _ reconcile.Request) (rec
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.NodeName}, &node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return reconcile.Result{}, nodeview.Publish(ctx, p.Client, &node)
+	return reconcile.Result{}, nodeview.PublishInterfaces(ctx, p.Client, &node)
 }
 
 // SetupWithManager runs Reconcile on every change of this node's Node (the

@@ -40,6 +40,8 @@ type Keeper struct {
 	// Recorder tells on an IPGroup that this node has no way back for it (nil: only logged).
 	Recorder record.EventRecorder
 	NodeName string
+	// Layout is where the marks and tables are (the zero value: returnplan.DefaultLayout).
+	Layout returnplan.Layout
 
 	missing []returnplan.Missing // last reported, so each change is logged once
 }
@@ -70,11 +72,12 @@ func (k *Keeper) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	plan := returnplan.Decide(ifaces, groups)
+	l := k.layout()
+	plan := l.Decide(ifaces, groups)
 	// Routes first: a mark with no rule yet leaves by the main table, as without marks.
-	errs := []error{Apply(plan)}
+	errs := []error{ApplyIn(l, plan)}
 	for _, p := range k.Planes {
-		errs = append(errs, p.SetReturnMarks(Marks(plan)))
+		errs = append(errs, p.SetReturnMarks(MarksIn(l, plan)))
 	}
 	if !slices.Equal(plan.Missing, k.missing) {
 		k.report(ctx, plan.Missing, list.Items)
@@ -115,9 +118,22 @@ func (k *Keeper) SetupWithManager(mgr ctrl.Manager) error {
 
 // Marks are the data planes' side of plan: what they mark, and with which value.
 func Marks(plan returnplan.Plan) []dataplane.ReturnMark {
+	return MarksIn(returnplan.DefaultLayout, plan)
+}
+
+// layout is k.Layout, or the default one.
+func (k *Keeper) layout() returnplan.Layout {
+	if k.Layout == (returnplan.Layout{}) {
+		return returnplan.DefaultLayout
+	}
+	return k.Layout
+}
+
+// MarksIn is Marks with l's mark bits.
+func MarksIn(l returnplan.Layout, plan returnplan.Plan) []dataplane.ReturnMark {
 	var out []dataplane.ReturnMark
 	for _, path := range plan.Paths {
-		out = append(out, dataplane.ReturnMark{Interface: path.Interface, Mark: path.Mark, Mask: returnplan.MarkMask, Destinations: path.Destinations})
+		out = append(out, dataplane.ReturnMark{Interface: path.Interface, Mark: path.Mark, Mask: l.MarkMask(), Destinations: path.Destinations})
 	}
 	return out
 }

@@ -98,7 +98,7 @@ func TestApplyInTheKernel(t *testing.T) {
 	if got := netnstest.Run(t, "ip", "route", "show", "table", "5302"); strings.TrimSpace(got) != "" {
 		t.Errorf("a stale table of ours is left: %s", got)
 	}
-	if err := Cleanup(); err != nil {
+	if err := Cleanup(returnplan.DefaultLayout); err != nil {
 		t.Fatal(err)
 	}
 	for _, fam := range []string{"-4", "-6"} {

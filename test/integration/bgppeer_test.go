@@ -147,6 +147,27 @@ var _ = Describe("BGPPeer", func() {
 		Entry("IPv6 over 128", "2001:db8:100::/64", nil, ptr.To[int32](129), "spec.announce.bgp.aggregationLengthV6"),
 	)
 
+	DescribeTable("aggregationLength: never wider than any part of the pool of its family",
+		func(addresses []string, v4, v6 *int32, message string) {
+			g := newIPGroup("bgp-aggregate-parts", "")
+			g.Spec.Segment, g.Spec.Addresses = "", addresses
+			g.Spec.Announce = &paasv1.Announce{Mode: paasv1.AnnounceBGP, BGP: &paasv1.BGPAnnounce{AggregationLength: v4, AggregationLengthV6: v6}}
+			err := k8s.Create(context.Background(), g)
+			if message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				Expect(k8s.Delete(context.Background(), g)).To(Succeed())
+				return
+			}
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("addresses only, a /8 over a /28", []string{"203.0.113.0/28"}, ptr.To[int32](8), nil, "must not be shorter than the prefix of any addresses entry of its family"),
+		Entry("addresses only, the entry's length", []string{"203.0.113.0/28"}, ptr.To[int32](28), nil, ""),
+		Entry("IPv6 beside IPv4: the IPv6 entry bounds aggregationLengthV6", []string{"203.0.113.0/28", "2001:db8:100::/120"}, ptr.To[int32](28), ptr.To[int32](16), "must not be shorter than the prefix of any addresses entry of its family"),
+		Entry("the longest entry of the family bounds it", []string{"203.0.113.0/24", "198.51.100.0/28"}, ptr.To[int32](24), nil, "must not be shorter than the prefix of any addresses entry of its family"),
+		Entry("a range: bounded where the route is built", []string{"203.0.113.10-203.0.113.20"}, ptr.To[int32](24), nil, ""),
+	)
+
 	It("fills the defaults, and reports who peers and whose session is up", func() {
 		ctx := context.Background()
 		bgpNode("bgp-n1", "a")

@@ -55,7 +55,7 @@ func viewOf(name string) *paasv1.NodeView {
 }
 
 var _ = Describe("NodeView", func() {
-	It("is written by each agent for its own node only, and by nobody else but admins", func() {
+	It("is written by each agent for its own node only, its interfaces only, and by nobody else but the operator and admins", func() {
 		ctx := context.Background()
 		a := viewNode("nv-a", "192.0.2.81")
 		b := viewNode("nv-b", "192.0.2.82")
@@ -93,10 +93,41 @@ var _ = Describe("NodeView", func() {
 		own.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "nv-b", UID: b.UID}}
 		Expect(agentOf("nv-a").Create(ctx, own)).To(MatchError(ContainSubstring("the NodeView of node nv-a may be owned by its Node only")))
 		own, _ = nodeview.Of(a)
-		if err := agentOf("nv-a").Create(ctx, own); !apierrors.IsAlreadyExists(err) {
+		Expect(agentOf("nv-a").Create(ctx, own)).To(MatchError(ContainSubstring("the operator creates the NodeView of node nv-a from its Node")))
+		if err := k8s.Create(ctx, own); !apierrors.IsAlreadyExists(err) {
 			Expect(err).NotTo(HaveOccurred())
 		}
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(ctx, own))).To(Succeed()) })
+
+		By("its own view: the interfaces, never the labels, cordon, deletion or addresses, which are the Node's")
+		Eventually(func(g Gomega) {
+			var v paasv1.NodeView
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "nv-a"}, &v)).To(Succeed())
+			v.Spec.Interfaces = []paasv1.NodeViewInterface{{Name: "eth1", Addrs: []string{"198.51.100.81/24"}}}
+			g.Expect(agentOf("nv-a").Update(ctx, &v)).To(Succeed())
+		}).Should(Succeed())
+		for _, forge := range []func(*paasv1.NodeView){
+			func(v *paasv1.NodeView) { v.Spec.Unschedulable = !v.Spec.Unschedulable },
+			func(v *paasv1.NodeView) { delete(v.Spec.Labels, "kubernetes.io/hostname") },
+			func(v *paasv1.NodeView) { v.Spec.Labels = map[string]string{"pool": "edge"} },
+			func(v *paasv1.NodeView) { v.Spec.Deleting = true },
+			func(v *paasv1.NodeView) {
+				v.Spec.Addresses = []paasv1.NodeViewAddress{{Type: "InternalIP", Address: "198.51.100.1"}}
+			},
+		} {
+			var v paasv1.NodeView
+			Expect(k8s.Get(ctx, types.NamespacedName{Name: "nv-a"}, &v)).To(Succeed())
+			forge(&v)
+			Expect(agentOf("nv-a").Update(ctx, &v)).To(MatchError(ContainSubstring("the agent of node nv-a writes only the interfaces of its NodeView")))
+		}
+		By("an interface wider than a /16 (IPv4) or a /48 (IPv6) is refused, whoever writes it")
+		for _, wide := range []string{"203.0.113.7/0", "198.51.100.7/15", "2001:db8::7/47"} {
+			var v paasv1.NodeView
+			Expect(k8s.Get(ctx, types.NamespacedName{Name: "nv-a"}, &v)).To(Succeed())
+			v.Spec.Interfaces = []paasv1.NodeViewInterface{{Name: "eth0", Addrs: []string{wide}}}
+			Expect(agentOf("nv-a").Update(ctx, &v)).To(MatchError(ContainSubstring("no wider than /16 (IPv4) or /48 (IPv6)")), wide)
+			Expect(k8s.Update(ctx, &v)).To(MatchError(ContainSubstring("no wider than /16 (IPv4) or /48 (IPv6)")), wide)
+		}
 
 		By("nv-b's agent may not change nv-a's view either")
 		var got paasv1.NodeView
@@ -107,15 +138,15 @@ var _ = Describe("NodeView", func() {
 		Expect(k8s.Update(ctx, &got)).To(Succeed())
 	})
 
-	It("follows its Node as the agent publishes it: cordon, labels, addresses; a status report changes nothing", func() {
+	It("follows its Node: the interfaces as the agent publishes them, cordon, labels, addresses as the operator copies them; a status report changes nothing", func() {
 		ctx := context.Background()
 		n := viewNode("nv-pub", "192.0.2.91")
 		viewNode("nv-other", "192.0.2.92")
 
 		// The agent's publisher with the agent's cache (its own Node only),
 		// as the agent's own identity, named in the views' managed fields: the
-		// operator publishes the views no agent keeps, after a grace, and must
-		// not be what passes this test.
+		// operator creates the view and copies the Node's labels, cordon and
+		// addresses into it; the agent keeps the interfaces.
 		cfg := env.AgentConfig("nv-pub")
 		cfg.UserAgent = "nv-pub-agent"
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: paasv1.NewScheme(),
@@ -137,7 +168,6 @@ var _ = Describe("NodeView", func() {
 		view := func(g Gomega) paasv1.NodeView {
 			var v paasv1.NodeView
 			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "nv-pub"}, &v)).To(Succeed())
-			g.Expect(v.ManagedFields).To(HaveEach(HaveField("Manager", "nv-pub-agent")), "written by the agent only")
 			return v
 		}
 		By("published, owned by its Node")
@@ -146,6 +176,16 @@ var _ = Describe("NodeView", func() {
 			g.Expect(v.OwnerReferences).To(HaveExactElements(HaveField("UID", n.UID)))
 			g.Expect(v.Spec.Addresses).To(Equal([]paasv1.NodeViewAddress{{Type: "InternalIP", Address: "192.0.2.91"}}))
 			g.Expect(v.Spec.Interfaces).To(Equal([]paasv1.NodeViewInterface{{Name: "eth0", MAC: "52:54:00:00:00:01", Addrs: []string{"192.0.2.91/24"}}}))
+		}).Should(Succeed())
+		By("the interfaces follow the annotation, written by the agent")
+		var cur corev1.Node
+		Expect(k8s.Get(ctx, types.NamespacedName{Name: "nv-pub"}, &cur)).To(Succeed())
+		cur.Annotations[paasv1.NodeInterfacesAnnotation] = `[{"name":"eth0","mac":"52:54:00:00:00:01","addrs":["192.0.2.91/25"]}]`
+		Expect(k8s.Update(ctx, &cur)).To(Succeed())
+		Eventually(func(g Gomega) {
+			v := view(g)
+			g.Expect(v.Spec.Interfaces).To(Equal([]paasv1.NodeViewInterface{{Name: "eth0", MAC: "52:54:00:00:00:01", Addrs: []string{"192.0.2.91/25"}}}))
+			g.Expect(v.ManagedFields).To(ContainElement(HaveField("Manager", "nv-pub-agent")), "the interfaces written by the agent")
 		}).Should(Succeed())
 		By("the agent's cache holds its own Node only")
 		var cached corev1.NodeList
