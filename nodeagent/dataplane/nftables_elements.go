@@ -27,14 +27,14 @@ import (
 type setID uint32
 
 const (
-	setVIPs       setID = iota // VIP: anything addressed to one and not DNATed is rejected
-	setRestricted              // Service port key: ports with loadBalancerSourceRanges
-	setAllowed                 // Service port key . source range (interval): who may use them
-	setMasquerade              // Service port key: policy Cluster, masquerade all
-	setHairpin                 // Service port key . local endpoint: policy Local, masquerade only hairpin
-	setSteer                   // Service port key . bucket : mark of the serving node (steering.go)
-	setSteerClient             // Service port key: steered by the client's address alone (sessionAffinity)
-	setEndpoints               // Service port key . index : endpoint . port, for 1 endpoint; +1 per more
+	setVIPs        setID = iota // VIP: anything addressed to one and not DNATed is rejected
+	setRestricted               // Service port key: ports with loadBalancerSourceRanges
+	setAllowed                  // Service port key . source range (interval): who may use them
+	setMasquerade               // Service port key: policy Cluster, masquerade all
+	setHairpin                  // Service port key . local endpoint: policy Local, masquerade only hairpin
+	setSteer                    // Service port key . bucket : mark of the serving node (steering.go)
+	setSteerClient              // Service port key: steered by the client's address alone (sessionAffinity)
+	setEndpoints                // Service port key . index : endpoint . port, for 1 endpoint; +1 per more
 
 	setAffinity setID = 1 << 24 // Service port key: ports with session affinity of 0 s; +1 per second
 	// setClients is the map of the clients of ports with session affinity, filled by the

@@ -43,7 +43,7 @@ type Endpoint struct {
 	Local bool // runs on this node
 	// Node is the node the endpoint runs on ("" when its EndpointSlice does not say): steering
 	// weighs each node by its endpoints.
-	Node string
+	Node  string
 	Ports []EndpointPort
 }
 
