@@ -135,13 +135,12 @@ func (v *steerView) appendElements(out []byte, key []byte, t steering.Table, cli
 // Sync rewrite every element (see Steerer).
 func (n *NFTables) SetSteering(s Steering) error {
 	v := newSteerView(n.cfg.Family, s)
-	if err := applySteerRoutes(n.cfg.Family, v, s.Peers); err != nil {
-		return err
-	}
+	// The routes of the peers that can be reached are installed whatever the others do; a
+	// flow steered to a peer without its route leaves by the main table and is lost, as it
+	// would be with the peer gone.
+	err := applySteerRoutes(n.cfg.Family, v, s.Peers)
 	if v != nil {
-		if err := noRedirects(n.cfg.Family); err != nil {
-			return err
-		}
+		err = errors.Join(err, noRedirects(n.cfg.Family))
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -149,7 +148,7 @@ func (n *NFTables) SetSteering(s Steering) error {
 		n.steer = v
 		n.last = nil // marks changed: every steered element with them
 	}
-	return nil
+	return err
 }
 
 // steerRoutes are the policy rules and routes of v: per peer, `ip rule fwmark N/0xff lookup
