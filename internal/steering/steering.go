@@ -25,6 +25,7 @@ package steering
 
 import (
 	"cmp"
+	"encoding/binary"
 	"math/bits"
 	"slices"
 
@@ -32,10 +33,11 @@ import (
 )
 
 // DefaultBuckets is the number of buckets of a Service port's table: enough
-// that three nodes' shares are within a few percent of their weights, few
-// enough that a table costs the data plane little (one element per bucket
-// another node serves).
-const DefaultBuckets = 64
+// that three nodes' shares are within a few percent of their weights (with 64
+// the three nodes node1-3 get 24, 25 and 15 buckets: one node a quarter less
+// than its share), few enough that a table costs the data plane little (one
+// element per bucket another node serves).
+const DefaultBuckets = 256
 
 // MaxBuckets bounds a table; a bucket index fits in 16 bits.
 const MaxBuckets = 1 << 16
@@ -241,4 +243,36 @@ func greater(wa, lb, wb, la uint64) bool {
 	ah, al := bits.Mul64(wa, lb)
 	bh, bl := bits.Mul64(wb, la)
 	return ah > bh || (ah == bh && al > bl)
+}
+
+// Cache remembers the tables it built, by their input: Services whose
+// endpoints sit alike (three replicas, one per node) share one table, so a
+// full rebuild of 10,000 of them costs a few builds. Its zero value is ready;
+// it is not safe for concurrent use. It forgets everything once it holds
+// maxCached tables, so it never outgrows the distinct inputs of one pass.
+type Cache struct {
+	tables map[string]Table
+	key    []byte
+}
+
+// maxCached bounds a Cache.
+const maxCached = 1 << 14
+
+// Build is Build(nodes, n), from the cache when it was built before.
+func (c *Cache) Build(nodes []Node, n int) Table {
+	cands := merge(nodes)
+	c.key = binary.AppendUvarint(c.key[:0], uint64(n))
+	for _, nd := range cands {
+		c.key = binary.AppendUvarint(c.key, uint64(nd.Weight))
+		c.key = append(append(c.key, nd.Name...), 0)
+	}
+	if t, ok := c.tables[string(c.key)]; ok {
+		return t
+	}
+	if c.tables == nil || len(c.tables) >= maxCached {
+		c.tables = map[string]Table{}
+	}
+	t := Build(cands, n)
+	c.tables[string(c.key)] = t
+	return t
 }

@@ -180,3 +180,21 @@ func TestNegLog2(t *testing.T) {
 }
 
 const pinned = "1111222122332223"
+
+func TestCacheBuildsWhatBuildDoes(t *testing.T) {
+	var c Cache
+	for _, in := range [][]Node{
+		nodes("a", 1, "b", 1, "c", 1),
+		nodes("c", 1, "a", 1, "b", 1), // the same input in another order: the same table
+		nodes("a", 1, "b", 2, "c", 1),
+		nodes("a", 1, "b", 1), // b
+		nodes("ab", 1),        // names must not run together in the key
+	} {
+		if got, want := c.Build(in, 128), Build(in, 128); !got.Equal(want) || len(got.Nodes) != len(want.Nodes) {
+			t.Errorf("cache gives another table for %v", in)
+		}
+	}
+	if len(c.tables) != 4 {
+		t.Errorf("%d tables cached, want 4 (one input given twice)", len(c.tables))
+	}
+}

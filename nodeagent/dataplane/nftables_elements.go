@@ -160,7 +160,7 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 		if steered {
 			// Serving DNATs to this node's own endpoints only; the others' flows are
 			// steered to them before conntrack sees them.
-			table = steering.Build(portNodes(fam, s, p), steerBuckets)
+			table = e.steer.tables.Build(portNodes(fam, s, p), steerBuckets)
 			e.targets = appendLocalPortTargets(e.targets[:0], fam, s, p)
 		} else {
 			e.targets = appendPortTargets(e.targets[:0], fam, s, p)

@@ -318,7 +318,7 @@ func BenchmarkNFTRules(b *testing.B) {
 	})
 }
 
-// literalSteer is `. jhash ip saddr [. th sport] mod 64 seed 0x76697061 map @steer` into the
+// literalSteer is `. jhash ip saddr [. th sport] mod 256 seed 0x76697061 map @steer` into the
 // mark, then `notrack`: the source fields sit behind the bucket's register (port key, then the
 // bucket), the hash writes the bucket, the map's data is the mark.
 func literalSteer(l *nftLayout, steer *nftables.Set, withPort bool) []expr.Any {
@@ -332,7 +332,7 @@ func literalSteer(l *nftLayout, steer *nftables.Set, withPort bool) []expr.Any {
 		hashLen += 4
 	}
 	return append(out,
-		&expr.Hash{SourceRegister: reg(l.addrLen + 12), DestRegister: reg(l.addrLen + 8), Length: hashLen, Modulus: 64, Seed: 0x76697061, Type: expr.HashTypeJenkins},
+		&expr.Hash{SourceRegister: reg(l.addrLen + 12), DestRegister: reg(l.addrLen + 8), Length: hashLen, Modulus: 256, Seed: 0x76697061, Type: expr.HashTypeJenkins},
 		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: steer.Name, SetID: steer.ID},
 		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg(0)},
 		&expr.Notrack{},

@@ -30,9 +30,9 @@ import (
 //
 //	chain steer {                         # type filter hook prerouting priority raw
 //	  ip daddr != @vips_a return
-//	  ip daddr . meta l4proto . th dport @steer_client_a meta mark set ip daddr . meta l4proto . th dport . jhash ip saddr mod 64 seed 0x76697061 map @steer_a notrack
+//	  ip daddr . meta l4proto . th dport @steer_client_a meta mark set ip daddr . meta l4proto . th dport . jhash ip saddr mod 256 seed 0x76697061 map @steer_a notrack
 //	  ip daddr . meta l4proto . th dport @steer_client_a return
-//	  meta mark set ip daddr . meta l4proto . th dport . jhash ip saddr . th sport mod 64 seed 0x76697061 map @steer_a notrack
+//	  meta mark set ip daddr . meta l4proto . th dport . jhash ip saddr . th sport mod 256 seed 0x76697061 map @steer_a notrack
 //	}
 //
 // The flow's hash is of its source address and port (the destination is the Service port
@@ -85,6 +85,8 @@ type Steerer interface {
 type steerView struct {
 	self  string
 	marks map[string]uint32
+	// tables builds the steering tables, each distinct spread of endpoints once.
+	tables *steering.Cache
 }
 
 // newSteerView numbers the peers of family fam in name order (this node takes no mark: its
@@ -93,7 +95,7 @@ func newSteerView(fam Family, s Steering) *steerView {
 	if s.Node == "" {
 		return nil
 	}
-	v := &steerView{self: s.Node, marks: map[string]uint32{}}
+	v := &steerView{self: s.Node, marks: map[string]uint32{}, tables: &steering.Cache{}}
 	for _, name := range slices.Sorted(maps.Keys(s.Peers)) {
 		if name == s.Node || !fam.matches(s.Peers[name].Unmap()) || len(v.marks) == maxSteerNodes {
 			continue

@@ -30,7 +30,7 @@ func TestNFTablesSteering(t *testing.T) {
 	table := nftList(t, IPv4)
 	for _, want := range []string{
 		"type filter hook prerouting priority raw;",
-		"meta mark set ip daddr . meta l4proto . th dport . jhash ip saddr . th sport mod 64 seed 0x76697061 map @steer_",
+		"meta mark set ip daddr . meta l4proto . th dport . jhash ip saddr . th sport mod 256 seed 0x76697061 map @steer_",
 		"192.0.2.10 . tcp . 80 . 0x000000", // a bucket of the steer map
 		": " + nftMark(1),                  // node2's mark
 		": " + nftMark(2),                  // node3's mark
