@@ -24,14 +24,42 @@ import (
 // connection served by node2 or node3 goes on, since node2 steers each flow where node1 did
 // and the serving nodes' conntrack never changed.
 func TestSteeringDataPath(t *testing.T) {
+	for _, fam := range []Family{IPv4, IPv6} {
+		t.Run(string(fam), func(t *testing.T) { testSteeringDataPath(t, fam) })
+	}
+}
+
+// pathAddrs are the steering lab's addresses of one family.
+type pathAddrs struct {
+	vip, client, bits string
+	lan               func(i int) string    // node i's LAN address (1-3)
+	pod               func(i int) [2]string // node i's end and its backend's of their link, with prefix
+}
+
+var pathFamilies = map[Family]pathAddrs{
+	IPv4: {vip: "192.0.2.100", client: "192.0.2.2", bits: "/24",
+		lan: func(i int) string { return fmt.Sprintf("192.0.2.1%d", i) },
+		pod: func(i int) [2]string {
+			return [2]string{fmt.Sprintf("198.51.100.%d/28", 16*i+1), fmt.Sprintf("198.51.100.%d/28", 16*i+2)}
+		}},
+	IPv6: {vip: "2001:db8::100", client: "2001:db8::2", bits: "/64",
+		lan: func(i int) string { return fmt.Sprintf("2001:db8::1%d", i) },
+		pod: func(i int) [2]string {
+			return [2]string{fmt.Sprintf("2001:db8:1:%d::1/64", i), fmt.Sprintf("2001:db8:1:%d::2/64", i)}
+		}},
+}
+
+func testSteeringDataPath(t *testing.T, fam Family) {
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root to create network namespaces (make test runs as root)")
 	}
-	const vip = "192.0.2.100"
+	a := pathFamilies[fam]
+	vip := a.vip
 	ns := map[string]string{}
 	for _, n := range []string{"sw", "client", "node1", "node2", "node3", "backend1", "backend2", "backend3"} {
 		ns[n] = netnstest.AddPeer(t, "vipa-steer-"+n)
 		netnstest.RunIn(t, ns[n], "ip", "link", "set", "lo", "up")
+		netnstest.NoDAD(t, ns[n])
 	}
 	in := func(n string, args ...string) string { return netnstest.RunIn(t, ns[n], args...) }
 	in("sw", "ip", "link", "add", "br0", "type", "bridge")
@@ -42,23 +70,24 @@ func TestSteeringDataPath(t *testing.T) {
 		in(n, "ip", "addr", "add", addr, "dev", "eth0")
 		in(n, "ip", "link", "set", "eth0", "up")
 	}
-	plug("client", "192.0.2.2/24")
+	plug("client", a.client+a.bits)
 	peers := map[string]netip.Addr{}
 	macs := map[string]string{}
 	svc := Service{Namespace: "default", Name: "web", VIPs: addrs(vip), Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Steer: true}
 	for i, n := range []string{"node1", "node2", "node3"} {
-		lan := fmt.Sprintf("192.0.2.1%d", i+1)
-		plug(n, lan+"/24")
+		lan := a.lan(i + 1)
+		plug(n, lan+a.bits)
 		peers[n] = netip.MustParseAddr(lan)
 		macs[n] = strings.TrimSpace(in(n, "cat", "/sys/class/net/eth0/address"))
-		in(n, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-		// The node's own link to its backend: 198.51.100.16(i+1)+1 and +2, a /28 each.
+		in(n, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+		// The node's own link to its backend.
 		b := fmt.Sprintf("backend%d", i+1)
-		gw, addr := fmt.Sprintf("198.51.100.%d", 16*(i+1)+1), fmt.Sprintf("198.51.100.%d", 16*(i+1)+2)
+		pod := a.pod(i + 1)
+		gw, addr := strings.Split(pod[0], "/")[0], strings.Split(pod[1], "/")[0]
 		in(n, "ip", "link", "add", "pod0", "type", "veth", "peer", "name", "eth0", "netns", ns[b])
-		in(n, "ip", "addr", "add", gw+"/28", "dev", "pod0")
+		in(n, "ip", "addr", "add", pod[0], "dev", "pod0")
 		in(n, "ip", "link", "set", "pod0", "up")
-		in(b, "ip", "addr", "add", addr+"/28", "dev", "eth0")
+		in(b, "ip", "addr", "add", pod[1], "dev", "eth0")
 		in(b, "ip", "link", "set", "eth0", "up")
 		in(b, "ip", "route", "add", "default", "via", gw)
 		serveName(t, ns[b], b)
@@ -68,7 +97,7 @@ func TestSteeringDataPath(t *testing.T) {
 	}
 	for _, n := range []string{"node1", "node2", "node3"} {
 		if err := netnstest.Do(ns[n], func() error {
-			p, err := NewNFTables(Config{Family: IPv4})
+			p, err := NewNFTables(Config{Family: fam})
 			if err != nil {
 				return err
 			}
@@ -118,7 +147,7 @@ func TestSteeringDataPath(t *testing.T) {
 	for range 60 {
 		c := &conn{}
 		if err := netnstest.Do(ns["client"], func() (err error) {
-			c.c, err = net.DialTimeout("tcp", vip+":80", 2*time.Second)
+			c.c, err = net.DialTimeout("tcp", net.JoinHostPort(vip, "80"), 2*time.Second)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -129,7 +158,7 @@ func TestSteeringDataPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a new connection through node1: %v", err)
 		}
-		if client != "192.0.2.2" {
+		if client != a.client {
 			t.Errorf("%s saw the client as %s: not its own address", backend, client)
 		}
 		c.backend = backend
