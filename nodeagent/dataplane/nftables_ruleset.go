@@ -31,6 +31,7 @@ import (
 //	  }
 //	  chain nat-postrouting { jump affinity-record; meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
 //	  chain nat-input { jump affinity-record }
+//	  chain steer { ... }                   # prerouting, priority raw: steering (steering.go)
 //	  map affinity { ...; flags dynamic,timeout }  # filled by the kernel: who used which endpoint
 //	}
 //
