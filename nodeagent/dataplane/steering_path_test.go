@@ -73,7 +73,7 @@ func testSteeringDataPath(t *testing.T, fam Family) {
 	plug("client", a.client+a.bits)
 	peers := map[string]netip.Addr{}
 	macs := map[string]string{}
-	svc := Service{Namespace: "default", Name: "web", VIPs: addrs(vip), Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}}, Steer: true}
+	svc := Service{Namespace: "default", Name: "web", VIPs: addrs(vip), Ports: []Port{{Name: "http", Protocol: TCP, Port: 80}, {Name: "dns", Protocol: UDP, Port: 53}}, Steer: true}
 	for i, n := range []string{"node1", "node2", "node3"} {
 		lan := a.lan(i + 1)
 		plug(n, lan+a.bits)
@@ -91,7 +91,8 @@ func testSteeringDataPath(t *testing.T, fam Family) {
 		in(b, "ip", "link", "set", "eth0", "up")
 		in(b, "ip", "route", "add", "default", "via", gw)
 		serveName(t, ns[b], b)
-		e := ep(addr, false, "http/8080")
+		serveUDPName(t, ns[b], b)
+		e := ep(addr, false, "http/8080", "dns/UDP/5353")
 		e.Node = n
 		svc.Endpoints = append(svc.Endpoints, e)
 	}
@@ -171,8 +172,33 @@ func testSteeringDataPath(t *testing.T, fam Family) {
 		}
 	}
 
+	// UDP flows (a socket each) are steered alike; a flow's datagrams all reach one backend.
+	var flows []*udpFlow
+	udpSeen := map[string]bool{}
+	for range 30 {
+		f := openUDP(t, ns["client"], net.JoinHostPort(vip, "53"))
+		backend, err := f.ask()
+		if err != nil {
+			t.Fatalf("a UDP flow through node1: %v", err)
+		}
+		f.backend = backend
+		udpSeen[backend] = true
+		flows = append(flows, f)
+	}
+	if len(udpSeen) != 3 {
+		t.Errorf("30 UDP flows reached %v, want all three backends", udpSeen)
+	}
+
 	in("node1", "ip", "link", "set", "eth0", "down")
 	owns("node2")
+	for _, f := range flows {
+		if f.backend == "backend1" {
+			continue
+		}
+		if backend, err := f.ask(); err != nil || backend != f.backend {
+			t.Errorf("a UDP flow served by %s went to %q after node2 took over: %v", f.backend, backend, err)
+		}
+	}
 	kept, lost := 0, 0
 	for _, c := range conns {
 		backend, _, err := ask(c, 3*time.Second)
@@ -204,4 +230,63 @@ func serveName(t *testing.T, ns, name string) {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// serveUDPName answers every datagram on :5353 in namespace ns with name and the sender's
+// address.
+func serveUDPName(t *testing.T, ns, name string) {
+	var pc net.PacketConn
+	if err := netnstest.Do(ns, func() (err error) {
+		pc, err = net.ListenPacket("udp", ":5353")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(from.String())
+			_, _ = pc.WriteTo([]byte(name+" "+host), from)
+		}
+	}()
+}
+
+// udpFlow is one UDP socket of the client's, connected to the VIP: one flow.
+type udpFlow struct {
+	c       net.Conn
+	backend string
+}
+
+func openUDP(t *testing.T, ns, hostport string) *udpFlow {
+	f := &udpFlow{}
+	if err := netnstest.Do(ns, func() (err error) {
+		f.c, err = net.Dial("udp", hostport)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.c.Close() })
+	return f
+}
+
+// ask sends a datagram and returns the backend that answered (a few tries: UDP may drop one).
+func (f *udpFlow) ask() (string, error) {
+	var err error
+	for range 3 {
+		_ = f.c.SetDeadline(time.Now().Add(time.Second))
+		if _, err = f.c.Write([]byte("who")); err != nil {
+			continue
+		}
+		buf := make([]byte, 512)
+		var n int
+		if n, err = f.c.Read(buf); err == nil {
+			return strings.Fields(string(buf[:n]))[0], nil
+		}
+	}
+	return "", err
 }
