@@ -19,6 +19,23 @@ const (
 	AnnounceNone AnnounceMode = "None"
 )
 
+// DataPath says how the nodes carry a group's VIPs' traffic.
+// +kubebuilder:validation:Enum=Steering;EntryNode
+type DataPath string
+
+const (
+	// DataPathSteering (the default): whichever node a flow enters by sends it, unchanged and
+	// untracked, to the serving node a consistent hash of the flow picks among the nodes with
+	// ready endpoints; that node DNATs it to its own endpoints and the reply goes straight to
+	// the client from the VIP. Open connections survive the loss of the node they entered by,
+	// and endpoints see the client's address under either traffic policy.
+	DataPathSteering DataPath = "Steering"
+	// DataPathEntryNode: the node a flow enters by DNATs it to any ready endpoint (and, under
+	// externalTrafficPolicy Cluster, masquerades it). For networks that drop packets whose
+	// source is the VIP at a port other than the announcing node's (IP source guard).
+	DataPathEntryNode DataPath = "EntryNode"
+)
+
 // IPGroupSpec is a pool: its parts (a CIDR segment and/or the CIDRs and ranges
 // of addresses, of one or both families) minus excluded addresses, and who may
 // use it.
@@ -119,7 +136,15 @@ type IPGroupSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Announce *Announce `json:"announce,omitempty"`
+
+	// DataPath is how the nodes carry the traffic of the group's VIPs: Steering (the default)
+	// or EntryNode.
+	// +optional
+	DataPath DataPath `json:"dataPath,omitempty"`
 }
+
+// Steered reports whether the group's VIPs are steered (DataPath Steering or unset).
+func (s *IPGroupSpec) Steered() bool { return s.DataPath != DataPathEntryNode }
 
 // Announce configures how a group's VIPs are announced.
 type Announce struct {

@@ -19,6 +19,8 @@
 //   - targets.go: what both planes derive from a Service, backend-neutral (reachability,
 //     the endpoints of each Service port, disjoint source ranges, ordering), so they serve
 //     exactly the same endpoints.
+//   - steering.go: steering a flow, on whichever node it enters by, to the node that serves it
+//     (nftables plane only; internal/steering builds the tables).
 //   - iptables*.go: the iptables plane (iptables_rules.go spells rules, iptables_render.go
 //     plans a payload, iptables_exec.go runs the iptables tools).
 //   - nftables*.go: the nftables plane (nftables_ruleset.go declares the table,

@@ -39,6 +39,8 @@ type NFTables struct {
 	handoffErr error
 	// tookOver is set once the other plane's rules are gone (see Sync).
 	tookOver bool
+	// steer is who serves steered flows (steering.go); nil: nothing is steered.
+	steer *steerView
 }
 
 // NewNFTables checks the config and that the kernel takes this plane's whole ruleset (see
@@ -106,10 +108,10 @@ func (n *NFTables) sync(services []Service, full bool, changed map[string]bool) 
 	}
 	var p *nftPlan
 	if changed != nil && !full {
-		p = planNFTablesChanged(n.cfg.Family, services, last, changed)
+		p = planNFTablesChanged(n.cfg.Family, services, last, changed, n.steer)
 	}
 	if p == nil {
-		p = planNFTablesReusing(n.cfg.Family, services, last, reuse, changed)
+		p = planNFTablesReusing(n.cfg.Family, services, last, reuse, changed, n.steer)
 	}
 	stats := SyncStats{Full: p.full, Elements: p.fullCount + len(p.add) + len(p.del)}
 	if !p.full && stats.Elements == 0 {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paas-org/vip-allocator-operator/internal/steering"
 )
 
 // This file turns Services into the elements of the nftables plane's sets and maps (pure: no
@@ -25,12 +27,14 @@ import (
 type setID uint32
 
 const (
-	setVIPs       setID = iota // VIP: anything addressed to one and not DNATed is rejected
-	setRestricted              // Service port key: ports with loadBalancerSourceRanges
-	setAllowed                 // Service port key . source range (interval): who may use them
-	setMasquerade              // Service port key: policy Cluster, masquerade all
-	setHairpin                 // Service port key . local endpoint: policy Local, masquerade only hairpin
-	setEndpoints               // Service port key . index : endpoint . port, for 1 endpoint; +1 per more
+	setVIPs        setID = iota // VIP: anything addressed to one and not DNATed is rejected
+	setRestricted               // Service port key: ports with loadBalancerSourceRanges
+	setAllowed                  // Service port key . source range (interval): who may use them
+	setMasquerade               // Service port key: policy Cluster, masquerade all
+	setHairpin                  // Service port key . local endpoint: policy Local, masquerade only hairpin
+	setSteer                    // Service port key . bucket : mark of the serving node (steering.go)
+	setSteerClient              // Service port key: steered by the client's address alone (sessionAffinity)
+	setEndpoints                // Service port key . index : endpoint . port, for 1 endpoint; +1 per more
 
 	setAffinity setID = 1 << 24 // Service port key: ports with session affinity of 0 s; +1 per second
 	// setClients is the map of the clients of ports with session affinity, filled by the
@@ -73,6 +77,10 @@ func (id setID) String() string {
 		return "masquerade"
 	case setHairpin:
 		return "hairpin"
+	case setSteer:
+		return "steer"
+	case setSteerClient:
+		return "steer_client"
 	}
 	if id == setClients {
 		return nftClientsMap
@@ -108,12 +116,13 @@ func protoNumber(p Protocol) byte {
 // serve exactly the same endpoints.
 type elemRenderer struct {
 	family        Family
-	targets       []target // scratch for appendPortTargets
-	key, idx, val []byte   // scratch
+	steer         *steerView // nil: no Service is steered
+	targets       []target   // scratch for appendPortTargets
+	key, idx, val []byte     // scratch
 }
 
-func newElemRenderer(fam Family) *elemRenderer {
-	return &elemRenderer{family: fam}
+func newElemRenderer(fam Family, steer *steerView) *elemRenderer {
+	return &elemRenderer{family: fam, steer: steer}
 }
 
 // appendPortKey appends the Service port key of vip, protocol number pn and port.
@@ -146,9 +155,18 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 		if pn == 0 {
 			continue
 		}
-		e.targets = appendPortTargets(e.targets[:0], fam, s, p)
+		steered := e.steer != nil && s.Steer
+		var table steering.Table
+		if steered {
+			// Serving DNATs to this node's own endpoints only; the others' flows are
+			// steered to them before conntrack sees them.
+			table = e.steer.tables.Build(portNodes(fam, s, p), steerBuckets)
+			e.targets = appendLocalPortTargets(e.targets[:0], fam, s, p)
+		} else {
+			e.targets = appendPortTargets(e.targets[:0], fam, s, p)
+		}
 		eps := e.targets
-		if len(eps) == 0 {
+		if len(eps) == 0 && len(table.Buckets) == 0 {
 			continue // not DNATed: the filter rejects it
 		}
 		for _, vip := range vips {
@@ -166,7 +184,10 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 					out = appendElem(out, setAllowed, key, first.AsSlice(), key, last.AsSlice(), nil)
 				}
 			}
-			if s.Local {
+			if steered {
+				out = e.steer.appendElements(out, key, table, s.Affinity > 0)
+			}
+			if s.Local || steered {
 				// Source kept, except when an endpoint reaches its own Service through the VIP
 				// (hairpin): without masquerade its reply would bypass the DNAT.
 				for i, ep := range eps {
@@ -179,6 +200,9 @@ func (e *elemRenderer) serviceElements(s *Service, ports map[string]string, owne
 			}
 			if secs := affinitySecs(s.Affinity); secs > 0 {
 				out = appendElem(out, affinitySet(secs), key, nil, nil, nil, nil)
+			}
+			if len(eps) == 0 {
+				continue // every flow is steered away; a stray one is rejected
 			}
 			set := endpointsSet(len(eps))
 			for i, ep := range eps {
@@ -230,7 +254,12 @@ func eachElem(records string, f func(nftElem)) {
 // portKey is the Service port key of an endpoint map element with index 0, else "": every
 // Service port the plane serves has exactly one.
 func (e nftElem) portKey() string {
-	if e.set.endpointCount() == 0 || e.key[len(e.key)-4:] != "\x00\x00\x00\x00" {
+	switch {
+	case e.set == setSteerClient:
+		return e.key
+	case e.set == setSteer:
+		return e.key[:len(e.key)-4] // a port steered whole has no endpoint map element
+	case e.set.endpointCount() == 0 || e.key[len(e.key)-4:] != "\x00\x00\x00\x00":
 		return ""
 	}
 	return e.key[:len(e.key)-4]
@@ -256,7 +285,9 @@ func (e nftElem) String() string {
 	if e.end != "" {
 		b.WriteString("-" + spellKey(e.set, e.end))
 	}
-	if e.val != "" {
+	if e.set == setSteer {
+		b.WriteString(fmt.Sprintf(" : %#x", binary.NativeEndian.Uint32([]byte(e.val))))
+	} else if e.val != "" {
 		v := []byte(e.val)
 		a, _ := netip.AddrFromSlice(v[:len(v)-4])
 		b.WriteString(" : " + a.String() + " . " + strconv.Itoa(int(binary.BigEndian.Uint16(v[len(v)-4:]))))
@@ -273,7 +304,7 @@ func spellKey(set setID, key string) string {
 		return addr(k)
 	case set == setAllowed || set == setHairpin:
 		n = (len(k) - 8) / 2
-	case set.endpointCount() > 0:
+	case set.endpointCount() > 0 || set == setSteer:
 		n = len(k) - 12
 	default:
 		n = len(k) - 8
@@ -282,7 +313,7 @@ func spellKey(set setID, key string) string {
 	switch rest := k[n+8:]; {
 	case set == setAllowed || set == setHairpin:
 		s += " . " + addr(rest)
-	case set.endpointCount() > 0:
+	case set.endpointCount() > 0 || set == setSteer:
 		s += " . " + strconv.Itoa(int(binary.NativeEndian.Uint32(rest)))
 	}
 	return s

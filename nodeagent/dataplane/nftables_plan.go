@@ -49,7 +49,7 @@ type nftPlan struct {
 // partial plan's cost. Until a Service port is released in the plan: from then on every
 // Service is rendered, since one that lost that port to another may now take it, exactly as
 // if all were rendered.
-func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, changed map[string]bool) *nftPlan {
+func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, changed map[string]bool, steer *steerView) *nftPlan {
 	p := &nftPlan{full: last == nil}
 	if p.full {
 		last = &nftState{services: map[string]nftService{}, ports: map[string]string{}, vipRefs: map[string]int{}, maps: map[int]bool{}, affinity: map[uint32]bool{}}
@@ -71,7 +71,7 @@ func planNFTablesReusing(fam Family, services []Service, last, reuse *nftState, 
 			}
 		}
 	}
-	er := newElemRenderer(fam)
+	er := newElemRenderer(fam, steer)
 	var scratch []byte
 	for _, s := range sorted {
 		key := s.Namespace + "/" + s.Name
@@ -228,7 +228,7 @@ func (p *nftPlan) drop(e nftElem) {
 // missing from services is gone. It returns nil, having changed nothing, when a Service port
 // would be released: which Service takes a released port depends on the order of them all
 // (planNFTablesReusing decides then).
-func planNFTablesChanged(fam Family, services []Service, last *nftState, changed map[string]bool) *nftPlan {
+func planNFTablesChanged(fam Family, services []Service, last *nftState, changed map[string]bool, steer *steerView) *nftPlan {
 	if last == nil {
 		return nil
 	}
@@ -260,7 +260,7 @@ func planNFTablesChanged(fam Family, services []Service, last *nftState, changed
 		}
 	}
 	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.key, b.key) })
-	er := newElemRenderer(fam)
+	er := newElemRenderer(fam, steer)
 	var scratch []byte
 	for i := range items {
 		it := &items[i]

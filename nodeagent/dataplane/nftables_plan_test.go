@@ -267,12 +267,12 @@ func TestNFTPlanChangedHint(t *testing.T) {
 				for _, k := range s.changed {
 					changed[k] = true
 				}
-				hp := planNFTablesChanged(IPv4, s.services, hinted, changed)
+				hp := planNFTablesChanged(IPv4, s.services, hinted, changed, nil)
 				if (hp != nil) != s.inPlace {
 					t.Fatalf("step %d: planned in place: %v, want %v", i, hp != nil, s.inPlace)
 				}
 				if hp == nil { // a port released: the ordered plan, as NFTables.sync does
-					hp = planNFTablesReusing(IPv4, s.services, hinted, nil, changed)
+					hp = planNFTablesReusing(IPv4, s.services, hinted, nil, changed, nil)
 				}
 				pp := planNFTables(IPv4, s.services, plain)
 				if got, want := changes(hp), changes(pp); !slices.Equal(got, want) {

@@ -89,6 +89,32 @@ func (r *nftRule) dotNumgenRandomMod(k int) *nftRule {
 	return r.add(&expr.Numgen{Register: reg(r.l.addrLen + 8), Modulus: uint32(k), Type: unix.NFT_NG_RANDOM})
 }
 
+// dotJhashMod is `. jhash ip saddr . th sport mod buckets seed S` after a port key (`jhash ip
+// saddr mod ...` without the port): the flow's steering bucket. The source fields are loaded
+// behind the bucket's register; a 2-byte port is zero-padded to its register, as nft does.
+func (r *nftRule) dotJhashMod(withPort bool, buckets, seed uint32) *nftRule {
+	src := r.l.addrLen + 12
+	r.add(&expr.Payload{DestRegister: reg(src), Base: expr.PayloadBaseNetworkHeader, Offset: r.l.saddrOffset(), Len: r.l.addrLen})
+	n := r.l.addrLen
+	if withPort {
+		r.add(&expr.Payload{DestRegister: reg(src + r.l.addrLen), Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2})
+		n += 4
+	}
+	return r.add(&expr.Hash{SourceRegister: reg(src), DestRegister: reg(r.l.addrLen + 8), Length: n,
+		Modulus: buckets, Seed: seed, Type: expr.HashTypeJenkins})
+}
+
+// markSetFromMap is `meta mark set <key> map @m`: the mark is the data of the key loaded so far.
+func (r *nftRule) markSetFromMap(m *nftables.Set) *nftRule {
+	return r.add(
+		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: m.Name, SetID: m.ID},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg(0)},
+	)
+}
+
+// notrack is `notrack`: conntrack leaves the packet alone.
+func (r *nftRule) notrack() *nftRule { return r.add(&expr.Notrack{}) }
+
 // in is `@s`: the key is an element of s.
 func (r *nftRule) in(s *nftables.Set) *nftRule {
 	return r.add(&expr.Lookup{SourceRegister: reg(0), SetName: s.Name, SetID: s.ID})

@@ -223,6 +223,12 @@ func literalFixedRules(l *nftLayout, sets map[setID]*nftables.Set) map[string][]
 			},
 			{loadDaddr, literalLookup(sets[setVIPs], false), &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: icmpPortUnreachable}},
 		},
+		nftSteer: {
+			{loadDaddr, literalLookup(sets[setVIPs], true), verdictReturn},
+			literalCat(literalPortKey(l), []expr.Any{literalLookup(sets[setSteerClient], false)}, literalSteer(l, sets[setSteer], false)),
+			literalCat(literalPortKey(l), []expr.Any{literalLookup(sets[setSteerClient], false), verdictReturn}),
+			literalCat(literalPortKey(l), literalSteer(l, sets[setSteer], true)),
+		},
 		nftNATPrerouting: jump(nftServices),
 		nftNATOutput:     jump(nftServices),
 		nftNATPostrouting: {jump(nftAffinityRecord)[0], {
@@ -310,4 +316,25 @@ func BenchmarkNFTRules(b *testing.B) {
 			}
 		}
 	})
+}
+
+// literalSteer is `. jhash ip saddr [. th sport] mod 256 seed 0x76697061 map @steer` into the
+// mark, then `notrack`: the source fields sit behind the bucket's register (port key, then the
+// bucket), the hash writes the bucket, the map's data is the mark.
+func literalSteer(l *nftLayout, steer *nftables.Set, withPort bool) []expr.Any {
+	saddr, hashLen := uint32(12), uint32(4)
+	if l.v6 {
+		saddr, hashLen = 8, 16
+	}
+	out := []expr.Any{&expr.Payload{DestRegister: reg(l.addrLen + 12), Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: l.addrLen}}
+	if withPort {
+		out = append(out, &expr.Payload{DestRegister: reg(2*l.addrLen + 12), Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2})
+		hashLen += 4
+	}
+	return append(out,
+		&expr.Hash{SourceRegister: reg(l.addrLen + 12), DestRegister: reg(l.addrLen + 8), Length: hashLen, Modulus: 256, Seed: 0x76697061, Type: expr.HashTypeJenkins},
+		&expr.Lookup{SourceRegister: reg(0), DestRegister: reg(0), IsDestRegSet: true, SetName: steer.Name, SetID: steer.ID},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg(0)},
+		&expr.Notrack{},
+	)
 }

@@ -31,6 +31,7 @@ import (
 //	  }
 //	  chain nat-postrouting { jump affinity-record; meta mark & MARK != 0 meta mark set meta mark & ~MARK counter masquerade fully-random }
 //	  chain nat-input { jump affinity-record }
+//	  chain steer { ... }                   # prerouting, priority raw: steering (steering.go)
 //	  map affinity { ...; flags dynamic,timeout }  # filled by the kernel: who used which endpoint
 //	}
 //
@@ -62,6 +63,7 @@ const (
 	nftFilterOutput   = "filter-output"
 	nftAffinityLookup = "affinity-lookup"
 	nftAffinityRecord = "affinity-record"
+	nftSteer          = "steer"
 )
 
 // nftClientsMap is the map of clients of ports with session affinity (setClients).
@@ -78,6 +80,8 @@ var (
 	nftDNATPriority   = nftables.ChainPriority(-101) // dstnat - 1
 	nftSNATPriority   = nftables.ChainPriority(99)   // srcnat - 1
 	nftFilterPriority = nftables.ChainPriority(-1)   // filter - 1
+	// Steering runs before conntrack (-200), which must not see a steered packet.
+	nftSteerPriority = *nftables.ChainPriorityRaw
 )
 
 // nftLayout builds the table's objects for one family.
@@ -121,6 +125,7 @@ func (l *nftLayout) chains() []*nftables.Chain {
 		base(nftFilterInput, nftables.ChainTypeFilter, nftables.ChainHookInput, nftFilterPriority),
 		base(nftFilterForward, nftables.ChainTypeFilter, nftables.ChainHookForward, nftFilterPriority),
 		base(nftFilterOutput, nftables.ChainTypeFilter, nftables.ChainHookOutput, nftFilterPriority),
+		base(nftSteer, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftSteerPriority),
 	}
 }
 
@@ -135,8 +140,12 @@ func (l *nftLayout) set(id setID) *nftables.Set {
 	switch {
 	case id == setVIPs:
 		s.KeyType = addr
-	case id == setRestricted || id == setMasquerade:
+	case id == setRestricted || id == setMasquerade || id == setSteerClient:
 		s.KeyType = nftables.MustConcatSetType(port...)
+	case id == setSteer:
+		s.KeyType = nftables.MustConcatSetType(append(port, nftables.TypeMark)...)
+		s.IsMap = true
+		s.DataType = nftables.TypeMark
 	case id == setAllowed:
 		s.KeyType = nftables.MustConcatSetType(append(port, addr)...)
 		s.Interval = true
@@ -161,7 +170,7 @@ func (l *nftLayout) set(id setID) *nftables.Set {
 }
 
 // fixedSets are the sets every table has; endpoint maps come and go with endpoint counts.
-var fixedSets = []setID{setVIPs, setRestricted, setAllowed, setMasquerade, setHairpin}
+var fixedSets = []setID{setVIPs, setRestricted, setAllowed, setMasquerade, setHairpin, setSteer, setSteerClient}
 
 // fixedRules are the rules of every table, by chain, given its fixed sets.
 func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr.Any {
@@ -178,6 +187,12 @@ func (l *nftLayout) fixedRules(sets map[setID]*nftables.Set) map[string][][]expr
 			l.rule().ctStateUntracked().thenReturn().exprs,
 			l.rule().ipDaddr().in(sets[setVIPs]).l4protoTCP().rejectTCPReset().exprs,
 			l.rule().ipDaddr().in(sets[setVIPs]).rejectPortUnreachable().exprs,
+		},
+		nftSteer: {
+			l.rule().ipDaddr().notIn(sets[setVIPs]).thenReturn().exprs,
+			l.rule().portKey().in(sets[setSteerClient]).dotJhashMod(false, steerBuckets, steerSeed).markSetFromMap(sets[setSteer]).notrack().exprs,
+			l.rule().portKey().in(sets[setSteerClient]).thenReturn().exprs,
+			l.rule().portKey().dotJhashMod(true, steerBuckets, steerSeed).markSetFromMap(sets[setSteer]).notrack().exprs,
 		},
 		nftNATPrerouting: jumpTo(nftServices),
 		nftNATOutput:     jumpTo(nftServices),
@@ -220,7 +235,7 @@ func (l *nftLayout) affinityRecordRule(gate, clients *nftables.Set, secs uint32)
 // session affinities in use: Healthy compares.
 func (l *nftLayout) ruleCounts(maps, affinities int) map[string]int {
 	counts := map[string]int{}
-	for chain, rules := range l.fixedRules(map[setID]*nftables.Set{setVIPs: {}, setRestricted: {}, setAllowed: {}, setMasquerade: {}, setHairpin: {}}) {
+	for chain, rules := range l.fixedRules(map[setID]*nftables.Set{setVIPs: {}, setRestricted: {}, setAllowed: {}, setMasquerade: {}, setHairpin: {}, setSteer: {}, setSteerClient: {}}) {
 		counts[chain] = len(rules)
 	}
 	counts[nftServices] += maps

@@ -69,8 +69,8 @@ func testNFTables(t *testing.T, fam Family) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Full || st.Rules != 18 || st.Elements != 7 || st.Chains != 11 {
-		t.Errorf("first Sync: %+v, want a full one of 18 rules, 7 elements, 11 chains", st)
+	if !st.Full || st.Rules != 22 || st.Elements != 7 || st.Chains != 12 {
+		t.Errorf("first Sync: %+v, want a full one of 22 rules, 7 elements, 12 chains", st)
 	}
 	table := nftList(t, fam)
 	for _, want := range []string{
@@ -134,7 +134,7 @@ func testNFTables(t *testing.T, fam Family) {
 
 	// Each full Sync wrote a new generation of the sets and deleted the old one; the clients
 	// map has one generation.
-	if table = nftList(t, fam); strings.Count(table, "\tset ") != 5 || strings.Count(table, "\tmap ") != 2 || strings.Contains(table, "_"+map[string]string{"a": "b", "b": "a"}[n.gen]+" {") {
+	if table = nftList(t, fam); strings.Count(table, "\tset ") != 6 || strings.Count(table, "\tmap ") != 3 || strings.Contains(table, "_"+map[string]string{"a": "b", "b": "a"}[n.gen]+" {") {
 		t.Errorf("sets of another generation than %q left:\n%s", n.gen, table)
 	}
 

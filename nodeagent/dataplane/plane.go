@@ -92,6 +92,9 @@ func CleanupAll(cfg Config) error {
 	if err := CleanupNFTables(cfg.Family); err != nil {
 		errs = append(errs, fmt.Errorf("nftables: %w", err))
 	}
+	if err := CleanupSteering(cfg.Family); err != nil {
+		errs = append(errs, fmt.Errorf("steering routes: %w", err))
+	}
 	if err := Cleanup(cfg); err != nil && !errors.Is(err, exec.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("iptables: %w", err))
 	}

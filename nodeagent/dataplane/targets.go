@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/paas-org/vip-allocator-operator/internal/steering"
 )
 
 // This file holds what both planes derive from the Services alone, before either spells a
@@ -49,6 +51,54 @@ type target struct {
 // not DNATed at all, so its VIP rejects it. Callers pass scratch space as dst: at 10,000
 // Services a Sync asks for ~20,000 of these.
 func appendPortTargets(dst []target, fam Family, s *Service, p Port) []target {
+	return appendTargets(dst, fam, s, p, s.Local)
+}
+
+// appendLocalPortTargets is appendPortTargets with this node's endpoints only, whatever the
+// policy: what a steered Service port's serving node DNATs to.
+func appendLocalPortTargets(dst []target, fam Family, s *Service, p Port) []target {
+	return appendTargets(dst, fam, s, p, true)
+}
+
+// portEndpointPort is the port of ep that serves Service port p (0: none).
+func portEndpointPort(ep *Endpoint, p Port) uint16 {
+	for _, epp := range ep.Ports {
+		if epp.Name == p.Name && proto(epp.Protocol) == proto(p.Protocol) && epp.Port != 0 {
+			return epp.Port
+		}
+	}
+	return 0
+}
+
+// portNodes weighs the nodes that serve Service port p in family fam by their ready endpoints
+// of it (an address counted once): the steering table's input. Endpoints whose node is not
+// known are left out: no node could be steered to them. Under policy Local it is the same,
+// since each node serves with its own endpoints anyway.
+func portNodes(fam Family, s *Service, p Port) []steering.Node {
+	switch proto(p.Protocol) {
+	case TCP, UDP, SCTP:
+	default:
+		return nil
+	}
+	type id struct {
+		node string
+		addr netip.Addr
+	}
+	seen := map[id]bool{}
+	var out []steering.Node
+	for i := range s.Endpoints {
+		ep := &s.Endpoints[i]
+		addr := ep.Addr.Unmap()
+		if ep.Node == "" || !fam.matches(addr) || portEndpointPort(ep, p) == 0 || seen[id{ep.Node, addr}] {
+			continue
+		}
+		seen[id{ep.Node, addr}] = true
+		out = append(out, steering.Node{Name: ep.Node, Weight: 1}) // steering.Build adds a node's up
+	}
+	return out
+}
+
+func appendTargets(dst []target, fam Family, s *Service, p Port, localOnly bool) []target {
 	switch proto(p.Protocol) {
 	case TCP, UDP, SCTP:
 	default:
@@ -57,7 +107,7 @@ func appendPortTargets(dst []target, fam Family, s *Service, p Port) []target {
 	n, out := len(dst), dst
 	for _, ep := range s.Endpoints {
 		addr := ep.Addr.Unmap()
-		if !fam.matches(addr) || (s.Local && !ep.Local) {
+		if !fam.matches(addr) || (localOnly && !ep.Local) {
 			continue
 		}
 		for _, epp := range ep.Ports {

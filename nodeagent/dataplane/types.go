@@ -43,6 +43,9 @@ type EndpointPort struct {
 type Endpoint struct {
 	Addr  netip.Addr
 	Local bool // runs on this node
+	// Node is the node the endpoint runs on ("" when its EndpointSlice does not say): steering
+	// weighs each node by its endpoints.
+	Node  string
 	Ports []EndpointPort
 }
 
@@ -62,6 +65,11 @@ type Service struct {
 	// to the endpoint it last used, until Affinity has passed since its last new connection.
 	// Zero means none.
 	Affinity time.Duration
+	// Steer sends each flow, on whichever node it enters by, to the serving node the
+	// consistent steering table picks, where it is DNATed to that node's own endpoints
+	// (steering.go). False keeps the entry node's DNAT to any endpoint. Only a plane given its
+	// peers (Steerer) steers.
+	Steer bool
 }
 
 // Config selects the family, the plane, the masquerade mark and, for tests, the iptables backend.

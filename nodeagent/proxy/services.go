@@ -110,9 +110,13 @@ func dataplaneService(svc *corev1.Service, vips []netip.Addr, endpointSlices []d
 				continue
 			}
 			local := e.NodeName != nil && *e.NodeName == node
+			var on string
+			if e.NodeName != nil {
+				on = *e.NodeName
+			}
 			for _, a := range e.Addresses {
 				if addr, err := netip.ParseAddr(a); err == nil {
-					out.Endpoints = append(out.Endpoints, dataplane.Endpoint{Addr: addr.Unmap(), Local: local, Ports: ports})
+					out.Endpoints = append(out.Endpoints, dataplane.Endpoint{Addr: addr.Unmap(), Local: local, Node: on, Ports: ports})
 				}
 			}
 		}

@@ -80,11 +80,26 @@ func TestDataplaneService(t *testing.T) {
 		Closed:       true,          // "garbage" closes it: dropped, the list would admit more than asked
 		Affinity:     3 * time.Hour, // ClientIP without a config: kube-proxy's default
 		Endpoints: []dataplane.Endpoint{
-			{Addr: netip.MustParseAddr("198.51.100.11"), Local: true, Ports: ports},
-			{Addr: netip.MustParseAddr("198.51.100.12"), Local: false, Ports: ports},
+			{Addr: netip.MustParseAddr("198.51.100.11"), Local: true, Node: "node1", Ports: ports}, // its node: steering weighs it
+			{Addr: netip.MustParseAddr("198.51.100.12"), Local: false, Node: "node2", Ports: ports},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSteeringFor(t *testing.T) {
+	ips := map[string][]netip.Addr{
+		"node1": {netip.MustParseAddr("203.0.113.11"), netip.MustParseAddr("2001:db8::11")},
+		"node2": {netip.MustParseAddr("2001:db8::12"), netip.MustParseAddr("203.0.113.12")},
+		"node3": {netip.MustParseAddr("2001:db8::13")}, // single-stack IPv6: no IPv4 peer
+	}
+	v4 := steeringFor(dataplane.IPv4, "node1", ips)
+	if v4.Node != "node1" || len(v4.Peers) != 2 || v4.Peers["node2"] != netip.MustParseAddr("203.0.113.12") {
+		t.Errorf("IPv4 steering %+v", v4)
+	}
+	if v6 := steeringFor(dataplane.IPv6, "node1", ips); len(v6.Peers) != 3 || v6.Peers["node3"] != netip.MustParseAddr("2001:db8::13") {
+		t.Errorf("IPv6 steering %+v", v6)
 	}
 }

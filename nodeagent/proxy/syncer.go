@@ -76,6 +76,9 @@ type Syncer struct {
 	// programmed is what the planes last synced of each Service: the stale
 	// flows of a sync are told from it (forgetStaleFlows).
 	programmed map[types.NamespacedName]dataplane.Service
+	// nodeIPs are the Nodes' InternalIPs as the last derivation of every
+	// Service read them: the steering peers (steer.go).
+	nodeIPs map[string][]netip.Addr
 }
 
 // +kubebuilder:rbac:groups="",resources=services;nodes,verbs=get;list;watch
@@ -110,6 +113,13 @@ func (s *Syncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		if s.active[p.Family()] || s.state.families[p.Family()] > 0 {
 			s.active[p.Family()] = true
 			planes = append(planes, p)
+		}
+	}
+	if derivedAll {
+		// Before the Sync: a change of who serves makes it rewrite every element.
+		// A peer that cannot be routed to is logged: the others are steered to.
+		if err := s.setSteering(planes); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "steering routes")
 		}
 	}
 	// Checking costs a listing (about 1 s with legacy iptables at 10,000
@@ -253,6 +263,7 @@ func (s *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys
 	// Nothing failed: the state changes only now.
 	if all {
 		s.state = newDesiredState()
+		s.nodeIPs = view.NodeIPs
 	}
 	s.local = local
 	keys = make([]types.NamespacedName, 0, len(services)+len(gone))
@@ -287,6 +298,11 @@ func (s *Syncer) deriveOne(ctx context.Context, svc *corev1.Service, view trust.
 		return nil, fmt.Errorf("list EndpointSlices of %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	d.ds, d.report = programmable(dataplaneService(svc, vips, slices.Items, s.Options.NodeName), svc, view)
+	steer, err := s.steered(ctx, d.ds.VIPs, view)
+	if err != nil {
+		return nil, err
+	}
+	d.ds.Steer = steer
 	d.served = len(d.ds.VIPs) > 0
 	for _, vip := range d.ds.VIPs {
 		if view.AwaitingDataPath[vip] {
@@ -315,6 +331,8 @@ func (s *Syncer) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}), builder.WithPredicates(ledgerChanged)).
 		Watches(&corev1.Node{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(nodeAddressesChanged)).
+		// A group's data path (steering or not) is every one of its Services'.
+		Watches(&paasv1.IPGroup{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&paasv1.NodeView{}, marking(func(client.Object) { s.changes.MarkAll() }), builder.WithPredicates(viewAddressesChanged)).
 		Complete(s)
 }

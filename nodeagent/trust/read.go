@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
@@ -28,14 +30,19 @@ func Read(ctx context.Context, c client.Reader, unviewed *nodes.Unviewed, servic
 	if err != nil {
 		return View{}, err
 	}
-	return ReadWith(ctx, c, services, ownClassOnly, local, NodeAddresses(nodes, viewed))
+	v, err := ReadWith(ctx, c, services, ownClassOnly, local, NodeAddresses(nodes, viewed))
+	v.NodeIPs = make(map[string][]netip.Addr, len(nodes))
+	for i := range nodes {
+		v.NodeIPs[nodes[i].Name] = election.InternalIPs(&nodes[i])
+	}
+	return v, err
 }
 
 // ReadWith is Read with the Nodes' addresses already read (see
 // NodeAddresses): the announcer keeps them from pass to pass.
 func ReadWith(ctx context.Context, c client.Reader, services []corev1.Service, ownClassOnly bool, local, nodeAddrs map[netip.Addr]string) (View, error) {
 	v := View{Holders: map[netip.Addr][]types.UID{}, Reserved: map[netip.Addr]string{}, NodeAddrs: nodeAddrs, Local: local,
-		AwaitingDataPath: map[netip.Addr]bool{}}
+		AwaitingDataPath: map[netip.Addr]bool{}, Groups: map[netip.Addr]string{}}
 	anyLocal := false
 	for i := range services {
 		if !lbclass.Handles(&services[i], ownClassOnly) {
@@ -59,6 +66,9 @@ func ReadWith(ctx context.Context, c client.Reader, services []corev1.Service, o
 			}
 			if ip.Reserved() {
 				v.Reserved[vip] = ip.Spec.ReservedBy
+			}
+			if g := cmp.Or(ip.Spec.IPGroup, ip.Labels[paasv1.IPGroupLabel]); g != "" {
+				v.Groups[vip] = g
 			}
 			if ip.Spec.AwaitingDataPath {
 				v.AwaitingDataPath[vip] = true

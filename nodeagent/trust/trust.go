@@ -40,6 +40,11 @@ type View struct {
 	// status, which kube-proxy forwards (ipMode VIP) until the operator writes
 	// Proxy, and that only once the agents carry them (package proxy).
 	AwaitingDataPath map[netip.Addr]bool
+	// Groups maps each address with a ledger object to the IPGroup it was allocated from.
+	Groups map[netip.Addr]string
+	// NodeIPs are the InternalIPs of every Node the agent reads (Read only; ReadWith leaves
+	// it nil): where a steered flow is sent to reach its serving node.
+	NodeIPs map[string][]netip.Addr
 }
 
 // Refusal is why an agent leaves one address of a Service alone, or (VIP
