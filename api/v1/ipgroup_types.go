@@ -24,15 +24,17 @@ const (
 type DataPath string
 
 const (
-	// DataPathSteering (the default): whichever node a flow enters by sends it, unchanged and
+	// DataPathSteering: whichever node a flow enters by sends it, unchanged and
 	// untracked, to the serving node a consistent hash of the flow picks among the nodes with
 	// ready endpoints; that node DNATs it to its own endpoints and the reply goes straight to
 	// the client from the VIP. Open connections survive the loss of the node they entered by,
 	// and endpoints see the client's address under either traffic policy.
 	DataPathSteering DataPath = "Steering"
-	// DataPathEntryNode: the node a flow enters by DNATs it to any ready endpoint (and, under
-	// externalTrafficPolicy Cluster, masquerades it). For networks that drop packets whose
-	// source is the VIP at a port other than the announcing node's (IP source guard).
+	// DataPathEntryNode (the default): the node a flow enters by DNATs it to any ready
+	// endpoint (and, under externalTrafficPolicy Cluster, masquerades it). It stays the
+	// default until steering covers the iptables plane, hairpin traffic and routed nodes.
+	// It also suits networks that drop packets whose source is the VIP at a port other than
+	// the announcing node's (IP source guard).
 	DataPathEntryNode DataPath = "EntryNode"
 )
 
@@ -137,14 +139,14 @@ type IPGroupSpec struct {
 	// +kubebuilder:default={}
 	Announce *Announce `json:"announce,omitempty"`
 
-	// DataPath is how the nodes carry the traffic of the group's VIPs: Steering (the default)
-	// or EntryNode.
+	// DataPath is how the nodes carry the traffic of the group's VIPs: EntryNode (the
+	// default) or Steering (the nftables plane only).
 	// +optional
 	DataPath DataPath `json:"dataPath,omitempty"`
 }
 
-// Steered reports whether the group's VIPs are steered (DataPath Steering or unset).
-func (s *IPGroupSpec) Steered() bool { return s.DataPath != DataPathEntryNode }
+// Steered reports whether the group's VIPs are steered (DataPath Steering).
+func (s *IPGroupSpec) Steered() bool { return s.DataPath == DataPathSteering }
 
 // Announce configures how a group's VIPs are announced.
 type Announce struct {

@@ -152,6 +152,7 @@ func templates(bundle, openshift, monitoring []object) ([]*file, string, error) 
 	rbac := &file{name: "generated-rbac.yaml", doc: "ServiceAccounts, Roles, ClusterRoles and their bindings"}
 	admission := &file{name: "generated-admission.yaml", doc: "the ValidatingAdmissionPolicies and their bindings"}
 	operator := &file{name: "generated-operator.yaml", doc: "the operator's Deployment (it deploys the agent DaemonSet itself)"}
+	services := &file{name: "generated-services.yaml", doc: "Services in front of the agents (explain reads their facts through services/proxy)"}
 	osFile := &file{name: "generated-openshift.yaml", doc: "OpenShift: the agent's SecurityContextConstraints (openshift.scc)"}
 	mon := &file{name: "generated-monitoring.yaml", doc: "prometheus-operator objects, the scrape permission and the Grafana dashboard (monitoring.enabled)"}
 	var image string
@@ -174,6 +175,8 @@ func templates(bundle, openshift, monitoring []object) ([]*file, string, error) 
 				return nil, "", err
 			}
 			operator.add(o, "")
+		case "Service":
+			services.add(o, "")
 		default:
 			return nil, "", fmt.Errorf("%s: no template for this kind (hack/chart)", key(o))
 		}
@@ -206,7 +209,7 @@ func templates(bundle, openshift, monitoring []object) ([]*file, string, error) 
 	if image == "" {
 		return nil, "", errors.New("the bundle has no operator Deployment")
 	}
-	return []*file{crds, rbac, admission, operator, osFile, mon}, image, nil
+	return []*file{crds, rbac, admission, operator, services, osFile, mon}, image, nil
 }
 
 func (f *file) add(o object, cond string) {
