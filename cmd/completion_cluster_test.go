@@ -1,3 +1,5 @@
+//go:build envtest
+
 package cmd
 
 import (
@@ -43,11 +45,14 @@ func TestCompletionFromTheCluster(t *testing.T) {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2"}},
 		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/28"}},
-		&paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(netip.MustParseAddr("192.0.2.7"))}},
 	} {
 		if err := env.Admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Only the operator writes the ledger (an admission policy).
+	if err := env.Operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: paasv1.IPObjectName(netip.MustParseAddr("192.0.2.7"))}}); err != nil {
+		t.Fatal(err)
 	}
 
 	c := newCompleter(t, "KUBECONFIG="+filepath.Join(t.TempDir(), "none"))

@@ -36,7 +36,7 @@ func TestFlagsAndDefaults(t *testing.T) {
 			"arp-probe-period": 10 * time.Second, "new-address-probes": 3, "new-address-probe-interval": 330 * time.Millisecond,
 			"new-address-recheck": 5 * time.Minute, "gossip-key-poll": 30 * time.Second, "connection-handoff": true,
 			"return-paths": true, "kube-api-qps": 20, "kube-api-burst": 400,
-			"metrics-bind-address": fmt.Sprintf(":%d", paasv1.AgentMetricsPort), "pprof-bind-address": "", "metrics-secure": true,
+			"metrics-bind-address": "", "pprof-bind-address": "", "metrics-secure": true,
 			"health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", paasv1.AgentProbePort), "daemonset": "", "zap-log-level": nil},
 		"migrate plan":          migrate,
 		"migrate all":           migrate,

@@ -25,6 +25,8 @@ func TestAnnounceableCondition(t *testing.T) {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls, Annotations: map[string]string{
 			paasv1.NodeInterfacesAnnotation: `[{"name":"` + iface + `","mac":"02:00:00:00:00:01","addrs":["` + addr + `"]}]`}}}
 		n.Spec.Unschedulable = cordoned
+		// The kubelet lists the interface's address: that confirms the subnet.
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: strings.Split(addr, "/")[0]}}
 		return n
 	}
 	group := func(announce *paasv1.Announce) *paasv1.IPGroup {
@@ -101,7 +103,8 @@ func TestAnnounceableCondition(t *testing.T) {
 func TestAnnounceableConditionOnCordonKeep(t *testing.T) {
 	cordoned := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
 		paasv1.NodeInterfacesAnnotation: `[{"name":"eth0","mac":"02:00:00:00:00:01","addrs":["192.0.2.11/24"]}]`}},
-		Spec: corev1.NodeSpec{Unschedulable: true}}
+		Spec:   corev1.NodeSpec{Unschedulable: true},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.11"}}}}
 	g := &paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "g"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24"}}
 	for policy, want := range map[election.OnCordon]metav1.ConditionStatus{election.OnCordonKeep: metav1.ConditionTrue, election.OnCordonHandover: metav1.ConditionFalse} {
 		var st paasv1.IPGroupStatus

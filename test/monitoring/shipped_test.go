@@ -128,7 +128,7 @@ func TestShipped(t *testing.T) {
 		}
 	}
 
-	// The bundle carries the same Services and ServiceMonitors.
+	// The bundle carries the same Services and ServiceMonitors, and the agents' facts Service (explain).
 	dir := filepath.Join(testenv.RepoRoot(), "bundle", "manifests")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -143,7 +143,7 @@ func TestShipped(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	want := []string{"PrometheusRule/vip-allocator", "Service/vip-allocator-agent-metrics", "Service/vip-allocator-operator-metrics",
+	want := []string{"PrometheusRule/vip-allocator", "Service/vip-allocator-agent-facts", "Service/vip-allocator-agent-metrics", "Service/vip-allocator-operator-metrics",
 		"ServiceMonitor/vip-allocator-agent", "ServiceMonitor/vip-allocator-operator"}
 	if !reflect.DeepEqual(kinds, want) {
 		t.Errorf("bundle/manifests holds %s, want %s", strings.Join(kinds, ", "), strings.Join(want, ", "))
