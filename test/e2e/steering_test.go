@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
+	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
 // The steering lab is the L2 lab with a backend on every node: backendN
@@ -52,10 +53,10 @@ func steerLab(t testing.TB, path paasv1.DataPath, local bool) (d *l2Lab, vip, ow
 		Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24", ExcludedIPs: []string{"192.0.2.0/27", "192.0.2.255"}, DataPath: path}}); err != nil {
 		t.Fatal(err)
 	}
-	web := d.lbService(t, "web", local, steerBackends)
+	web := d.createService(t, "web", local, steerBackends)
 	vip = d.vipOf(t, web)
 	owner = d.owner(t, vip, "")
-	eventually(t, "new connections to "+vip+" reach every backend", func() error {
+	testenv.Eventually(t, settle, "new connections to "+vip+" reach every backend", func() error {
 		seen, err := d.backendsSeen(vipURL(vip), 30)
 		if err != nil {
 			return err
