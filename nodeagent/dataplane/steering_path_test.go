@@ -1,3 +1,5 @@
+//go:build root
+
 package dataplane
 
 import (

@@ -1,3 +1,5 @@
+//go:build root && envtest
+
 package e2e
 
 import (
