@@ -17,22 +17,22 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 )
 
-// DefaultNodeViewGrace is how long the operator leaves an outdated NodeView
-// to the node's own agent, which publishes it within milliseconds of the
-// change if it can: so every change is written once, by the agent, and the
-// operator writes only the views no agent keeps.
+// DefaultNodeViewGrace is how long the operator leaves a view whose
+// interfaces alone are outdated to the node's own agent, which writes them
+// within milliseconds of the change if it can: so each such change is
+// written once, by the agent.
 const DefaultNodeViewGrace = 5 * time.Second
 
-// Reconciler publishes the NodeView of every node whose view is
-// missing or outdated for longer than Grace: during a rolling upgrade the
-// nodes whose agents are of a release without NodeViews publish none, and
-// the upgraded agents would otherwise read those Nodes one GET at a time,
-// thousands a second near the end of an upgrade of 2,000 nodes
-// (docs/performance.md). The
-// operator watches every Node already (IPGroups, BGPPeers, reserved
-// addresses), so this costs the API server only the views' writes; it
-// writes what the agent would (nodeview.Publish: the same pure function of
-// the Node), so a late agent finds nothing to change.
+// Reconciler keeps the NodeView of every node what nodeview.Of makes of its
+// Node. It creates each view and copies the Node's part (labels, cordon,
+// deletion, addresses) at once: agents may not write that part
+// (config/admission/agent_nodeview_writes.yaml), and the other agents admit
+// a node to gossip only by its view's addresses. A view whose interfaces
+// alone are outdated is left to the node's agent for Grace first; after
+// that the operator writes them too (an agent of a release without NodeViews
+// writes none, and the upgraded agents would otherwise read those Nodes one
+// GET at a time: docs/performance.md). Both write the same pure function of
+// the Node, so whichever comes second finds nothing to change.
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
@@ -53,13 +53,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.settled(req.Name)
 		return ctrl.Result{}, client.IgnoreNotFound(err) // its view goes with it (owner reference)
 	}
-	outdated, err := nodeview.Outdated(ctx, r.Client, &node)
-	if err != nil || !outdated {
+	stale, err := nodeview.Outdated(ctx, r.Client, &node)
+	if err != nil || stale == nodeview.Current {
 		r.settled(req.Name)
 		return ctrl.Result{}, err
 	}
-	if wait := r.leftToAgent(req.Name, time.Now()); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
+	if stale == nodeview.InterfacesOnly {
+		if wait := r.leftToAgent(req.Name, time.Now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 	}
 	err = nodeview.Publish(ctx, r.Client, &node)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {

@@ -1,8 +1,7 @@
-// Package nodeview is the reconciler that publishes the NodeView of every
-// node whose view is missing or outdated for longer than a grace, as the
-// node's own agent would (internal/nodeview.Publish): during a rolling
-// upgrade, agents of an earlier release publish none.
+// Package nodeview is the reconciler that keeps the NodeView of every node
+// what internal/nodeview makes of its Node: it creates each view and copies
+// the Node's part (labels, cordon, deletion, addresses) at once, and leaves a
+// change of the interfaces alone to the node's own agent for a grace first.
 //
-// It writes NodeViews only, and leaves each to its node's agent for the
-// grace first; it must never write a Node.
+// It writes NodeViews only; it must never write a Node.
 package nodeview

@@ -1,6 +1,7 @@
 package nodeview
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
@@ -192,5 +194,44 @@ func TestAgentUpdateWritesOnlyInterfaces(t *testing.T) {
 	}
 	if _, changed := AgentUpdate(next, want); changed {
 		t.Error("nothing left to write")
+	}
+}
+
+// Who writes a view next: the operator at once for a missing view or the
+// Node's part, the agent (first) for its interfaces alone.
+func TestOutdated(t *testing.T) {
+	node := kubeletNode()
+	current, _ := Of(node)
+	cases := []struct {
+		name string
+		view *paasv1.NodeView // nil: none yet
+		edit func(*corev1.Node)
+		want Staleness
+	}{
+		{"no view yet", nil, nil, NodePart},
+		{"up to date", current, nil, Current},
+		{"kubelet status only", current, func(n *corev1.Node) { n.Status.Images = nil }, Current},
+		{"interfaces changed", current, func(n *corev1.Node) {
+			n.Annotations[paasv1.NodeInterfacesAnnotation] = `[{"name":"eth0","addrs":["192.0.2.12/24"]}]`
+		}, InterfacesOnly},
+		{"cordoned", current, func(n *corev1.Node) { n.Spec.Unschedulable = true }, NodePart},
+		{"relabelled", current, func(n *corev1.Node) { n.Labels["rack"] = "r2" }, NodePart},
+		{"readdressed", current, func(n *corev1.Node) { n.Status.Addresses[0].Address = "192.0.2.99" }, NodePart},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(paasv1.NewScheme())
+			if c.view != nil {
+				b = b.WithObjects(c.view.DeepCopy())
+			}
+			n := node.DeepCopy()
+			if c.edit != nil {
+				c.edit(n)
+			}
+			got, err := Outdated(context.Background(), b.Build(), n)
+			if err != nil || got != c.want {
+				t.Fatalf("Outdated = %v, %v; want %v", got, err, c.want)
+			}
+		})
 	}
 }

@@ -65,11 +65,34 @@ func AgentUpdate(cur, want *paasv1.NodeView) (next *paasv1.NodeView, changed boo
 	return next, Differs(cur, next)
 }
 
-// Outdated tells whether Publish would write node's view now: it is missing
-// or differs from what Of makes of node.
-func Outdated(ctx context.Context, c client.Reader, node *corev1.Node) (bool, error) {
-	want, _, err := compare(ctx, c, node)
-	return want != nil, err
+// Staleness says how a node's view differs from what Of makes of its Node,
+// and so who writes it next.
+type Staleness int
+
+const (
+	// Current: Publish would write nothing.
+	Current Staleness = iota
+	// InterfacesOnly: only the interfaces (and owner) differ, the part its
+	// node's agent writes (PublishInterfaces), usually within milliseconds.
+	InterfacesOnly
+	// NodePart: the view is missing, or its labels, cordon, deletion or
+	// addresses differ: the Node's part, which only the operator writes.
+	NodePart
+)
+
+// Outdated tells how node's view differs from what Publish would write.
+func Outdated(ctx context.Context, c client.Reader, node *corev1.Node) (Staleness, error) {
+	want, cur, err := compare(ctx, c, node)
+	switch {
+	case err != nil || want == nil:
+		return Current, err
+	case cur == nil:
+		return NodePart, nil
+	}
+	if next, _ := AgentUpdate(cur, want); Differs(next, want) {
+		return NodePart, nil
+	}
+	return InterfacesOnly, nil
 }
 
 // compare returns the view node should have (nil: it has the right one, or

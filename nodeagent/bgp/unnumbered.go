@@ -150,10 +150,22 @@ func routerOn(ifname string, named netip.Addr) (netip.Addr, string, error) {
 	if err != nil {
 		return netip.Addr{}, "", fmt.Errorf("neighbours on %s: %w", ifname, err)
 	}
+	// The node's own Router Advertisements loop back to it, so the kernel
+	// may list its own link-local address as a neighbour: not another host.
+	own, err := netlink.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return netip.Addr{}, "", fmt.Errorf("addresses on %s: %w", ifname, err)
+	}
+	mine := map[netip.Addr]bool{}
+	for _, a := range own {
+		if addr, ok := netip.AddrFromSlice(a.IP); ok {
+			mine[addr] = true
+		}
+	}
 	l := linkFacts{Name: ifname, PointToPoint: link.Attrs().Flags&net.FlagPointToPoint != 0}
 	for _, n := range neighs {
 		addr, ok := netip.AddrFromSlice(n.IP)
-		if !ok || !addr.IsLinkLocalUnicast() || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE|netlink.NUD_NOARP) != 0 {
+		if !ok || mine[addr] || !addr.IsLinkLocalUnicast() || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE|netlink.NUD_NOARP) != 0 {
 			continue
 		}
 		if n.Flags&netlink.NTF_ROUTER != 0 {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
-	"github.com/paas-org/vip-allocator-operator/internal/nodeview"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -340,8 +339,9 @@ func TestAddressTrustL2(t *testing.T) {
 }
 
 // claimAsNode writes what a compromised agent of node may write: vip as one
-// of the node's addresses in its interfaces annotation and in its NodeView,
-// with the agent's own credentials.
+// of the node's addresses in its interfaces annotation and in its NodeView's
+// interfaces, with the agent's own credentials. The view's addresses are the
+// Node's: the API server refuses the agent's attempt to add vip there.
 func claimAsNode(t testing.TB, d *dataLab, node, vip string) {
 	t.Helper()
 	ctx := context.Background()
@@ -354,13 +354,18 @@ func claimAsNode(t testing.TB, d *dataLab, node, vip string) {
 	if err := agent.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	var n corev1.Node
-	if err := agent.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+	d.viewShows(t, node, "exists", func(*paasv1.NodeView) bool { return true })
+	var view paasv1.NodeView
+	if err := agent.Get(ctx, client.ObjectKey{Name: node}, &view); err != nil {
 		t.Fatal(err)
 	}
-	view, _ := nodeview.Of(&n)
-	view.Spec.Addresses = append(view.Spec.Addresses, paasv1.NodeViewAddress{Type: string(corev1.NodeInternalIP), Address: vip})
-	if err := agent.Create(ctx, view); err != nil {
+	forged := view.DeepCopy()
+	forged.Spec.Addresses = append(forged.Spec.Addresses, paasv1.NodeViewAddress{Type: string(corev1.NodeInternalIP), Address: vip})
+	if err := agent.Update(ctx, forged); !apierrors.IsForbidden(err) {
+		t.Fatalf("the agent of %s added %s to its view's addresses: %v", node, vip, err)
+	}
+	view.Spec.Interfaces = []paasv1.NodeViewInterface{{Name: "eth0", Addrs: []string{"192.0.2.250/24", vip + "/32"}}}
+	if err := agent.Update(ctx, &view); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -87,7 +87,7 @@ func TestBGPUnnumbered(t *testing.T) {
 			return err
 		}
 		if !containsString(hops, nodeLL) {
-			return fmt.Errorf("bgpd's next hops %v, want %s", hops, nodeLL)
+			return fmt.Errorf("bgpd's next hops %v, want %s (sessions %+v; node1's neighbours %s)", hops, nodeLL, d.sessions(t, "leaf"), d.in("node1", "ip", "-6", "neigh", "show", "dev", "eth0"))
 		}
 		if route := d.in("router", "ip", "-4", "route", "show", vip); !strings.Contains(route, "inet6 "+nodeLL) || !strings.Contains(route, "dev eth0") {
 			return fmt.Errorf("kernel route %q: want via inet6 %s dev eth0", route, nodeLL)
