@@ -63,7 +63,7 @@ func TestImageRootFS(t *testing.T) {
 	if strings.Contains(after, "VIPA-") {
 		t.Fatalf("agent cleanup in the image left its chain:\n%s", after)
 	}
-	if !strings.Contains(after, "agent cleanup") {
+	if !strings.Contains(after, "Run the node agent") {
 		t.Fatalf("the operator's usage as the non-root user is missing:\n%s", after)
 	}
 }
