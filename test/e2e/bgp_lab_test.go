@@ -165,6 +165,7 @@ type pathMove struct{ from, to time.Time }
 // route too early.
 func endAcrossMoves(t testing.TB, l *loop, moves ...pathMove) (ok, failed int64) {
 	t.Helper()
+	l.atLeast(t, 20) // on a loaded machine the loop may not have made enough yet
 	ok, failed, _ = l.end()
 	used := make([]bool, len(moves))
 	for _, f := range l.failures {
