@@ -36,7 +36,7 @@ type NodeViewSpec struct {
 	Interfaces []NodeViewInterface `json:"interfaces,omitempty"`
 
 	// Addresses are the Node's status.addresses: the InternalIPs gossip is
-	// accepted from; its agent writes them, so they reserve nothing.
+	// accepted from. The operator copies them; the node's agent may not.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256

@@ -41,9 +41,10 @@ type ViewPublisher struct {
 	NodeName string
 }
 
-// Each agent writes the NodeView of its own node only: RBAC cannot say so,
+// Each agent updates the interfaces of its own node's NodeView only, and
+// creates none (the operator does): RBAC cannot say so,
 // config/admission/agent_nodeview_writes.yaml does.
-// +kubebuilder:rbac:groups=paas.org,resources=nodeviews,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=paas.org,resources=nodeviews,verbs=get;list;watch;update
 
 // Reconcile publishes the view of this node's Node (read from the cache, or from
 // the API server when publishSelf calls it before the cache runs).

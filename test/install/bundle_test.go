@@ -198,7 +198,7 @@ func (st *bundleLifecycle) permissions(t *testing.T) {
 			{operatorUser, "patch", "services", "", "yes"},  // migration converts Services; the original operator's finalizer is removed
 			{operatorUser, "delete", "services", "", "yes"}, // migration deletes keepalived clones; an admission policy allows only those
 			{operatorUser, "create", "ips.paas.org", "", "yes"},
-			{operatorUser, "update", "nodeviews.paas.org", "", "yes"}, // the views of nodes whose agents publish none (a rolling upgrade)
+			{operatorUser, "update", "nodeviews.paas.org", "", "yes"}, // the Node's part of every view, and interfaces no agent keeps
 			{operatorUser, "delete", "nodeviews.paas.org", "", "no"},  // the garbage collector deletes them with their Node
 			{operatorUser, "delete", "ips.paas.org", "", "yes"},
 			{operatorUser, "patch", "ipgroups.paas.org --subresource=status", "", "yes"},
@@ -244,7 +244,8 @@ func (st *bundleLifecycle) permissions(t *testing.T) {
 			{agentUser, "delete", "ips.paas.org", "", "no"},
 			{agentUser, "patch", "nodes", "", "yes"}, // publishes its interfaces (its own Node's annotation only: identity_test.go)
 			{agentUser, "delete", "nodes", "", "no"},
-			{agentUser, "update", "nodeviews.paas.org", "", "yes"}, // publishes its node's view (its own only: agent_nodeview_writes.yaml)
+			{agentUser, "update", "nodeviews.paas.org", "", "yes"}, // its node's view's interfaces (its own only: agent_nodeview_writes.yaml)
+			{agentUser, "create", "nodeviews.paas.org", "", "no"},  // the operator creates views from the Nodes
 			{agentUser, "watch", "nodeviews.paas.org", "", "yes"},  // reads the other nodes from their views
 			{agentUser, "delete", "nodeviews.paas.org", "", "no"},
 			{agentUser, "list", "bgppeers.paas.org", "", "yes"},
