@@ -212,14 +212,28 @@ func (st *dataPathSteps) changes(t *testing.T) {
 			}
 		}
 		testenv.Eventually(t, settle, "rules rewritten after a flush", func() error { _, err := d.curl(vipURL); return err })
+		// The agent repairs drift within milliseconds, so a request right after
+		// the deletion may already flow again: what proves the repair is the
+		// jump rule back (a new rule, with a new handle), and traffic with it.
+		var restored func() error
 		if plane == "nftables" {
-			d.in("node1", "nft", "delete", "rule", "ip", "vip-allocator", "nat-prerouting", "handle", firstRuleHandle(d.in("node1", "nft", "-a", "list", "chain", "ip", "vip-allocator", "nat-prerouting")))
+			chain := func() string { return d.in("node1", "nft", "-a", "list", "chain", "ip", "vip-allocator", "nat-prerouting") }
+			deleted := firstRuleHandle(chain())
+			d.in("node1", "nft", "delete", "rule", "ip", "vip-allocator", "nat-prerouting", "handle", deleted)
+			restored = func() error {
+				if h := firstRuleHandle(chain()); h == "none" || h == deleted {
+					return fmt.Errorf("first rule of nat-prerouting: handle %s (deleted %s)", h, deleted)
+				}
+				return nil
+			}
 		} else {
-			d.in("node1", "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "vip-allocator service VIPs", "-j", "VIPA-SERVICES")
+			jump := []string{"PREROUTING", "-m", "comment", "--comment", "vip-allocator service VIPs", "-j", "VIPA-SERVICES"}
+			d.in("node1", append([]string{"iptables", "-t", "nat", "-D"}, jump...)...)
+			restored = func() error {
+				return exec.Command("ip", append([]string{"netns", "exec", d.ns("node1"), "iptables", "-t", "nat", "-C"}, jump...)...).Run()
+			}
 		}
-		if _, err := d.curl(vipURL); err == nil {
-			t.Fatal("traffic still flows without the jump rule: the test proves nothing")
-		}
+		testenv.Eventually(t, settle, "the jump rule written again", restored)
 		testenv.Eventually(t, settle, "jump rule restored", func() error { _, err := d.curl(vipURL); return err })
 	})
 
