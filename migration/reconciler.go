@@ -85,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsConflict(err) {
 			// Decided on a cache older than the object: the watch event of the
 			// newer version (or this requeue) decides again, no alarm needed.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		return r.ManageError(ctx, vip, fmt.Errorf("%s %s: %w", d.Action, req.NamespacedName, err))
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -171,7 +172,7 @@ func NewServer(rc *rest.Config, cfg Config) (*Server, error) {
 	s.syncer.Client = s.mgr.GetClient()
 	s.unviewed = &nodes.Unviewed{Direct: s.direct}
 	s.syncer.Unviewed = s.unviewed
-	s.syncer.Reporter = &proxy.Reporter{Client: s.mgr.GetClient(), Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+	s.syncer.Reporter = &proxy.Reporter{Client: s.mgr.GetClient(), Recorder: s.recorder(),
 		NodeName: cfg.NodeName, Settle: reportSettle}
 	// The data path and the announcer both list a Service's EndpointSlices.
 	if err := changes.IndexEndpointSlices(context.Background(), s.mgr.GetFieldIndexer()); err != nil {
@@ -396,7 +397,7 @@ func (s *Server) announcer(g *joined) *announce.Announcer {
 	log := ctrl.Log.WithName("announce")
 	a := &announce.Announcer{
 		Client:         s.mgr.GetClient(),
-		Recorder:       s.mgr.GetEventRecorderFor("vip-allocator-agent"),
+		Recorder:       s.recorder(),
 		NodeName:       s.cfg.NodeName,
 		Index:          g.index,
 		Unviewed:       s.unviewed,
@@ -490,8 +491,8 @@ func (s *Server) setupReturnPaths() error {
 	if err := returnpath.CheckClashes(l); err != nil {
 		return err
 	}
-	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.Options.CheckPeriod, Layout: l,
-		Recorder: s.mgr.GetEventRecorderFor("vip-allocator-agent"), NodeName: s.cfg.NodeName}
+	k := &returnpath.Keeper{Client: s.mgr.GetClient(), Period: s.cfg.CheckPeriod, Layout: l,
+		Recorder: s.recorder(), NodeName: s.cfg.NodeName}
 	for _, p := range s.syncer.Planes {
 		k.Planes = append(k.Planes, p)
 	}
@@ -523,4 +524,10 @@ func CleanupRulesIn(l returnplan.Layout) error {
 		errs = append(errs, fmt.Errorf("clean up the ways back: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// recorder is the agent's event recorder.
+func (s *Server) recorder() record.EventRecorder {
+	//nolint:staticcheck // The Events users and tests read are core/v1 Events.
+	return s.mgr.GetEventRecorderFor("vip-allocator-agent")
 }

@@ -16,7 +16,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "paas.org", Version: "v1"}
 
 	// SchemeBuilder registers the kinds with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion} //nolint:staticcheck // the API package is imported by the operator alone, so its dependency on controller-runtime costs nobody
 
 	// AddToScheme adds the kinds of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme

@@ -157,7 +157,7 @@ func createRetrying(ctx context.Context, c client.Client, obj client.Object) err
 		if err == nil || apierrors.IsAlreadyExists(err) && attempt > 0 {
 			return nil
 		}
-		if attempt == 5 || !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "timed out")) {
+		if retryable := apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "timed out"); attempt == 5 || !retryable {
 			return err
 		}
 		time.Sleep(time.Second)

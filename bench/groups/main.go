@@ -207,7 +207,6 @@ func startReconciler(ctx context.Context, dir string) (*ipgroup.Reconciler, ctrl
 	if err != nil {
 		return nil, nil, err
 	}
-	//nolint:staticcheck // operator-utils' ReconcilerBase takes the core/v1 event recorder.
 	r := &ipgroup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reserved: reservedAddrs, OnCordon: election.OnCordonHandover}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, nil, err

@@ -59,6 +59,8 @@ type Reconciler struct {
 	Options  Options
 }
 
+// Reconcile keeps the agents' DaemonSet, its namespace and its gossip Secret
+// what this release installs.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	if err := r.ensureMemberlistSecret(ctx); err != nil {
 		return ctrl.Result{}, err
@@ -71,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	ds.OwnerReferences = []metav1.OwnerReference{owner}
 	// Server-side apply: only the fields we set are ours; defaults the API
 	// server adds do not look like drift, and an unchanged apply writes nothing.
-	if err := r.Client.Patch(ctx, ds, client.Apply, paasv1.FieldOwner, client.ForceOwnership); err != nil {
+	if err := r.Client.Patch(ctx, ds, client.Apply, paasv1.FieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // a typed object applied whole; Client.Apply wants apply configurations for the same
 		return ctrl.Result{}, fmt.Errorf("apply agent DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	r.labelNamespace(ctx, ds)

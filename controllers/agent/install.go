@@ -54,7 +54,7 @@ func (r *Reconciler) agentOwner(ctx context.Context) (metav1.OwnerReference, err
 func (r *Reconciler) labelNamespace(ctx context.Context, ds *appsv1.DaemonSet) {
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: r.Options.Namespace, Labels: agentNamespaceLabels}}
-	err := r.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(string(paasv1.FieldOwner)+"-psa"))
+	err := r.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(string(paasv1.FieldOwner)+"-psa")) //nolint:staticcheck // a typed object applied whole; Client.Apply wants apply configurations for the same
 	if err == nil {
 		return
 	}

@@ -40,6 +40,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=bgppeers/status,verbs=get;update;patch
 
+// Reconcile writes each BGPPeer's status from the sessions its agents report.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var peers paasv1.BGPPeerList
 	if err := r.Client.List(ctx, &peers); err != nil {
@@ -201,10 +202,10 @@ func bfdCondition(peer *paasv1.BGPPeer, selected []string, sessions []paasv1.BGP
 			continue
 		}
 		established++
-		switch {
-		case s.BFD == paasv1.BFDUp:
+		switch s.BFD {
+		case paasv1.BFDUp:
 			up++
-		case s.BFD == "" || s.BFD == paasv1.BFDNotConfigured:
+		case "", paasv1.BFDNotConfigured:
 			down = append(down, n+": the agent reports no BFD yet")
 		default:
 			down = append(down, stateWithReason(n, s.BFD, s.BFDMessage))

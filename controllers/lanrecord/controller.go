@@ -22,6 +22,7 @@ type Reconciler struct {
 	Client client.Client
 }
 
+// Reconcile keeps or drops the record of an address in use on the LAN.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var ip paasv1.IP
 	if err := r.Client.Get(ctx, req.NamespacedName, &ip); err != nil {

@@ -47,6 +47,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=nodeviews,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
+// Reconcile writes the NodeView of one Node when it is outdated (see Reconciler).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var node corev1.Node
 	if err := r.Client.Get(ctx, req.NamespacedName, &node); err != nil {

@@ -13,19 +13,19 @@ import (
 type Kind int
 
 const (
-	// Unowned: an object that names no holder any rule can read.
+	// Unowned is an object that names no holder any rule can read.
 	Unowned Kind = iota
-	// Service: this operator's object; spec.owner and spec.sharedWith name
+	// Service is this operator's object; spec.owner and spec.sharedWith name
 	// the Services holding the address, each with its uid.
 	Service
-	// Original: the original paas.org operator's object for a LoadBalancer
+	// Original is the original paas.org operator's object for a LoadBalancer
 	// Service (label ipgroup, the owner annotation, no spec), which this
 	// operator gives spec.owner in place.
 	Original
-	// LegacyVirtualIP: a legacy VirtualIP's object; the owner annotation
+	// LegacyVirtualIP is a legacy VirtualIP's object; the owner annotation
 	// names the VirtualIP, not a Service.
 	LegacyVirtualIP
-	// LANRecord: no Service holds the address any more, and the object is
+	// LANRecord means no Service holds the address any more, and the object is
 	// kept as the record of a host on the LAN using it (condition InUseOnLAN).
 	LANRecord
 )

@@ -70,12 +70,12 @@ func AgentUpdate(cur, want *paasv1.NodeView) (next *paasv1.NodeView, changed boo
 type Staleness int
 
 const (
-	// Current: Publish would write nothing.
+	// Current means Publish would write nothing.
 	Current Staleness = iota
-	// InterfacesOnly: only the interfaces (and owner) differ, the part its
+	// InterfacesOnly means only the interfaces (and owner) differ, the part its
 	// node's agent writes (PublishInterfaces), usually within milliseconds.
 	InterfacesOnly
-	// NodePart: the view is missing, or its labels, cordon, deletion or
+	// NodePart means the view is missing, or its labels, cordon, deletion or
 	// addresses differ: the Node's part, which only the operator writes.
 	NodePart
 )

@@ -9,7 +9,7 @@ import (
 
 func nodes(spec ...any) []Node {
 	var out []Node
-	for i := 0; i < len(spec); i += 2 {
+	for i := 0; i+1 < len(spec); i += 2 {
 		out = append(out, Node{Name: spec[i].(string), Weight: spec[i+1].(int)})
 	}
 	return out

@@ -197,7 +197,7 @@ type bfdPeer struct {
 func newBFDPeer(addr netip.Addr, cfg BFD) *bfdPeer {
 	var local uint32
 	for local == 0 {
-		local = rand.Uint32()
+		local = rand.Uint32() //nolint:gosec // math/rand/v2's top-level functions draw from the runtime's ChaCha8, seeded by the OS: unpredictable enough for a discriminator on a TTL-255 link
 	}
 	return &bfdPeer{addr: addr, cfg: cfg, rx: make(chan *bfd.BFDHeader, 8), stop: make(chan struct{}), fsm: newBFDFSM(cfg, local)}
 }
@@ -367,7 +367,7 @@ func jitter(d time.Duration, mult uint8) time.Duration {
 	if mult == 1 {
 		most = 90
 	}
-	return d * time.Duration(75+rand.IntN(most-75+1)) / 100
+	return d * time.Duration(75+rand.IntN(most-75+1)) / 100 //nolint:gosec // jitter spreads packets; it keeps no secret
 }
 
 // dialBFD opens the socket a session sends from: a source port in
@@ -378,7 +378,7 @@ func dialBFD(addr, source netip.Addr) (*net.UDPConn, error) {
 	var err error
 	for range 16 {
 		var c *net.UDPConn
-		local := &net.UDPAddr{Port: 49152 + rand.IntN(16384)}
+		local := &net.UDPAddr{Port: 49152 + rand.IntN(16384)} //nolint:gosec // the runtime's ChaCha8, seeded by the OS (see newBFDPeer)
 		if source.IsValid() {
 			local.IP, local.Zone = source.AsSlice(), source.Zone()
 		}

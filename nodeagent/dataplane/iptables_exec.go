@@ -69,7 +69,7 @@ func restore(b binaries, write func(sink)) error {
 	bw := bufio.NewWriterSize(stdin, 256<<10)
 	write(bw)
 	werr := bw.Flush() // fails if the command gave up early; its own error says more
-	stdin.Close()
+	_ = stdin.Close()  // Wait reports what failed; a close error adds nothing
 	if err := cmd.Wait(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		// iptables-restore names only a line number: quote the line so the log says what failed.

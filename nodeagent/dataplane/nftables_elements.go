@@ -286,7 +286,7 @@ func (e nftElem) String() string {
 		b.WriteString("-" + spellKey(e.set, e.end))
 	}
 	if e.set == setSteer {
-		b.WriteString(fmt.Sprintf(" : %#x", binary.NativeEndian.Uint32([]byte(e.val))))
+		fmt.Fprintf(&b, " : %#x", binary.NativeEndian.Uint32([]byte(e.val)))
 	} else if e.val != "" {
 		v := []byte(e.val)
 		a, _ := netip.AddrFromSlice(v[:len(v)-4])

@@ -60,7 +60,7 @@ const steerSeed = 0x76697061
 // (14, 15), the masquerade bit (21 by default) and the return marks (returnplan.MarkMask).
 const (
 	SteerMarkMask  uint32 = 0xff
-	SteerTableBase        = 5600
+	SteerTableBase int    = 5600
 	// SteerRulePriority orders the steering rules before the return marks' and the main table.
 	SteerRulePriority = 30900
 	maxSteerNodes     = 255
@@ -250,10 +250,10 @@ func noRedirects(fam Family) error {
 	}
 	var errs []error
 	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil && string(b) == "0\n" {
+		if b, err := os.ReadFile(p); err == nil && string(b) == "0\n" { //nolint:gosec // p is a sysctl path matched under /proc/sys, no input names it
 			continue
 		}
-		if err := os.WriteFile(p, []byte("0"), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte("0"), 0o644); err != nil { //nolint:gosec // a sysctl exists already: the mode is never used
 			errs = append(errs, fmt.Errorf("turn ICMP redirects off: %w", err))
 		}
 	}

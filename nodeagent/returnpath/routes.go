@@ -248,7 +248,7 @@ func Clashes(l returnplan.Layout, rules []netlink.Rule, routes []netlink.Route) 
 	}
 	for _, r := range routes {
 		isDefault := r.Dst == nil || (r.Dst.IP.IsUnspecified() && func() bool { o, _ := r.Dst.Mask.Size(); return o == 0 }())
-		if l.OwnTable(r.Table) && !(isDefault && r.Protocol == unix.RTPROT_STATIC) {
+		if ours := isDefault && r.Protocol == unix.RTPROT_STATIC; l.OwnTable(r.Table) && !ours {
 			out = append(out, fmt.Sprintf("table %d, one of the return path tables, holds a route the agent does not write (%s)", r.Table, r.Dst))
 		}
 	}

@@ -217,7 +217,9 @@ func (st *dataPathSteps) changes(t *testing.T) {
 		// jump rule back (a new rule, with a new handle), and traffic with it.
 		var restored func() error
 		if plane == "nftables" {
-			chain := func() string { return d.in("node1", "nft", "-a", "list", "chain", "ip", "vip-allocator", "nat-prerouting") }
+			chain := func() string {
+				return d.in("node1", "nft", "-a", "list", "chain", "ip", "vip-allocator", "nat-prerouting")
+			}
 			deleted := firstRuleHandle(chain())
 			d.in("node1", "nft", "delete", "rule", "ip", "vip-allocator", "nat-prerouting", "handle", deleted)
 			restored = func() error {

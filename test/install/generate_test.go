@@ -64,7 +64,7 @@ func TestBundleYAMLRewritesTheOnlyImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		repo, tag, digest := img, "", ""
+		var repo, tag, digest string
 		if i := strings.Index(img, "@"); i >= 0 {
 			repo, digest = img[:i], img[i+1:]
 		} else {
