@@ -93,7 +93,7 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	}
 	if o.AdmissionPolicies {
 		if err := mgr.Add(&admissionpolicy.Checker{Reader: mgr.GetAPIReader(), Recorder: recorder, Namespace: operatorNamespace(o),
-			Files: admission.Files, Period: time.Minute}); err != nil {
+			Files: admission.Files, Period: cmp.Or(o.AdmissionPolicyPeriod, time.Minute)}); err != nil {
 			return nil, fmt.Errorf("set up the admission policy check: %w", err)
 		}
 	}

@@ -43,6 +43,9 @@ type OperatorOptions struct {
 	// or altered (OLM installs: a bundle cannot carry them, an administrator
 	// applies them). It only reads them.
 	AdmissionPolicies bool
+	// AdmissionPolicyPeriod is how often they are checked (0: every minute;
+	// no flag, tests shorten it).
+	AdmissionPolicyPeriod time.Duration
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent agent.Options
 	// Migration configures the legacy VirtualIP migration (OwnClassOnly is
