@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/paas-org/vip-allocator-operator/config/admission"
@@ -81,5 +83,33 @@ func TestAdmissionPoliciesRole(t *testing.T) {
 	slices.Sort(named)
 	if !slices.Equal(named, want) {
 		t.Errorf("config/manifests/admission_policies_role.yaml names %v, config/admission holds %v: list every policy there", named, want)
+	}
+}
+
+// TestObjectsAreWhatAdministratorsApply: the policies the operator checks
+// against are those of deploy/admission-policies.yaml, as kustomize renders
+// them, field for field (kustomize rewrites some YAML scalars; an expression
+// it changed would be reported altered on every install).
+func TestObjectsAreWhatAdministratorsApply(t *testing.T) {
+	want, err := Objects(admission.Files, "vip-allocator-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../../deploy/admission-policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := Objects(fstest.MapFS{"admission-policies.yaml": {Data: data}}, "vip-allocator-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[Key]*unstructured.Unstructured{}
+	for _, o := range rendered {
+		got[KeyOf(o)] = o
+	}
+	for _, f := range Compare(want, got) {
+		if f.State != InForce {
+			t.Errorf("%s %s: %s %s in deploy/", f.Kind, f.Name, f.State, f.Field)
+		}
 	}
 }

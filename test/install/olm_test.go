@@ -190,12 +190,17 @@ func waitPolicyEvent(t *testing.T, admin client.Client, kind, name, reason strin
 		if err := admin.List(context.Background(), &events, client.InNamespace(metav1.NamespaceDefault)); err != nil {
 			return err
 		}
+		var others []string
 		for _, e := range events.Items {
-			if e.Reason == reason && e.InvolvedObject.Kind == kind && e.InvolvedObject.Name == name {
+			if e.InvolvedObject.Kind != kind || e.InvolvedObject.Name != name {
+				continue
+			}
+			if e.Reason == reason {
 				return nil
 			}
+			others = append(others, e.Reason+": "+e.Message)
 		}
-		return fmt.Errorf("none among %d Events", len(events.Items))
+		return fmt.Errorf("none; its Events: %q", others)
 	})
 }
 
