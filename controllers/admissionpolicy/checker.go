@@ -87,7 +87,11 @@ func (c *Checker) Check(ctx context.Context, want []*unstructured.Unstructured) 
 }
 
 func (c *Checker) report(ctx context.Context, obj *unstructured.Unstructured, f Finding) {
-	inForce.WithLabelValues(f.Kind, f.Name).Set(map[bool]float64{true: 1}[f.State == InForce])
+	gauge := 0.0
+	if f.State == InForce {
+		gauge = 1
+	}
+	inForce.WithLabelValues(f.Kind, f.Name).Set(gauge)
 	key := Key{f.Kind, f.Name}
 	if c.last == nil {
 		c.last = map[Key]State{}
