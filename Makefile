@@ -171,7 +171,8 @@ verify-chart: $(HELM)
 	@$(CHART_TEMPLATE) --set openshift.scc=true | go run ./hack/chartdiff deploy/bundle-openshift.yaml
 	@$(CHART_TEMPLATE) --set monitoring.enabled=true | go run ./hack/chartdiff deploy/bundle.yaml deploy/monitoring.yaml
 
-## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml and deploy/monitoring.yaml (opt-in)
+## bundle-yaml: deploy/bundle.yaml, deploy/bundle-openshift.yaml, deploy/monitoring.yaml (opt-in) and
+## deploy/admission-policies.yaml (OLM installs)
 ## from config/; with IMG=<mirror>/vip-allocator:<version> it first rewrites the one image reference
 bundle-yaml: $(KUBECTL)
 	KUBECTL=$(KUBECTL) hack/bundle.sh yaml $(if $(filter command line environment,$(origin IMG)),$(IMG))

@@ -92,9 +92,9 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("set up migration controller: %w", err)
 	}
 	if o.AdmissionPolicies {
-		if err := mgr.Add(&admissionpolicy.Applier{Client: mgr.GetClient(), Namespace: operatorNamespace(o),
-			Files: admission.Files, Period: 10 * time.Minute}); err != nil {
-			return nil, fmt.Errorf("set up admission policies: %w", err)
+		if err := mgr.Add(&admissionpolicy.Checker{Reader: mgr.GetAPIReader(), Recorder: recorder, Namespace: operatorNamespace(o),
+			Files: admission.Files, Period: cmp.Or(o.AdmissionPolicyPeriod, time.Minute)}); err != nil {
+			return nil, fmt.Errorf("set up the admission policy check: %w", err)
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -38,9 +38,14 @@ type OperatorOptions struct {
 	// ReleasedGrace keeps an address a Service asked for by name for that
 	// Service this long after it released it (--released-address-grace); 0 keeps none.
 	ReleasedGrace time.Duration
-	// AdmissionPolicies makes the operator apply config/admission's policies
-	// for its own namespace (OLM installs: a bundle cannot carry them).
+	// AdmissionPolicies makes the operator check that config/admission's
+	// policies are in force for its own namespace, and report those missing
+	// or altered (OLM installs: a bundle cannot carry them, an administrator
+	// applies them). It only reads them.
 	AdmissionPolicies bool
+	// AdmissionPolicyPeriod is how often they are checked (0: every minute;
+	// no flag, tests shorten it).
+	AdmissionPolicyPeriod time.Duration
 	// Agent configures the agent DaemonSet; an empty Agent.Namespace deploys none.
 	Agent agent.Options
 	// Migration configures the legacy VirtualIP migration (OwnClassOnly is

@@ -52,7 +52,7 @@ func operatorFlags(fs *pflag.FlagSet, o *OperatorOptions) rawOperatorFlags {
 	fs.IntVar(&o.Burst, "kube-api-burst", DefaultBurst, "API request burst, per resource type")
 	fs.StringVar(&o.IPMode, "ip-mode", "Proxy", "ipMode written to Service ingress: Proxy (the vip-allocator agent forwards VIP traffic) or VIP (kube-proxy or the CNI does, and the agent programs nothing)")
 	fs.DurationVar(&o.ReleasedGrace, "released-address-grace", service.DefaultReleasedAddressGrace, "how long an address a Service asked for by name (spec.loadBalancerIP, vip.paas.org/ips) stays kept for that namespace/name after the Service is deleted or stops being a LoadBalancer, so that deleting and creating it again gets the address back before another Service waiting for it; 0 keeps none")
-	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "apply the admission policies (ledger writers, the agents' own-node writes, ...) for the operator's namespace and keep them; for OLM installs, whose bundle cannot carry them (deploy/bundle.yaml does)")
+	fs.BoolVar(&o.AdmissionPolicies, "admission-policies", false, "check that the admission policies (ledger writers, the agents' own-node writes, ...) are in force for the operator's namespace, and report any missing or altered (Event, metric); for OLM installs, whose bundle cannot carry them: an administrator applies deploy/admission-policies.yaml (deploy/bundle.yaml carries them)")
 	fs.StringVarP(&o.Agent.Namespace, "namespace", "n", os.Getenv("POD_NAMESPACE"), "namespace of the operator and the agent DaemonSet ($POD_NAMESPACE)")
 	fs.StringVar(&o.Agent.Image, "agent-image", "", "agent image; empty: the operator's own image (read from its pod, $POD_NAME)")
 	// Not --workers: a migration makes several dependent writes to the same

@@ -4,7 +4,8 @@
 #   hack/bundle.sh yaml [IMAGE]   deploy/bundle.yaml and deploy/bundle-openshift.yaml; with
 #                                 IMAGE, first points config/manager (the only image
 #                                 reference) at it. Also deploy/monitoring.yaml (opt-in:
-#                                 alerts, ServiceMonitors, Grafana dashboard). Then the
+#                                 alerts, ServiceMonitors, Grafana dashboard) and
+#                                 deploy/admission-policies.yaml (OLM installs). Then the
 #                                 Helm chart's generated templates and its image values
 #                                 (charts/vip-allocator) from those files (hack/chart)
 #   hack/bundle.sh olm VERSION    the OLM bundle: bundle/ and bundle.Dockerfile (operator-sdk)
@@ -69,9 +70,16 @@ yaml() {
     echo "# Install:   kubectl apply -f deploy/monitoring.yaml"
     "$kubectl" kustomize config/monitoring
   } > deploy/monitoring.yaml
-  # OLM installs get the admission policies from the operator itself
-  # (--admission-policies), for whatever namespace OLM puts it in.
-  rm -f deploy/admission-policies.yaml
+  # OLM installs: an OLM bundle cannot carry the admission policies, so an
+  # administrator applies them; the operator only checks them (--admission-policies).
+  {
+    echo "# vip-allocator-operator admission policies - generated from config/admission by 'make bundle-yaml'; do not edit."
+    echo "# For OLM installs (deploy/bundle.yaml and the chart carry them). They name the ServiceAccounts"
+    echo "# of the namespace vip-allocator-operator; for OLM's namespace NS (docs/install.md, OLM):"
+    echo "#   sed 's/system:serviceaccount:vip-allocator-operator:/system:serviceaccount:NS:/' deploy/admission-policies.yaml |"
+    echo "#     kubectl apply --server-side -f -"
+    "$kubectl" kustomize config/admission
+  } > deploy/admission-policies.yaml
   # The chart installs the same objects (make verify compares them: hack/chartdiff).
   go run ./hack/chart -deploy deploy -chart charts/vip-allocator
 }

@@ -238,3 +238,15 @@ const (
 // AgentDaemonSet is the name of the agent DaemonSet the operator deploys in
 // its namespace.
 const AgentDaemonSet = "vip-allocator-agent"
+
+// Events on a ValidatingAdmissionPolicy or binding of config/admission, from
+// the operator's check under OLM (--admission-policies); the involved object
+// names it even when it is missing.
+const (
+	// EventAdmissionPolicyMissing (Warning): no such object in the cluster.
+	EventAdmissionPolicyMissing = "AdmissionPolicyMissing"
+	// EventAdmissionPolicyAltered (Warning): its spec differs from the shipped one.
+	EventAdmissionPolicyAltered = "AdmissionPolicyAltered"
+	// EventAdmissionPolicyInForce (Normal): it is back as shipped.
+	EventAdmissionPolicyInForce = "AdmissionPolicyInForce"
+)

@@ -229,7 +229,15 @@ func (st *bundleLifecycle) permissions(t *testing.T) {
 			{operatorUser, "patch", "namespaces/vip-allocator-operator", namespace, "yes"},
 			{operatorUser, "patch", "namespaces/default", "default", "no"},
 			{operatorUser, "patch", "namespaces/default", "", "no"},
-			{operatorUser, "create", "validatingadmissionpolicies.admissionregistration.k8s.io", "", "no"}, // only under OLM (config/manifests)
+			// The admission policies constrain the operator: it writes none, under OLM neither
+			// (olm_test.go), and a deny-all policy of its own would stop the cluster.
+			{operatorUser, "create", "validatingadmissionpolicies.admissionregistration.k8s.io", "", "no"},
+			{operatorUser, "patch", "validatingadmissionpolicies.admissionregistration.k8s.io/vip-allocator-ip-ledger-writers", "", "no"},
+			{operatorUser, "update", "validatingadmissionpolicies.admissionregistration.k8s.io/vip-allocator-operator-secret-writes", "", "no"},
+			{operatorUser, "delete", "validatingadmissionpolicies.admissionregistration.k8s.io/vip-allocator-operator-service-deletes", "", "no"},
+			{operatorUser, "create", "validatingadmissionpolicybindings.admissionregistration.k8s.io", "", "no"},
+			{operatorUser, "patch", "validatingadmissionpolicybindings.admissionregistration.k8s.io/vip-allocator-ip-ledger-writers", "", "no"},
+			{operatorUser, "delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io/vip-allocator-operator-service-updates", "", "no"},
 			{agentUser, "list", "services", "", "yes"},
 			{agentUser, "watch", "endpointslices.discovery.k8s.io", "", "yes"},
 			{agentUser, "get", "nodes", "", "yes"},
@@ -270,6 +278,20 @@ func (st *bundleLifecycle) permissions(t *testing.T) {
 				t.Errorf("%s %s %s -n %q: got %q, want %q", tc.who[strings.LastIndex(tc.who, ":")+1:], tc.verb, tc.what, tc.ns, out, tc.want)
 			}
 		}
+	})
+
+	t.Run("RBAC: the operator may write no admission policy or binding, its own least", func(t *testing.T) {
+		admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var policies []*unstructured.Unstructured
+		for _, o := range st.objects {
+			if strings.HasPrefix(o.GetAPIVersion(), "admissionregistration.k8s.io/") {
+				policies = append(policies, o)
+			}
+		}
+		operatorMayNotWritePolicies(t, admin, operatorUser, namespace, policies, false)
 	})
 
 	t.Run("RBAC: the agent may use its OpenShift SCC and no other", func(t *testing.T) {

@@ -14,8 +14,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
@@ -264,8 +266,8 @@ func TestHelmChartSchema(t *testing.T) {
 // its defaults and with every value set, passes the API server's own checks
 // (kubectl apply --dry-run=server); 'helm install' into another namespace
 // than the bundle's puts the admission policies in force for that namespace's
-// ServiceAccounts; 'helm uninstall' removes everything but the CRDs and what
-// they hold.
+// ServiceAccounts, and its operator may write none of them; 'helm uninstall'
+// removes everything but the CRDs and what they hold.
 func TestHelmChartOnAPIServer(t *testing.T) {
 	for _, values := range []string{"", everyValue} {
 		args := []string{"lint", "--strict", chartDir}
@@ -310,6 +312,12 @@ func TestHelmChartOnAPIServer(t *testing.T) {
 	c.mustKubectl(t, "create", "clusterrole", "jane", "--verb=create,delete", "--resource=virtualips.paas.org,ips.paas.org")
 	c.mustKubectl(t, "create", "clusterrolebinding", "jane", "--clusterrole=jane", "--user=jane")
 	c.onlyOperatorWritesLedger(t, "system:serviceaccount:"+ns+":vip-allocator-operator")
+	admin, err := client.New(c.admin, client.Options{Scheme: paasv1.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	operatorMayNotWritePolicies(t, admin, "system:serviceaccount:"+ns+":vip-allocator-operator", ns,
+		readObjects(t, "deploy/admission-policies.yaml"), false)
 	c.mustKubectl(t, "create", "-f", "config/samples/ipgroup.yaml")
 	c.waitListable(t, "deploy/bundle.yaml")
 

@@ -7,14 +7,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,13 +33,14 @@ import (
 	"github.com/paas-org/vip-allocator-operator/test/testenv"
 )
 
-// TestOLMInstallGetsAdmissionPolicies installs the OLM bundle the way OLM
+// TestOLMInstallChecksAdmissionPolicies installs the OLM bundle the way OLM
 // does, into a namespace of its choosing (the CRDs; the CSV's permissions and
 // cluster permissions as Roles and ClusterRoles bound to the ServiceAccounts;
 // the operator with the CSV Deployment's arguments), and checks that the
-// operator, with exactly those permissions, applies the admission policies for
-// that namespace and that they hold.
-func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
+// operator, with exactly those permissions, may write no admission policy,
+// reports the policies missing until an administrator applies
+// deploy/admission-policies.yaml for that namespace, and that they then hold.
+func TestOLMInstallChecksAdmissionPolicies(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	const ns = "operators-olm"
 	c := startCluster(t)
@@ -66,46 +71,40 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 	}
 	dep := csv.Spec.Install.Spec.Deployments[0].Spec.Template.Spec.Containers[0]
 	if !strings.Contains(strings.Join(dep.Args, " "), "--admission-policies") {
-		t.Fatalf("the CSV's operator runs with %v: without --admission-policies an OLM install has none", dep.Args)
+		t.Fatalf("the CSV's operator runs with %v: without --admission-policies nothing reports missing policies", dep.Args)
 	}
 
 	operatorUser := "system:serviceaccount:" + ns + ":vip-allocator-operator"
+	policies := readObjects(t, "deploy/admission-policies.yaml")
+	t.Run("RBAC: the operator may read its admission policies and write none", func(t *testing.T) {
+		operatorMayNotWritePolicies(t, admin, operatorUser, ns, policies, true)
+	})
+
 	cfg := rest.CopyConfig(c.admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 	stop, err := operatortest.Start(cfg, cmd.OperatorOptions{MetricsAddr: "0", ProbeAddr: "0", Workers: 2, IPMode: "Proxy",
-		LeaderElect: true, AdmissionPolicies: true, Agent: agentctrl.Options{Namespace: ns, Image: dep.Image}})
+		LeaderElect: true, AdmissionPolicies: true, AdmissionPolicyPeriod: time.Second,
+		Agent: agentctrl.Options{Namespace: ns, Image: dep.Image}})
 	testenv.Must(t, err)
 	t.Cleanup(func() { _ = stop() })
 
-	t.Run("the operator applies every policy of config/admission, naming the ServiceAccounts of its namespace", func(t *testing.T) {
-		want := readObjects(t, "deploy/bundle.yaml")
-		testenv.Eventually(t, settle, "the policies and bindings", func() error {
-			for _, o := range want {
-				if !strings.HasPrefix(o.GetAPIVersion(), "admissionregistration.k8s.io/") {
-					continue
-				}
-				if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
-					if err := admin.Get(ctx, types.NamespacedName{Name: o.GetName()}, &admissionv1.ValidatingAdmissionPolicyBinding{}); err != nil {
-						return err
-					}
-					continue
-				}
-				p := &admissionv1.ValidatingAdmissionPolicy{}
-				if err := admin.Get(ctx, types.NamespacedName{Name: o.GetName()}, p); err != nil {
-					return err
-				}
-				raw, _ := json.Marshal(p.Spec)
-				bundled, _ := json.Marshal(o.Object["spec"])
-				if strings.Contains(string(raw), "system:serviceaccount:vip-allocator-operator:") {
-					return fmt.Errorf("policy %s still names the bundle's namespace: %s", p.Name, raw)
-				}
-				if strings.Contains(string(bundled), "system:serviceaccount:vip-allocator-operator:") && !strings.Contains(string(raw), "system:serviceaccount:"+ns+":") {
-					return fmt.Errorf("policy %s names no ServiceAccount of %s", p.Name, ns)
-				}
-			}
-			return nil
-		})
+	t.Run("the operator reports every policy missing before an administrator applies them", func(t *testing.T) {
+		for _, o := range policies {
+			waitPolicyEvent(t, admin, o.GetKind(), o.GetName(), paasv1.EventAdmissionPolicyMissing)
+		}
+	})
+
+	t.Run("an administrator applies deploy/admission-policies.yaml for the namespace (docs/install.md)", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(c.root, "deploy/admission-policies.yaml"))
+		testenv.Must(t, err)
+		moved := strings.ReplaceAll(string(data), "system:serviceaccount:vip-allocator-operator:", "system:serviceaccount:"+ns+":")
+		if out, err := c.kubectl(moved, "apply", "--server-side", "-f", "-"); err != nil {
+			t.Fatal(out)
+		}
+		for _, o := range policies {
+			waitPolicyEvent(t, admin, o.GetKind(), o.GetName(), paasv1.EventAdmissionPolicyInForce)
+		}
 	})
 
 	t.Run("the operator deploys the agent and labels its namespace, with the CSV's permissions", func(t *testing.T) {
@@ -133,6 +132,75 @@ func TestOLMInstallGetsAdmissionPolicies(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "may change only its own Node") {
 			t.Fatalf("the agent of %s on node-a annotating node-b: %v, want a refusal", ns, err)
 		}
+	})
+
+	t.Run("the operator reports a policy an administrator weakens", func(t *testing.T) {
+		c.mustKubectl(t, "patch", "validatingadmissionpolicy", "vip-allocator-ip-ledger-writers", "--type=merge",
+			"-p", `{"spec":{"matchConditions":[{"name":"never","expression":"false"}]}}`)
+		waitPolicyEvent(t, admin, "ValidatingAdmissionPolicy", "vip-allocator-ip-ledger-writers", paasv1.EventAdmissionPolicyAltered)
+	})
+}
+
+// operatorMayNotWritePolicies asks the API server's authorizer whether the
+// operator may write a ValidatingAdmissionPolicy or binding: any (a deny-all
+// policy of its own would stop the cluster) and each of its own (which
+// constrain it). With checks (OLM: --admission-policies) it may get its own,
+// else not even that.
+func operatorMayNotWritePolicies(t *testing.T, admin client.Client, user, ns string, policies []*unstructured.Unstructured, checks bool) {
+	t.Helper()
+	may := func(verb, resource, name string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: "admissionregistration.k8s.io",
+				Version: "v1", Resource: resource, Name: name}}}
+		testenv.Must(t, admin.Create(context.Background(), sar))
+		return sar.Status.Allowed
+	}
+	resources := map[string]string{"ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+	for _, resource := range resources {
+		for _, verb := range []string{"create", "patch", "update", "delete", "deletecollection"} {
+			if may(verb, resource, "") {
+				t.Errorf("the operator may %s any %s", verb, resource)
+			}
+		}
+	}
+	if len(policies) == 0 {
+		t.Fatal("no policies to ask about")
+	}
+	for _, o := range policies {
+		resource := resources[o.GetKind()]
+		for _, verb := range []string{"create", "patch", "update", "delete"} {
+			if may(verb, resource, o.GetName()) {
+				t.Errorf("the operator may %s %s %s", verb, resource, o.GetName())
+			}
+		}
+		if got := may("get", resource, o.GetName()); got != checks {
+			t.Errorf("the operator may get %s %s: %v, want %v (only where it checks them)", resource, o.GetName(), got, checks)
+		}
+	}
+}
+
+// waitPolicyEvent waits for an Event with reason on the policy or binding
+// kind/name (cluster-scoped objects' Events are in default).
+func waitPolicyEvent(t *testing.T, admin client.Client, kind, name, reason string) {
+	t.Helper()
+	testenv.Eventually(t, settle, fmt.Sprintf("Event %s on %s %s", reason, kind, name), func() error {
+		var events corev1.EventList
+		if err := admin.List(context.Background(), &events, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			return err
+		}
+		var others []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind != kind || e.InvolvedObject.Name != name {
+				continue
+			}
+			if e.Reason == reason {
+				return nil
+			}
+			others = append(others, e.Reason+": "+e.Message)
+		}
+		return fmt.Errorf("none; its Events: %q", others)
 	})
 }
 
