@@ -156,7 +156,7 @@ func (r *Reader) fetcher(ctx context.Context) (fetchFunc, error) {
 	token := r.Token
 	if token == "" {
 		tr, err := r.Kube.CoreV1().ServiceAccounts(r.Namespace).CreateToken(ctx, agentfacts.ExplainServiceAccount,
-			ExplainTokenRequest(), metav1.CreateOptions{})
+			TokenRequest(), metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("request a token of ServiceAccount %s/%s (bind Role vip-allocator-explainer to you): %w",
 				r.Namespace, agentfacts.ExplainServiceAccount, err)
@@ -205,10 +205,10 @@ func ServiceProxyName(port int) string {
 	return "https:" + agentfacts.Service + ":" + strconv.Itoa(port)
 }
 
-// ExplainTokenRequest is the TokenRequest explain makes: the audience and
+// TokenRequest is the TokenRequest explain makes: the audience and
 // lifetime config/admission/explain_token.yaml holds every request of the
 // explain ServiceAccount to.
-func ExplainTokenRequest() *authnv1.TokenRequest {
+func TokenRequest() *authnv1.TokenRequest {
 	return &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
 		Audiences:         []string{agentfacts.ExplainAudience},
 		ExpirationSeconds: ptr.To[int64](agentfacts.ExplainTokenSeconds)}}

@@ -340,7 +340,7 @@ var values = map[string]string{
 // text before the key (indentation, and "- " for a list item's first key),
 // the key and the key's column.
 var blocks = map[string]func(prefix, key string, col int) (string, error){
-	"labels": func(prefix, _ string, col int) (string, error) {
+	"labels": func(_, _ string, col int) (string, error) {
 		return fmt.Sprintf(`{{- include "vip-allocator.labels" . | nindent %d }}`, col), nil
 	},
 	"args": func(prefix, key string, col int) (string, error) {
@@ -373,7 +373,7 @@ func with(value string) func(prefix, key string, col int) (string, error) {
 	}
 }
 
-func scalarWith(prefix, key string, col int, value string) (string, error) {
+func scalarWith(prefix, key string, _ int, value string) (string, error) {
 	if strings.HasSuffix(prefix, "- ") {
 		return "", fmt.Errorf("%s is the first field of a list item: it cannot be optional", key)
 	}

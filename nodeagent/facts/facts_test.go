@@ -100,7 +100,7 @@ type blockingPlane struct {
 	started, release chan struct{}
 }
 
-func (p *blockingPlane) Held(vips []netip.Addr) ([]dataplane.Held, error) {
+func (p *blockingPlane) Held(_ []netip.Addr) ([]dataplane.Held, error) {
 	p.started <- struct{}{}
 	<-p.release
 	return nil, nil

@@ -40,7 +40,7 @@ var _ = Describe("the explain token", func() {
 		return kubernetes.NewForConfigOrDie(u.Config())
 	}
 	token := func(k kubernetes.Interface, sa string) (string, error) {
-		tr, err := k.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, explain.ExplainTokenRequest(), metav1.CreateOptions{})
+		tr, err := k.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, explain.TokenRequest(), metav1.CreateOptions{})
 		if err != nil {
 			return "", err
 		}

@@ -1,3 +1,5 @@
+// Package operatortest starts the operator against a test control plane, as
+// the lab tests run it.
 package operatortest
 
 import (
