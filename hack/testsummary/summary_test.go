@@ -33,6 +33,12 @@ func TestFailedRunEndsWithItsFailures(t *testing.T) {
 		t.Fatalf("the output does not start with the input, unchanged:\n%s", out)
 	}
 	want := `
+=== slowest packages:
+      2s example.com/m/c
+      0s example.com/m/a
+      0s example.com/m/b
+      0s example.com/m/d
+
 === 4 failed test(s) in 4 failed package(s):
 FAIL example.com/m/a 0.241s
     --- FAIL: TestBad (0.00s)
@@ -48,10 +54,15 @@ FAIL example.com/m/e [build failed]
 	}
 }
 
-func TestPassedRunIsPassedThrough(t *testing.T) {
+func TestPassedRunEndsWithItsSlowestPackages(t *testing.T) {
 	in, out := summarise(t, "testdata/passed.log")
-	if out != in {
-		t.Fatalf("output:\n%s\nwant the input alone:\n%s", out, in)
+	want := in + `
+=== slowest packages:
+      0s example.com/m/a
+      0s example.com/m/d
+`
+	if out != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
 
