@@ -78,7 +78,7 @@ func TestRollingUpgradeToNodeViews(t *testing.T) {
 		owners("")
 	})
 
-	t.Run("node1 upgraded: its agent publishes its view and every VIP keeps one owner", func(t *testing.T) {
+	t.Run("node1 upgraded: its view is kept and every VIP keeps one owner", func(t *testing.T) {
 		d.stopAgent("node1")
 		delete(d.binaries, "node1")
 		d.startAgent(t, "node1")
