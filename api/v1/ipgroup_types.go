@@ -289,9 +289,9 @@ const (
 	// IPGroupLANHostAnswersMany is True (ReasonOneMACAnswersMany) when one MAC
 	// answered the probe for more than a few of the group's addresses
 	// (allocator.MaxInUseOnLANPerMAC, the IP objects' InUseOnLAN
-	// condition): a router doing proxy ARP, or a hostile host. Its answers
-	// are not believed in the group: no Service moves for them, and the
-	// addresses stay marked. The message names the MACs. Absent otherwise.
+	// condition): a router doing proxy ARP, or a hostile host. No Service
+	// of the group moves for its answers any more: each keeps its address,
+	// marked. The message names the MACs. Absent otherwise.
 	IPGroupLANHostAnswersMany = "LANHostAnswersMany"
 	// ReasonOneMACAnswersMany is the reason of IPGroupLANHostAnswersMany, and
 	// of the Warning Event on the IPGroup when a MAC first passes the bound.

@@ -349,6 +349,6 @@ func setLANHostAnswersManyCondition(status *paasv1.IPGroupStatus, generation int
 	}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: paasv1.IPGroupLANHostAnswersMany, Status: metav1.ConditionTrue,
 		ObservedGeneration: generation, Reason: paasv1.ReasonOneMACAnswersMany,
-		Message: fmt.Sprintf("MAC %s answered the probe for more than %d of the group's addresses (proxy ARP, or a hostile host): its answers are not believed here, no Service moves for them and the addresses stay marked (IP condition %s); stop the host answering, or turn proxy ARP off on the router",
+		Message: fmt.Sprintf("MAC %s answered the probe for more than %d of the group's addresses (proxy ARP, or a hostile host): no Service moves for its answers any more, each keeps its address, marked (IP condition %s); stop the host answering, or turn proxy ARP off on the router",
 			strings.Join(macs, ", "), allocator.MaxInUseOnLANPerMAC, paasv1.IPConditionInUseOnLAN)})
 }

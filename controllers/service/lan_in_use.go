@@ -30,9 +30,9 @@ import (
 //   - keeps the IP object when its last Service leaves it, without a holder:
 //     a record of the address in use (lanRecord), which keeps the mark across
 //     restarts and which the address's L2 owner probes again now and then;
-//   - believes no more than allocator.MaxInUseOnLANPerMAC answers of one MAC
-//     in a group: past that (proxy ARP, or a hostile host) no Service moves
-//     for its answers, the IPGroup gets a Warning Event, and the IPGroup
+//   - moves Services for no more than allocator.MaxInUseOnLANPerMAC answers
+//     of one MAC in a group: past that (proxy ARP, or a hostile host) each
+//     keeps its address, marked, the IPGroup gets a Warning Event, and the IPGroup
 //     reconciler sets the group's condition LANHostAnswersMany;
 //   - deletes the record once its verdict is cleared (a silent recheck), or
 //     lets a person delete it (config/admission/ip_ledger_writers.yaml), which
@@ -116,7 +116,7 @@ func (r *Reconciler) floodingEvents(ctx context.Context, c client.Reader, newly 
 			continue
 		}
 		r.Recorder.Eventf(g, corev1.EventTypeWarning, paasv1.ReasonOneMACAnswersMany,
-			"MAC %s answered the probe for more than %d addresses of IPGroup %s (proxy ARP, or a hostile host): its answers are no longer believed here, Services keep the addresses it answers for, marked",
+			"MAC %s answered the probe for more than %d addresses of IPGroup %s (proxy ARP, or a hostile host): no Service moves for its answers any more, each keeps its address, marked",
 			strings.Join(macs, ", "), allocator.MaxInUseOnLANPerMAC, name)
 	}
 }

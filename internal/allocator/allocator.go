@@ -418,7 +418,7 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
 	}
-	if who, inUse := a.inUseOnLAN(addr); inUse {
+	if who, inUse := a.InUseOnLAN(addr); inUse {
 		return fail(ErrInUseOnLAN, "requested %s is in use on the LAN: %s answered the probe sent before its first announcement, so no node announces it; free the address on that host, or request another address", addr, who)
 	}
 	mine := a.holds(key, addr)
@@ -598,7 +598,7 @@ func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bo
 			continue
 		}
 		_, leased := a.leases[addr]
-		_, inUse := a.inUseOnLAN(addr)
+		_, inUse := a.InUseOnLAN(addr)
 		if _, taken := a.owner[addr]; !taken && !leased && !inUse {
 			if moveHint {
 				a.hints[k] = hint{from: addr}

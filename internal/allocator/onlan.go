@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"errors"
-	"maps"
 	"net/netip"
 	"slices"
 )
@@ -21,9 +20,9 @@ import (
 // every probe, and so does a hostile host. Believed, it would walk each new
 // Service through the whole pool and take every address it answered for out
 // of it. So past MaxInUseOnLANPerMAC addresses of one group, a MAC's answers
-// are not believed in that group (FloodingMACs): the mark stays (the ledger
-// still says who answered) but no key moves for it and the address is handed
-// out as if unmarked.
+// no longer move a key in that group (FloodingMACs): the key keeps the
+// address, marked. A free address it answered for is still handed to no one:
+// the ledger keeps its record, which a new key could not take.
 
 // ErrInUseOnLAN marks the error of a request for an address in use on the LAN.
 var ErrInUseOnLAN = errors.New("requested IP in use on the LAN")
@@ -46,14 +45,7 @@ func (a *Allocator) SetInUseOnLAN(addr netip.Addr, mac, who string) {
 	if a.onLAN == nil {
 		a.onLAN = map[netip.Addr]lanMark{}
 	}
-	before := a.FloodingMACs()
-	defer func() {
-		// A MAC no longer believed frees the addresses it answered for,
-		// below the hints.
-		if a.flooding = nil; !maps.EqualFunc(before, a.FloodingMACs(), slices.Equal) {
-			a.hints = map[hintKey]hint{}
-		}
-	}()
+	a.flooding = nil
 	if who != "" {
 		a.onLAN[addr] = lanMark{mac: mac, who: who}
 		return
@@ -64,27 +56,26 @@ func (a *Allocator) SetInUseOnLAN(addr netip.Addr, mac, who string) {
 	}
 }
 
-// InUseOnLAN reports who uses addr on the LAN, when it is marked so, whether
-// or not the mark is believed.
+// InUseOnLAN reports who uses addr on the LAN, when it is marked so.
 func (a *Allocator) InUseOnLAN(addr netip.Addr) (string, bool) {
 	m, ok := a.onLAN[addr]
 	return m.who, ok
 }
 
-// inUseOnLAN is InUseOnLAN for a mark that is believed: its MAC is not one
-// of the FloodingMACs of a group that contains addr.
-func (a *Allocator) inUseOnLAN(addr netip.Addr) (string, bool) {
+// movesOff reports whether the mark on addr moves the keys holding it: it is
+// marked, and its MAC is none of the FloodingMACs of a group containing addr.
+func (a *Allocator) movesOff(addr netip.Addr) bool {
 	m, ok := a.onLAN[addr]
 	if !ok {
-		return "", false
+		return false
 	}
 	flooding := a.FloodingMACs()
 	for _, g := range a.groups {
 		if g.Contains(addr) && slices.Contains(flooding[g.Name], m.mac) {
-			return "", false
+			return false
 		}
 	}
-	return m.who, true
+	return true
 }
 
 // FloodingMACs maps each group to the MACs (sorted) that answered for more
@@ -127,7 +118,7 @@ func FloodingMACs(marks map[netip.Addr]string, groups []*Group) map[string][]str
 // and returns the others.
 func (a *Allocator) leaveInUseOnLAN(key string, held []netip.Addr) []netip.Addr {
 	return slices.DeleteFunc(held, func(addr netip.Addr) bool {
-		if _, inUse := a.inUseOnLAN(addr); inUse {
+		if a.movesOff(addr) {
 			a.Leave(key, addr)
 			return true
 		}
@@ -140,9 +131,6 @@ func (a *Allocator) leaveInUseOnLAN(key string, held []netip.Addr) []netip.Addr 
 func (a *Allocator) inUseOnLANIn(g *Group, fam Family) int {
 	n := 0
 	for addr := range a.onLAN {
-		if _, inUse := a.inUseOnLAN(addr); !inUse {
-			continue
-		}
 		if _, held := a.owner[addr]; !held && FamilyOf(addr) == fam && g.Usable(addr) {
 			n++
 		}

@@ -62,9 +62,9 @@ func TestInUseOnLANCountedWhenFull(t *testing.T) {
 
 // TestInUseOnLANFloodingMAC: a host that answers every probe (proxy ARP, or
 // hostile) walks a Service along the group only MaxInUseOnLANPerMAC times;
-// past that its answers are not believed in the group: the Service keeps its
-// address, and the addresses it answered for are handed out again. Another
-// host's answer still counts.
+// past that its answers move no Service in the group: each keeps its address,
+// marked. The addresses it answered for are still given to no one (the
+// ledger keeps their records). Another host's answer still moves a Service.
 func TestInUseOnLANFloodingMAC(t *testing.T) {
 	g := Group{Name: "lan", Segment: pfx("192.0.2.0/28"), Excluded: pfxs("192.0.2.0"), AutoAssign: true}
 	proxy := func(addr string) map[string]string { return map[string]string{addr: "02:00:00:00:00:ee"} }
@@ -75,10 +75,12 @@ func TestInUseOnLANFloodingMAC(t *testing.T) {
 		{desc: "again", onLAN: proxy("192.0.2.3"), key: "web", req: Request{Families: v4}, want: []string{"192.0.2.4"}},
 		{desc: "the fourth answer: web moves once more", onLAN: proxy("192.0.2.4"), key: "web", req: Request{Families: v4}, want: []string{"192.0.2.5"}},
 		{desc: "the fifth: not believed, web keeps its address", onLAN: proxy("192.0.2.5"), key: "web", req: Request{Families: v4}, want: []string{"192.0.2.5"}},
-		{desc: "the addresses it answered for are free again", key: "db", req: Request{Families: v4}, want: []string{"192.0.2.1"}},
-		{desc: "and may be asked for", key: "api", req: Request{Families: v4, IPs: addrs("192.0.2.3")}, want: []string{"192.0.2.3"}},
-		{desc: "another host's answer is believed", onLAN: map[string]string{"192.0.2.9": "02:00:00:00:00:cc"},
-			key: "other", req: Request{Families: v4, IPs: addrs("192.0.2.9")}, wantErr: ErrInUseOnLAN},
+		{desc: "the next Service gets the next free address", key: "db", req: Request{Families: v4}, want: []string{"192.0.2.6"}},
+		{desc: "the proxy answers for it too: db keeps it", onLAN: proxy("192.0.2.6"), key: "db", req: Request{Families: v4}, want: []string{"192.0.2.6"}},
+		{desc: "an address it answered for is given to no one", key: "api", req: Request{Families: v4, IPs: addrs("192.0.2.3")}, wantErr: ErrInUseOnLAN},
+		{desc: "another Service", key: "other", req: Request{Families: v4}, want: []string{"192.0.2.7"}},
+		{desc: "another host's answer moves it", onLAN: map[string]string{"192.0.2.7": "02:00:00:00:00:cc"},
+			key: "other", req: Request{Families: v4}, want: []string{"192.0.2.8"}},
 	})
 }
 
