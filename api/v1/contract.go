@@ -166,10 +166,12 @@ const (
 const ConditionProgrammed = "vip.paas.org/Programmed"
 
 // Reasons of ConditionProgrammed, and of the agents' Warning Events on the
-// Service (with ReasonLocalAddress, which is an Event only).
+// Service (with ReasonLocalAddress and ReasonNodeAddress, which are Events
+// only).
 const (
-	// ReasonNodeAddress: the address is a Node's (status.addresses); no agent
-	// programs or announces it, whatever the Service status says.
+	// ReasonNodeAddress: the address is one of the reporting node's own
+	// (its Node's status.addresses); that node's agent neither programs nor
+	// announces it, the other nodes carry it.
 	ReasonNodeAddress = "NodeAddress"
 	// ReasonLocalAddress: the address is on an interface of the reporting
 	// node; that node's agent neither programs nor announces it.

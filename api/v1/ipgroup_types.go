@@ -286,6 +286,16 @@ const (
 	// (ReasonNoRouterBack) naming those without one. Absent when no node that
 	// may carry the group's VIPs is on several networks.
 	IPGroupReturnPath = "ReturnPath"
+	// IPGroupLANHostAnswersMany is True (ReasonOneMACAnswersMany) when one MAC
+	// answered the probe for more than a few of the group's addresses
+	// (allocator.MaxInUseOnLANPerMAC, the IP objects' InUseOnLAN
+	// condition): a router doing proxy ARP, or a hostile host. No Service
+	// of the group moves for its answers any more: each keeps its address,
+	// marked. The message names the MACs. Absent otherwise.
+	IPGroupLANHostAnswersMany = "LANHostAnswersMany"
+	// ReasonOneMACAnswersMany is the reason of IPGroupLANHostAnswersMany, and
+	// of the Warning Event on the IPGroup when a MAC first passes the bound.
+	ReasonOneMACAnswersMany = "OneMACAnswersMany"
 )
 
 // Reasons of IPGroupReturnPath.

@@ -12,16 +12,17 @@ import (
 const NodeInterfacesAnnotation = "vip.paas.org/interfaces"
 
 // ClaimedByAnnotation is set by the operator on an IP ledger object whose
-// address a Service holds while Nodes' agents list it among their nodes' own
-// (NodeInterfacesAnnotation): those Nodes' names, sorted, comma-separated.
+// address a Service holds while Nodes list it among their own (their
+// status.addresses, or what their agents publish in NodeInterfacesAnnotation
+// on a subnet they are on): those Nodes' names, sorted, comma-separated.
 // The claim is those nodes' conflict, never the Service's: the Service keeps
 // the address, the other nodes carry it, and no agent lets a claiming node
 // carry it (each reads the same annotation on the Nodes). Each Node named gets
 // a Warning Event with reason EventClaimsServiceAddress.
 const ClaimedByAnnotation = "vip.paas.org/claimed-by"
 
-// EventClaimsServiceAddress is the reason of the Warning Event on a Node whose
-// agent lists, among the node's own addresses, one a Service holds.
+// EventClaimsServiceAddress is the reason of the Warning Event on a Node that
+// lists, among its own addresses, one a Service holds.
 const EventClaimsServiceAddress = "ClaimsServiceAddress"
 
 // NodeInterface is one entry of NodeInterfacesAnnotation.

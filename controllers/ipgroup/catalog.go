@@ -286,10 +286,12 @@ func (c *groupCatalog) groupsForNode(old, cur *corev1.Node, onCordon election.On
 	return names
 }
 
-// reservedPrefixes are the addresses and ranges n reserves.
+// reservedPrefixes are the addresses and ranges n reserves. A claim on a
+// subnet only a group's gateway confirms is not among them: such a change
+// waits for the next resync of the groups.
 func reservedPrefixes(n *corev1.Node) []netip.Prefix {
 	var out []netip.Prefix
-	for _, r := range k8salloc.Reservations([]corev1.Node{*n}, nil, nil) {
+	for _, r := range k8salloc.Reservations([]corev1.Node{*n}, nil, nil, nil) {
 		out = append(out, r.Prefix)
 	}
 	return out

@@ -100,8 +100,12 @@ func TestCatalogGroupsForNode(t *testing.T) {
 		want     string
 	}{
 		{desc: "an interface on lan2 appears: lan2 only", old: node(), cur: node(on(`"192.0.2.200/25"`)), want: "[lan2]"},
-		{desc: "an interface on an unselected zone's segment: not to announce, but its address and the subnet's ends are reserved there",
-			old: node(), cur: node(on(`"198.51.100.9/24"`)), want: "[zone-a]"},
+		{desc: "an interface on an unselected zone's segment, the Node's address on it: not to announce, but its address and the subnet's ends are reserved there",
+			old: node(), cur: node(on(`"198.51.100.9/24"`), func(n *corev1.Node) {
+				n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.9"}}
+			}), want: "[zone-a]"},
+		{desc: "an interface on an unselected zone's segment, no Node address on it: its claims count for nothing there",
+			old: node(), cur: node(on(`"198.51.100.9/24"`)), want: "[]"},
 		{desc: "an interface on no group's segment: nothing", old: node(), cur: node(on(`"172.16.0.9/24"`)), want: "[]"},
 		{desc: "cordoned: the L2 groups it is on and the BGP groups that select it",
 			old: node(), cur: node(func(n *corev1.Node) { n.Spec.Unschedulable = true }), want: "[lan1 routed]"},

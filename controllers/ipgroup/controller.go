@@ -97,6 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	setOverlappingCondition(&desired.Status, group, seen.parseErr, seen.overlapping, seen.described)
 	setAnnounceableCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
 	setReturnPathCondition(&desired.Status, group, nodes.Items, peers.Items, r.OnCordon)
+	setLANHostAnswersManyCondition(&desired.Status, group.Generation, seen.parsed, seen.counts)
 	meta.SetStatusCondition(&desired.Status.Conditions, kept)
 	desired.Status.ObservedGeneration = group.Generation
 	if seen.parsed != nil {
@@ -208,8 +209,10 @@ type ledgerCounts struct {
 	// those no one holds that are kept as records of a host on the LAN using
 	// them (lanRecord).
 	held, records []netip.Addr
-	// inUseOnLAN counts the group's addresses a host on the LAN answered for.
+	// inUseOnLAN counts the group's addresses a host on the LAN answered for,
+	// and onLANBy names the MAC that answered for each.
 	inUseOnLAN int64
+	onLANBy    map[netip.Addr]string
 }
 
 // countLedger reads the ledger objects that may hold g's addresses (g nil: a
@@ -222,8 +225,12 @@ func countLedger(g *allocator.Group, ledgers ...[]paasv1.IP) ledgerCounts {
 			if !ok {
 				continue
 			}
-			if _, inUse := ip[i].InUseOnLAN(); inUse && g != nil && g.Usable(addr) {
+			if c, inUse := ip[i].InUseOnLAN(); inUse && g != nil && g.Usable(addr) {
 				out.inUseOnLAN++
+				if out.onLANBy == nil {
+					out.onLANBy = map[netip.Addr]string{}
+				}
+				out.onLANBy[addr], _, _ = strings.Cut(c.Message, " ")
 			}
 			if ledger.IsLANRecord(&ip[i]) {
 				out.records = append(out.records, addr)
@@ -326,4 +333,22 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&networkingv1.ServiceCIDR{}, ev.serviceCIDRs())
 	}
 	return b.Complete(r)
+}
+
+// setLANHostAnswersManyCondition reports the MACs that answered the probe for
+// more of g's addresses than the allocator believes of one host
+// (allocator.FloodingMACs); absent when none did.
+func setLANHostAnswersManyCondition(status *paasv1.IPGroupStatus, generation int64, g *allocator.Group, counts ledgerCounts) {
+	var macs []string
+	if g != nil {
+		macs = allocator.FloodingMACs(counts.onLANBy, []*allocator.Group{g})[g.Name]
+	}
+	if len(macs) == 0 {
+		meta.RemoveStatusCondition(&status.Conditions, paasv1.IPGroupLANHostAnswersMany)
+		return
+	}
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: paasv1.IPGroupLANHostAnswersMany, Status: metav1.ConditionTrue,
+		ObservedGeneration: generation, Reason: paasv1.ReasonOneMACAnswersMany,
+		Message: fmt.Sprintf("MAC %s answered the probe for more than %d of the group's addresses (proxy ARP, or a hostile host): no Service moves for its answers any more, each keeps its address, marked (IP condition %s); stop the host answering, or turn proxy ARP off on the router",
+			strings.Join(macs, ", "), allocator.MaxInUseOnLANPerMAC, paasv1.IPConditionInUseOnLAN)})
 }

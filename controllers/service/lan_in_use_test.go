@@ -1,6 +1,8 @@
 package service
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,26 @@ func TestLANRecords(t *testing.T) {
 		who := inUseOnLANWho(&tc.ip)
 		if (who == "") != (tc.who == "") || !strings.Contains(who, tc.who) {
 			t.Errorf("%s: in use by %q, want %q", tc.desc, who, tc.who)
+		}
+	}
+}
+
+// TestNewlyFlooding: a group is told of a MAC once, when it first passes the
+// bound, not on every answer after.
+func TestNewlyFlooding(t *testing.T) {
+	for _, tc := range []struct {
+		desc          string
+		before, after map[string][]string
+		want          map[string][]string
+	}{
+		{"nothing", map[string][]string{}, map[string][]string{}, map[string][]string{}},
+		{"a MAC passes the bound", map[string][]string{}, map[string][]string{"lan": {"aa"}}, map[string][]string{"lan": {"aa"}}},
+		{"it answers again", map[string][]string{"lan": {"aa"}}, map[string][]string{"lan": {"aa"}}, map[string][]string{}},
+		{"another in another group", map[string][]string{"lan": {"aa"}}, map[string][]string{"lan": {"aa"}, "dmz": {"aa"}}, map[string][]string{"dmz": {"aa"}}},
+		{"one falls back under it", map[string][]string{"lan": {"aa"}}, map[string][]string{}, map[string][]string{}},
+	} {
+		if got := newlyFlooding(tc.before, tc.after); !maps.EqualFunc(got, tc.want, slices.Equal) {
+			t.Errorf("%s: %v, want %v", tc.desc, got, tc.want)
 		}
 	}
 }

@@ -14,15 +14,17 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 )
 
-// Node claims, the operator's side. A Node's agent publishes the node's
-// interface addresses and default gateways (k8salloc.NodeClaims); an agent is
-// not trusted with the cluster, so one of those addresses a Service holds is
-// a conflict of that node alone. The Service keeps the address with no AddressConflict and
-// no spec.reservedBy on its ledger object (the agents go on carrying it), the
-// ledger object names the claiming nodes (paasv1.ClaimedByAnnotation), each
-// such Node gets a Warning Event, and the agents never elect a claiming node
-// to carry it (election.Claims). Only the kubelet-written status.addresses
-// and the cluster's CIDRs reserve a held address (reserved.go).
+// Node claims, the operator's side. A Node lists its addresses
+// (status.addresses, which its own kubelet writes) and its agent publishes
+// the node's interface addresses and default gateways (k8salloc.NodeAddresses,
+// k8salloc.NodeClaims); neither is trusted with the cluster, so one of those
+// addresses a Service holds is a conflict of that node alone. The Service
+// keeps the address with no AddressConflict and no spec.reservedBy on its
+// ledger object (the agents go on carrying it), the ledger object names the
+// claiming nodes (paasv1.ClaimedByAnnotation), each such Node gets a Warning
+// Event, and the agents never elect a claiming node to carry it
+// (election.Claims). Only what admins write (the cluster's CIDRs, BGPPeers)
+// reserves a held address (reserved.go).
 
 // maxClaimedBy bounds the Nodes the annotation names: every node of a subnet
 // claims its network and broadcast address.
@@ -92,6 +94,6 @@ func (r *Reconciler) claimEvent(ctx context.Context, ip *paasv1.IP, addr netip.A
 		holder = "Service " + o.Namespace + "/" + o.Name
 	}
 	r.Recorder.Eventf(node, corev1.EventTypeWarning, paasv1.EventClaimsServiceAddress,
-		"Node %s claims %s (%s, in its annotation %s) but the ledger (IP %s) gives it to %s: the Service keeps the address and the other nodes carry it, this node never does; remove the address from the node (or the route through it), or find out why its agent publishes it",
-		c.Node, addr, c.Holder, paasv1.NodeInterfacesAnnotation, ip.Name, holder)
+		"Node %s lists %s as its own (%s) but the ledger (IP %s) gives it to %s: the Service keeps the address and the other nodes carry it, this node never does; remove the address from the node (or the route through it), or find out why the node lists it",
+		c.Node, addr, c.Holder, ip.Name, holder)
 }

@@ -22,10 +22,11 @@ import (
 	"github.com/paas-org/vip-allocator-operator/internal/reserved"
 )
 
-// Reserved addresses, the operator's side: the cluster's own addresses (Nodes'
-// status.addresses, pod CIDRs, Service CIDRs, BGPPeers' addresses) and what
-// each Node's agent claims for it (its interface addresses, its default
-// gateways, its subnets' network and broadcast addresses) are read from the informer cache into the allocator, which never
+// Reserved addresses, the operator's side: the cluster's own addresses (pod
+// CIDRs, Service CIDRs, BGPPeers' addresses) and what each Node claims for
+// itself (its status.addresses; what its agent publishes: its interface
+// addresses, its default gateways, its subnets' network and broadcast
+// addresses) are read from the informer cache into the allocator, which never
 // hands one out (internal/allocator/reserved.go). Node and ServiceCIDR events
 // refresh them at once and requeue the Services that now hold, or no longer
 // hold, a reserved or claimed address (BGPPeer events too). A Service holding a reserved address

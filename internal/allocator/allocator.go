@@ -102,8 +102,10 @@ type Allocator struct {
 	reserved reservations
 	// leases are released addresses kept for the key that asked for them (lease.go).
 	leases map[netip.Addr]Lease
-	// onLAN are addresses a host on the LAN uses, with who (onlan.go).
-	onLAN map[netip.Addr]string
+	// onLAN are addresses a host on the LAN uses, with its MAC and who
+	// (onlan.go); flooding caches FloodingMACs over them (nil: stale).
+	onLAN    map[netip.Addr]lanMark
+	flooding map[string][]string
 }
 
 // hintKey names a group's part of one family: a dual-stack group has two hints.
@@ -140,6 +142,7 @@ func (a *Allocator) SetGroups(groups []*Group) {
 		return cmp.Or(cmp.Compare(x.Priority, y.Priority), strings.Compare(x.Name, y.Name))
 	})
 	a.hints = map[hintKey]hint{}
+	a.flooding = nil
 }
 
 // Groups returns the groups, by priority then name.
@@ -415,7 +418,7 @@ func (a *Allocator) checkRequested(key string, addr netip.Addr, req Request) err
 		return fail(ErrExcluded,
 			"requested %s is excluded from IPGroup %s (spec.excludedIPs); request another address", addr, names(containing))
 	}
-	if who, inUse := a.onLAN[addr]; inUse {
+	if who, inUse := a.InUseOnLAN(addr); inUse {
 		return fail(ErrInUseOnLAN, "requested %s is in use on the LAN: %s answered the probe sent before its first announcement, so no node announces it; free the address on that host, or request another address", addr, who)
 	}
 	mine := a.holds(key, addr)
@@ -595,7 +598,7 @@ func (a *Allocator) firstFree(g *Group, fam Family, req Request) (netip.Addr, bo
 			continue
 		}
 		_, leased := a.leases[addr]
-		_, inUse := a.onLAN[addr]
+		_, inUse := a.InUseOnLAN(addr)
 		if _, taken := a.owner[addr]; !taken && !leased && !inUse {
 			if moveHint {
 				a.hints[k] = hint{from: addr}

@@ -48,7 +48,7 @@ type step struct {
 	desc    string
 	groups  []Group           // when set, SetGroups before the action
 	reserve []Reservation     // when set (even empty), SetReserved before the action
-	onLAN   map[string]string // SetInUseOnLAN each before the action ("" clears)
+	onLAN   map[string]string // SetInUseOnLAN each before the action, who being the MAC too ("" clears)
 	key     string
 	assign  []string // Assign these instead of Allocate
 	release bool     // Release key instead of Allocate
@@ -72,7 +72,7 @@ func runSteps(t *testing.T, steps []step) {
 			a.SetReserved(s.reserve)
 		}
 		for addr, who := range s.onLAN {
-			a.SetInUseOnLAN(netip.MustParseAddr(addr), who)
+			a.SetInUseOnLAN(netip.MustParseAddr(addr), who, who)
 		}
 		var err error
 		var got []netip.Addr

@@ -27,8 +27,9 @@ type Reservation struct {
 	// network and broadcast address of a node subnet are answered by the
 	// subnet's hosts, but routed (BGP, static) VIPs never meet them.
 	L2Only bool
-	// Node names the Node that claims the address itself (what its agent
-	// publishes of its interfaces): a claim keeps a free address out of new
+	// Node names the Node that claims the address itself (its
+	// status.addresses, what its agent publishes of its interfaces): a claim
+	// keeps a free address out of new
 	// allocations, but a held address stays its holder's (Reserved skips
 	// claims) and the claim is the claiming node's conflict (Claims). What a
 	// node says about itself may only ever cost that node.

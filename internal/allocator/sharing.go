@@ -199,7 +199,7 @@ func (a *Allocator) sharedAddress(key string, fam Family, req Request) (addr net
 	var candidates []netip.Addr
 	for addr := range a.byShareKey[s.Key] {
 		holders := a.Holders(addr)
-		_, inUse := a.onLAN[addr]
+		_, inUse := a.InUseOnLAN(addr)
 		if len(holders) == 0 || inUse || FamilyOf(addr) != fam || slices.Contains(holders, key) || !a.allowed(addr, req) {
 			continue
 		}

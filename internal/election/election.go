@@ -57,6 +57,9 @@ type Node struct {
 	// interfaces (paasv1.NodeInterfacesAnnotation).
 	Agent      bool
 	Interfaces []Interface
+	// Addresses are the IP addresses the Node's status.addresses lists: the
+	// node's own, which it never carries as a VIP (Claims).
+	Addresses []netip.Addr
 	// Gateways are the next hops of the node's default routes, as its agent
 	// published them: routers the node sends through, never its VIPs.
 	Gateways []netip.Addr
@@ -102,6 +105,7 @@ func (p OnCordon) NodeOf(n *corev1.Node) Node {
 	out := Node{Name: n.Name, Labels: labels.Set(n.Labels), Cordoned: n.Spec.Unschedulable && p != OnCordonKeep,
 		Excluded: excluded, Agent: agent}
 	listed := statusAddresses(n)
+	out.Addresses = listed
 	for _, ifc := range paasv1.ParseNodeInterfaces(value) {
 		for _, p := range ifc.Addrs {
 			subnet := p.Masked()
@@ -258,15 +262,18 @@ func NotEligible(n Node, vip netip.Addr, c Candidacy) (iface string, why Refusal
 	return "", RefusedNoInterface
 }
 
-// Claims reports whether n's agent says vip is n's own: an address of one of
-// its interfaces, one of its default gateways or, on layer 2 (l2), the network
-// or broadcast address of an IPv4 subnet of /30 or wider that one is on. Such
-// a node never carries vip,
-// and nothing else follows from it: what a node says about itself may only
-// ever cost that node (the operator reads the same annotation into its claims,
+// Claims reports whether n says vip is n's own: one of its status.addresses,
+// or what its agent publishes, an address of one of its interfaces, one of
+// its default gateways or, on layer 2 (l2), the network or broadcast address
+// of an IPv4 subnet of /30 or wider that one is on. Such a node never carries
+// vip, and nothing else follows from it: what a node says about itself may
+// only ever cost that node (the operator reads the same Node into its claims,
 // k8salloc.NodeClaims, and names the node on the address's ledger object).
 func Claims(n Node, vip netip.Addr, l2 bool) bool {
 	vip = vip.Unmap()
+	if slices.Contains(n.Addresses, vip) {
+		return true
+	}
 	for _, gw := range n.Gateways {
 		if gw.Unmap().WithZone("") == vip {
 			return true
@@ -347,12 +354,29 @@ func onSubnet(ifaces []Interface, within netip.Prefix, c Candidacy) (string, boo
 		if !subnet.Overlaps(within) {
 			continue
 		}
-		if i.Unconfirmed && !slices.ContainsFunc(c.Routers, subnet.Contains) {
+		if !i.Confirmed(c.Routers) {
 			continue
 		}
 		return i.Name, true
 	}
 	return "", false
+}
+
+// Confirmed reports whether i's subnet is one its node is really on: one of
+// the Node's status.addresses is on it, or one of routers (a group's
+// announce.gateway, which an admin wrote). What only the node's agent says
+// of a subnet counts for nothing else.
+func (i Interface) Confirmed(routers []netip.Addr) bool {
+	return !i.Unconfirmed || slices.ContainsFunc(routers, i.Prefix.Masked().Contains)
+}
+
+// OnConfirmedSubnet reports whether addr lies on a subnet of one of n's
+// interfaces that is Confirmed by routers.
+func (n Node) OnConfirmedSubnet(addr netip.Addr, routers []netip.Addr) bool {
+	addr = addr.Unmap().WithZone("")
+	return slices.ContainsFunc(n.Interfaces, func(i Interface) bool {
+		return i.Prefix.Masked().Contains(addr) && i.Confirmed(routers)
+	})
 }
 
 // Owner picks the node that answers for vip among nodes (the alive ones), and

@@ -20,6 +20,7 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
+	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -68,10 +69,30 @@ func (s *Source) List(ctx context.Context, c client.Reader) ([]allocator.Reserva
 	if err := c.List(ctx, &peers, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list BGPPeers: %w", err)
 	}
-	return append(k8salloc.Reservations(nodes.Items, cidrs.Items, s.serviceCIDRs), k8salloc.PeerReservations(peers.Items)...), nil
+	var groups paasv1.IPGroupList
+	if err := c.List(ctx, &groups, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list IPGroups: %w", err)
+	}
+	return append(k8salloc.Reservations(nodes.Items, cidrs.Items, s.serviceCIDRs, L2Routers(groups.Items)), k8salloc.PeerReservations(peers.Items)...), nil
 }
 
-// watch calls refresh on every Node, ServiceCIDR or BGPPeer change that may
+// L2Routers are the gateways of the groups announced on layer 2: they
+// confirm a subnet a node's agent says the node is on, for its claims
+// (k8salloc.NodeClaims), as they do for announcing (election.Candidacy.Routers).
+func L2Routers(groups []paasv1.IPGroup) []netip.Addr {
+	var out []netip.Addr
+	for i := range groups {
+		if election.ModeOf(&groups[i]) != paasv1.AnnounceL2 {
+			continue
+		}
+		if c, ok := election.CandidacyOf(&groups[i]); ok {
+			out = append(out, c.Routers...)
+		}
+	}
+	return out
+}
+
+// watch calls refresh on every Node, ServiceCIDR, BGPPeer or IPGroup change that may
 // change the reserved addresses.
 func (s *Source) Watch(b *ctrl.Builder, refresh func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request])) *ctrl.Builder {
 	h := handler.Funcs{
@@ -89,6 +110,7 @@ func (s *Source) Watch(b *ctrl.Builder, refresh func(context.Context, workqueue.
 	}
 	b = b.Watches(&corev1.Node{}, h)
 	b = b.Watches(&paasv1.BGPPeer{}, h)
+	b = b.Watches(&paasv1.IPGroup{}, h)
 	if s.watchServiceCIDRs {
 		b = b.Watches(&networkingv1.ServiceCIDR{}, h)
 	}
@@ -100,6 +122,10 @@ func (s *Source) Watch(b *ctrl.Builder, refresh func(context.Context, workqueue.
 func Changed(old, cur client.Object) bool {
 	if op, ok := old.(*paasv1.BGPPeer); ok {
 		return op.Spec.PeerAddress != cur.(*paasv1.BGPPeer).Spec.PeerAddress
+	}
+	if og, ok := old.(*paasv1.IPGroup); ok {
+		cg := cur.(*paasv1.IPGroup)
+		return !slices.Equal(L2Routers([]paasv1.IPGroup{*og}), L2Routers([]paasv1.IPGroup{*cg}))
 	}
 	on, ok1 := old.(*corev1.Node)
 	cn, ok2 := cur.(*corev1.Node)

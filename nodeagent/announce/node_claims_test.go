@@ -21,7 +21,10 @@ import (
 // VIPs of web and db as its addresses (status.addresses as its agent copies
 // them) and its interfaces. The agent of node1 reads it as every agent does:
 // both VIPs are still carried, and the election never gives them to evil. The
-// kubelet-written address of node1's own Node is still refused.
+// kubelet-written address of node1's own Node is still refused. Node
+// "other" lists api's VIP among its status.addresses, read from the Node
+// itself: node1 carries it all the same, and the election never gives it to
+// other.
 func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 	ctx := context.Background()
 	svc, ledger := uidService, lanLedger
@@ -35,31 +38,33 @@ func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 		Addresses:  []paasv1.NodeViewAddress{{Type: string(corev1.NodeInternalIP), Address: "192.0.2.252"}}}}
 	c := fake.NewClientBuilder().WithScheme(paasv1.NewScheme()).WithObjects(
 		&paasv1.IPGroup{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: paasv1.IPGroupSpec{Segment: "192.0.2.0/24"}},
-		self, evil, good,
+		self, evil, good, agentNode("other", "192.0.2.30"),
+		svc("api", "192.0.2.30"), ledger("192.0.2.30", "api"), // listed by Node other
 		svc("web", "192.0.2.10"), ledger("192.0.2.10", "web"),
 		svc("db", "192.0.2.20"), ledger("192.0.2.20", "db"),
 		svc("noded", "192.0.2.251"), ledger("192.0.2.251", "noded"), // the kubelet's address of node1
 	).Build()
-	a := &Announcer{Client: c, NodeName: "node1", Liveness: staticLiveness{"node1": false, "evil": false, "good": false},
+	a := &Announcer{Client: c, NodeName: "node1", Liveness: staticLiveness{"node1": false, "evil": false, "good": false, "other": false},
 		LocalAddresses: func() (map[netip.Addr]string, error) { return nil, nil }}
 	o, _, err := a.observe(ctx, changes.Set{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := addrStrings(o.vips); len(got) != 2 || got[0] != "192.0.2.10" || got[1] != "192.0.2.20" {
-		t.Fatalf("announced %v, want 192.0.2.10 and 192.0.2.20 (not node1's own 192.0.2.251)", got)
+	if got := addrStrings(o.vips); len(got) != 3 || got[0] != "192.0.2.10" || got[1] != "192.0.2.20" || got[2] != "192.0.2.30" {
+		t.Fatalf("announced %v, want 192.0.2.10, 192.0.2.20 and 192.0.2.30 (not node1's own 192.0.2.251)", got)
 	}
-	if len(o.alive) != 3 {
-		t.Fatalf("alive %v, want 3 nodes", o.alive)
+	if len(o.alive) != 4 {
+		t.Fatalf("alive %v, want 4 nodes", o.alive)
 	}
+	claimer := map[string]string{"192.0.2.10": "evil", "192.0.2.20": "evil", "192.0.2.30": "other"}
 	for vip, cand := range o.vips {
 		owner, _, ok := election.Owner(vip, cand.Candidacy, o.alive)
-		if !ok || owner == "evil" {
+		if !ok || owner == claimer[vip.String()] {
 			t.Errorf("%s: owner %q (%v), want a node that does not claim it", vip, owner, ok)
 		}
 		for _, n := range election.Advertisers(vip, cand.Candidacy, o.alive) {
-			if n == "evil" {
-				t.Errorf("%s: evil advertises it by BGP", vip)
+			if n == claimer[vip.String()] {
+				t.Errorf("%s: %s advertises it by BGP", vip, n)
 			}
 		}
 	}
@@ -73,7 +78,7 @@ func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view, err := trust.Read(ctx, c, nil, services.Items, false, local)
+	view, err := trust.Read(ctx, c, nil, "node1", services.Items, false, local)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +86,7 @@ func TestNodeClaimsCostOnlyTheNode(t *testing.T) {
 		s := &services.Items[i]
 		vip := netip.MustParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
 		r, refused := view.RefusalOf(s, vip)
-		if wantRefused := s.Name == "noded"; refused != wantRefused || (refused && r.Reason != paasv1.ReasonNodeAddress) {
+		if wantRefused := s.Name == "noded"; refused != wantRefused || (refused && (r.Reason != paasv1.ReasonNodeAddress || !r.Local())) {
 			t.Errorf("%s %s: refused %v (%s), want refused %v", s.Name, vip, refused, r, wantRefused)
 		}
 	}

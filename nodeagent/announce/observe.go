@@ -29,7 +29,7 @@ import (
 type store struct {
 	// groups are the IPGroups by name.
 	groups map[string]*paasv1.IPGroup
-	// nodeAddrs maps every Node's address to the Node (see trust.View).
+	// nodeAddrs maps this Node's addresses to its name (see trust.View).
 	nodeAddrs map[netip.Addr]string
 	alive     []election.Node
 	known     int
@@ -96,11 +96,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*store, error) {
 	for i := range ledger.Items {
 		byName[ledger.Items[i].Name] = &ledger.Items[i]
 	}
-	nodes, viewed, err := nodes.List(ctx, a.Client, a.Unviewed)
+	nodes, _, err := nodes.List(ctx, a.Client, a.Unviewed)
 	if err != nil {
 		return nil, err
 	}
-	s, err := a.readServices(ctx, byName, trust.NodeAddresses(nodes, viewed))
+	s, err := a.readServices(ctx, byName, trust.NodeAddresses(nodes, a.NodeName))
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +133,11 @@ func (a *Announcer) observeAll(ctx context.Context) (*store, error) {
 // the ledger by object name: a VIP is announced only when its entry gives it
 // to the Service.
 func (a *Announcer) candidacies(ctx context.Context, ledger map[string]*paasv1.IP) (map[netip.Addr]vipCandidacy, map[netip.Addr]*paasv1.IP, error) {
-	nodes, viewed, err := nodes.List(ctx, a.Client, a.Unviewed)
+	nodes, _, err := nodes.List(ctx, a.Client, a.Unviewed)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := a.readServices(ctx, ledger, trust.NodeAddresses(nodes, viewed))
+	s, err := a.readServices(ctx, ledger, trust.NodeAddresses(nodes, a.NodeName))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -118,7 +118,7 @@ func refusalKey(svc *corev1.Service, r trust.Refusal) string {
 
 // reasonRank orders the reasons of the condition: the first refused one,
 // by this order, is the condition's reason.
-var reasonRank = map[string]int{paasv1.ReasonNodeAddress: 0, paasv1.ReasonNotInLedger: 1, paasv1.ReasonInvalidSourceRanges: 2}
+var reasonRank = map[string]int{paasv1.ReasonReserved: 0, paasv1.ReasonNotInLedger: 1, paasv1.ReasonInvalidSourceRanges: 2}
 
 // programmedCondition is paasv1.ConditionProgrammed for a Service with these
 // refusals; present is false when none is shared by every agent (the

@@ -38,10 +38,10 @@ func TestConditionPatch(t *testing.T) {
 	}{
 		{desc: "nothing refused, no condition: nothing to write"},
 		{desc: "a local refusal is this node's Event, not the shared condition", refusals: []trust.Refusal{refused("192.0.2.50", paasv1.ReasonLocalAddress)}},
-		{desc: "a forged status and a Node's address: the Node's reason leads, both told",
-			refusals: []trust.Refusal{refused("192.0.2.99", paasv1.ReasonNotInLedger), refused("192.0.2.251", paasv1.ReasonNodeAddress)},
-			want:     `{"status":{"conditions":[{"lastTransitionTime":"2026-11-26T12:02:00Z","message":"192.0.2.251 because NodeAddress; 192.0.2.99 because NotInLedger","observedGeneration":3,"reason":"NodeAddress","status":"False","type":"vip.paas.org/Programmed"}]}}`},
-		{desc: "the same again: nothing to write", refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.99", paasv1.ReasonNotInLedger)}},
+		{desc: "a forged status and a reservation: the reservation leads, both told",
+			refusals: []trust.Refusal{refused("192.0.2.99", paasv1.ReasonNotInLedger), refused("192.0.2.251", paasv1.ReasonReserved)},
+			want:     `{"status":{"conditions":[{"lastTransitionTime":"2026-11-26T12:02:00Z","message":"192.0.2.251 because Reserved; 192.0.2.99 because NotInLedger","observedGeneration":3,"reason":"Reserved","status":"False","type":"vip.paas.org/Programmed"}]}}`},
+		{desc: "the same again: nothing to write", refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonReserved), refused("192.0.2.99", paasv1.ReasonNotInLedger)}},
 		{desc: "another refusal: the message changes, the transition time stays", refusals: []trust.Refusal{refused("", paasv1.ReasonInvalidSourceRanges)},
 			want: `{"status":{"conditions":[{"lastTransitionTime":"2026-11-26T12:02:00Z","message":"because InvalidSourceRanges","observedGeneration":3,"reason":"InvalidSourceRanges","status":"False","type":"vip.paas.org/Programmed"}]}}`},
 		{desc: "all carried: the condition goes, alone", want: `{"status":{"conditions":[{"$patch":"delete","type":"vip.paas.org/Programmed"}]}}`},
@@ -155,18 +155,18 @@ func TestReportOncePerCluster(t *testing.T) {
 	now := time.Now()
 	for _, a := range agents {
 		s := current()
-		a.Report(ctx, []serviceReport{{svc: s, refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress)}}}, now)
+		a.Report(ctx, []serviceReport{{svc: s, refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonReserved)}}}, now)
 	}
 	if got := len(events.Events); got != 1 {
 		t.Fatalf("%d Events for one shared refusal, want 1", got)
 	}
-	if e := <-events.Events; !strings.HasPrefix(e, "Warning NodeAddress node node1: 192.0.2.251") {
+	if e := <-events.Events; !strings.HasPrefix(e, "Warning Reserved node node1: 192.0.2.251") {
 		t.Fatalf("event %q", e)
 	}
-	if cond := findProgrammed(current()); cond == nil || cond.Reason != paasv1.ReasonNodeAddress {
+	if cond := findProgrammed(current()); cond == nil || cond.Reason != paasv1.ReasonReserved {
 		t.Fatalf("condition %+v", cond)
 	}
-	agents[1].Report(ctx, []serviceReport{{svc: current(), refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonNodeAddress), refused("192.0.2.5", paasv1.ReasonLocalAddress)}}}, now)
+	agents[1].Report(ctx, []serviceReport{{svc: current(), refusals: []trust.Refusal{refused("192.0.2.251", paasv1.ReasonReserved), refused("192.0.2.5", paasv1.ReasonLocalAddress)}}}, now)
 	if e := <-events.Events; !strings.HasPrefix(e, "Warning LocalAddress node node2: 192.0.2.5") || len(events.Events) != 0 {
 		t.Fatalf("event %q, %d more", e, len(events.Events))
 	}

@@ -250,7 +250,7 @@ func (s *Syncer) derive(ctx context.Context, stale changes.Set, full bool) (keys
 			services = append(services, svc)
 		}
 	}
-	view, err := trust.Read(ctx, s.Client, s.Unviewed, services, s.Options.OwnClassOnly, local)
+	view, err := trust.Read(ctx, s.Client, s.Unviewed, s.Options.NodeName, services, s.Options.OwnClassOnly, local)
 	if err != nil {
 		return nil, false, err
 	}

@@ -24,13 +24,13 @@ import (
 // address: a lookup, no list), the Nodes, and the migrating VirtualIPs only
 // when one of those addresses is local (one of this node's own, as the caller
 // read them: nodes.OwnAddresses). unviewed reads the Nodes that publish no
-// view (nil: none).
-func Read(ctx context.Context, c client.Reader, unviewed *nodes.Unviewed, services []corev1.Service, ownClassOnly bool, local map[netip.Addr]string) (View, error) {
-	nodes, viewed, err := nodes.List(ctx, c, unviewed)
+// view (nil: none); self is this node's name.
+func Read(ctx context.Context, c client.Reader, unviewed *nodes.Unviewed, self string, services []corev1.Service, ownClassOnly bool, local map[netip.Addr]string) (View, error) {
+	nodes, _, err := nodes.List(ctx, c, unviewed)
 	if err != nil {
 		return View{}, err
 	}
-	v, err := ReadWith(ctx, c, services, ownClassOnly, local, NodeAddresses(nodes, viewed))
+	v, err := ReadWith(ctx, c, services, ownClassOnly, local, NodeAddresses(nodes, self))
 	v.NodeIPs = make(map[string][]netip.Addr, len(nodes))
 	for i := range nodes {
 		v.NodeIPs[nodes[i].Name] = election.InternalIPs(&nodes[i])

@@ -22,11 +22,12 @@ type View struct {
 	// reserved (spec.reservedBy: a Node or a CIDR of the cluster came to hold
 	// them after they were allocated) to what holds them.
 	Reserved map[netip.Addr]string
-	// NodeAddrs maps every address (status.addresses) of the Node objects
-	// the agent reads (nodes.List: its own, those of agents with no view) to
-	// the Node. A NodeView's addresses are not among them: its node's agent
-	// writes it, and what a node says may cost only that node. The operator,
-	// which reads every Node, marks the other Nodes' addresses reserved.
+	// NodeAddrs maps this node's addresses (its Node's status.addresses) to
+	// the Node. Another Node's are not among them: a Node may list an address
+	// a Service holds, and what a node says about itself may cost only that
+	// node. The operator names it on the address's ledger object, and the
+	// election never picks it (election.Claims); the other nodes go on
+	// carrying the address. A free address a Node lists is never allocated.
 	NodeAddrs map[netip.Addr]string
 	// Local maps this node's own addresses, on any interface, to the
 	// interface.
@@ -57,7 +58,9 @@ type Refusal struct {
 
 // Local reports whether only this node refuses: the other agents may carry
 // the address, so the refusal is this node's Event, not the shared condition.
-func (r Refusal) Local() bool { return r.Reason == paasv1.ReasonLocalAddress }
+func (r Refusal) Local() bool {
+	return r.Reason == paasv1.ReasonLocalAddress || r.Reason == paasv1.ReasonNodeAddress
+}
 
 func (r Refusal) String() string {
 	if !r.VIP.IsValid() {
@@ -73,7 +76,7 @@ func (v View) RefusalOf(svc *corev1.Service, vip netip.Addr) (r Refusal, refused
 	vip = vip.Unmap()
 	r.VIP = vip
 	if node, ok := v.NodeAddrs[vip]; ok {
-		r.Reason, r.Detail = paasv1.ReasonNodeAddress, fmt.Sprintf("is an address of Node %s (status.addresses): no agent programs or announces it; give the Service another address and exclude %s from its IPGroup", node, vip)
+		r.Reason, r.Detail = paasv1.ReasonNodeAddress, fmt.Sprintf("is an address of this node, Node %s (status.addresses): its agent neither programs nor announces it, the other nodes carry it; remove the address from the node, or give the Service another one", node)
 		return r, true
 	}
 	if ifc, ok := v.Local[vip]; ok && !v.Keepalived[vip] {
@@ -91,14 +94,14 @@ func (v View) RefusalOf(svc *corev1.Service, vip netip.Addr) (r Refusal, refused
 	return r, false
 }
 
-// NodeAddresses maps every address of every Node but the viewed ones (read
-// from a NodeView, see nodes.List) to the Node's name. Only addresses count
-// (Hostname and DNS entries are skipped).
-func NodeAddresses(nodes []corev1.Node, viewed map[string]bool) map[netip.Addr]string {
+// NodeAddresses maps every address of Node self, among nodes, to its name
+// (View.NodeAddrs). Only addresses count (Hostname and DNS entries are
+// skipped).
+func NodeAddresses(nodes []corev1.Node, self string) map[netip.Addr]string {
 	out := map[netip.Addr]string{}
 	for i := range nodes {
 		n := &nodes[i]
-		if viewed[n.Name] {
+		if n.Name != self {
 			continue
 		}
 		for _, a := range n.Status.Addresses {

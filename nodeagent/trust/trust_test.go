@@ -11,20 +11,24 @@ import (
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 )
 
-// TestNodeAddresses: every address a Node reports, whatever its type; names skipped.
+// TestNodeAddresses: every address this node's Node reports, whatever its
+// type; names skipped; another Node's addresses are not this node's to refuse.
 func TestNodeAddresses(t *testing.T) {
 	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "192.0.2.251"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.5"},
-		{Type: corev1.NodeInternalIP, Address: "2001:db8::251"}, {Type: corev1.NodeHostName, Address: "n1"}}}}}
-	got := NodeAddresses(nodes, nil)
+		{Type: corev1.NodeInternalIP, Address: "2001:db8::251"}, {Type: corev1.NodeHostName, Address: "n1"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "192.0.2.10"}}}}}
+	got := NodeAddresses(nodes, "n1")
 	if len(got) != 3 || got[netip.MustParseAddr("203.0.113.5")] != "n1" || got[netip.MustParseAddr("2001:db8::251")] != "n1" {
 		t.Fatalf("%v", got)
 	}
 }
 
-// TestRefusalOf: the rule alone, in its order: a Node's address first (it cuts
-// a node off), then this node's own (unless keepalived holds it for a
-// migration), then a reservation, then the ledger.
+// TestRefusalOf: the rule alone, in its order: this Node's address first (it
+// cuts the node off), then one on this node's interfaces (unless keepalived
+// holds it for a migration), then a reservation, then the ledger. Both of
+// this node's are its own refusals (Local): the other nodes carry the address.
 func TestRefusalOf(t *testing.T) {
 	const web = types.UID("uid-web")
 	a := netip.MustParseAddr
@@ -44,7 +48,7 @@ func TestRefusalOf(t *testing.T) {
 	}{
 		{"given by the ledger", svc, "192.0.2.10", ""},
 		{"IPv4-mapped reads as IPv4", svc, "::ffff:192.0.2.10", ""},
-		{"a Node's address before this node's own", svc, "192.0.2.251", paasv1.ReasonNodeAddress},
+		{"this Node's address before one on its interfaces", svc, "192.0.2.251", paasv1.ReasonNodeAddress},
 		{"this node's own before a reservation", svc, "192.0.2.50", paasv1.ReasonLocalAddress},
 		{"this node's own, held by keepalived for a migration", svc, "192.0.2.60", ""},
 		{"reserved in the cluster", svc, "192.0.2.70", paasv1.ReasonReserved},
@@ -55,7 +59,7 @@ func TestRefusalOf(t *testing.T) {
 		if refused != (tc.want != "") || r.Reason != tc.want {
 			t.Errorf("%s: refused %v, reason %q; want %q", tc.desc, refused, r.Reason, tc.want)
 		}
-		if refused && (r.VIP != a(tc.vip).Unmap() || r.Local() != (tc.want == paasv1.ReasonLocalAddress)) {
+		if refused && (r.VIP != a(tc.vip).Unmap() || r.Local() != (tc.want == paasv1.ReasonLocalAddress || tc.want == paasv1.ReasonNodeAddress)) {
 			t.Errorf("%s: refusal %+v names the wrong address or scope", tc.desc, r)
 		}
 	}

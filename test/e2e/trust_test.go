@@ -118,69 +118,109 @@ type addressTrust struct {
 	vip           string
 }
 
-// ownAddresses: a Node's address, a node naming web's address, a Node with no agent, an address on a node's interface.
-func (st *addressTrust) ownAddresses(t *testing.T) {
-	d, k8s, service, allocated, reported, cleared, web, vip := st.d, st.k8s, st.service, st.allocated, st.reported, st.cleared, st.web, st.vip
+// heldAddressListedByNode: Service name is served, then Node node joins with
+// its address in status.addresses (view: its agent publishes a NodeView). The
+// Service keeps the address with nothing refused, node1 and node2 go on
+// programming and serving it, the ledger names node and node gets a Warning
+// Event; once node is gone the ledger names no one.
+func heldAddressListedByNode(t *testing.T, st *addressTrust, name, node string, view bool) {
+	d, k8s := st.d, st.k8s
 	ctx := context.Background()
-	t.Run("a Node's address in the status: not programmed, reported, and carried again once no Node has it", func(t *testing.T) {
-		web2 := service("web2")
-		vip2 := allocated(web2)
-		testenv.Eventually(t, settle, "web2 is served", func() error { _, err := d.curl("http://" + vip2); return err })
-		// A Node that comes later with the address a Service holds (the
-		// operator never hands one out), and its agent, which publishes its
-		// NodeView. The agents do not take the view's word for it (its agent
-		// writes it): the operator reads the kubelet's address on the Node and
-		// reserves it in the ledger.
-		d.addNode(t, "node3", vip2, nil)
-		d.publishView(t, "node3")
-		reported(web2, paasv1.ReasonReserved, vip2+" is reserved in the cluster (the address of Node node3)")
-		testenv.Eventually(t, settle, "no rule for "+vip2, func() error {
-			for _, node := range []string{"node1", "node2"} {
-				if mentions(d.ruleset(node), vip2) {
-					return fmt.Errorf("%s still programs it", node)
-				}
+	svc := st.service(name)
+	addr := st.allocated(svc)
+	testenv.Eventually(t, settle, name+" is served", func() error { _, err := d.curl("http://" + addr); return err })
+	d.addNode(t, node, addr, nil)
+	if view {
+		d.publishView(t, node)
+	}
+	claimedBy := func(want string) func() error {
+		return func() error {
+			var ip paasv1.IP
+			if err := k8s.Get(ctx, client.ObjectKey{Name: addr}, &ip); err != nil {
+				return err
+			}
+			if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != want || ip.Spec.ReservedBy != "" {
+				return fmt.Errorf("claimed-by %q, reservedBy %q", got, ip.Spec.ReservedBy)
 			}
 			return nil
-		})
-		if _, err := d.curl("http://" + vip2); err == nil {
-			t.Fatal("a Node's address is still served")
 		}
-		if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3"}}); err != nil {
+	}
+	testenv.Eventually(t, settle, "the ledger names "+node, claimedBy(node))
+	testenv.Eventually(t, settle, node+" is told", func() error {
+		return nodeEventFor(ctx, k8s, node, paasv1.EventClaimsServiceAddress, addr)
+	})
+	for range 5 {
+		if _, err := d.curl("http://" + addr); err != nil {
+			t.Fatalf("%s is no longer served: %v", name, err)
+		}
+		for _, n := range []string{"node1", "node2"} {
+			if !mentions(d.ruleset(n), addr) {
+				t.Fatalf("%s no longer programs %s", n, addr)
+			}
+		}
+		got := &corev1.Service{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
 			t.Fatal(err)
 		}
+		for _, c := range []string{paasv1.ConditionProgrammed, paasv1.ConditionAddressConflict} {
+			if c := meta.FindStatusCondition(got.Status.Conditions, c); c != nil {
+				t.Fatalf("a Node's word cost %s its address: %+v", name, c)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	objs := []client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}
+	if view {
 		// The garbage collector deletes the view with its Node (it owns it);
 		// this lab runs no kube-controller-manager, so the test does.
-		if err := k8s.Delete(ctx, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: "node3"}}); err != nil {
+		objs = append(objs, &paasv1.NodeView{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	}
+	for _, o := range objs {
+		if err := k8s.Delete(ctx, o); err != nil {
 			t.Fatal(err)
 		}
-		cleared(web2)
-		testenv.Eventually(t, settle, "web2 served again", func() error { _, err := d.curl("http://" + vip2); return err })
+	}
+	testenv.Eventually(t, settle, "the ledger names no one", claimedBy(""))
+}
+
+// nodeEventFor reports whether a Warning Event with reason about Node node
+// says inMessage.
+func nodeEventFor(ctx context.Context, c client.Client, node, reason, inMessage string) error {
+	var events corev1.EventList
+	if err := c.List(ctx, &events); err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind != "Node" || e.InvolvedObject.Name != node || e.Reason != reason {
+			continue
+		}
+		if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, inMessage) {
+			return nil
+		}
+		seen = append(seen, e.Message)
+	}
+	return fmt.Errorf("no Warning Event %s on Node %s saying %q (saw %q)", reason, node, inMessage, seen)
+}
+
+// ownAddresses: a Node's address, a node naming web's address, a Node with no agent, an address on a node's interface.
+func (st *addressTrust) ownAddresses(t *testing.T) {
+	d, k8s, web, vip := st.d, st.k8s, st.web, st.vip
+	ctx := context.Background()
+	t.Run("a Node's address a Service holds: the Service keeps it, the other nodes carry it, the Node is told and named on the ledger", func(t *testing.T) {
+		// A Node that comes later with the address a Service holds (the
+		// operator never hands a free one out), and its agent, which
+		// publishes its NodeView. A node's kubelet writes its own Node: what
+		// it says may cost only that node.
+		heldAddressListedByNode(t, st, "web2", "node3", true)
 	})
 
-	t.Run("a node's agent naming web's address as the node's own (its view, its interfaces): web is still carried, and the ledger names that node", func(t *testing.T) {
+	t.Run("a node's agent naming web's address as the node's own (its view, its interfaces): web is still carried, and in a group no node announces the claim is ignored", func(t *testing.T) {
 		claimedVIPStaysCarried(t, d, web, vip)
 	})
 
-	t.Run("the address of a Node with no agent: the operator marks its ledger entry reserved, and no agent carries it", func(t *testing.T) {
-		web3 := service("web3")
-		vip3 := allocated(web3)
-		testenv.Eventually(t, settle, "web3 is served", func() error { _, err := d.curl("http://" + vip3); return err })
-		// No agent runs on node4, so no agent reads it (they read the other
-		// nodes from the views their agents publish); the operator, which
-		// reads every Node, reserves the address in the ledger.
-		d.addNode(t, "node4", vip3, nil)
-		reported(web3, paasv1.ReasonReserved, vip3+" is reserved in the cluster (the address of Node node4)")
-		testenv.Eventually(t, settle, "no rule for "+vip3, func() error {
-			for _, node := range []string{"node1", "node2"} {
-				if mentions(d.ruleset(node), vip3) {
-					return fmt.Errorf("%s still programs it", node)
-				}
-			}
-			return nil
-		})
-		if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
-			t.Fatal(err)
-		}
+	t.Run("the address of a Node with no agent: the same, that Node's conflict", func(t *testing.T) {
+		heldAddressListedByNode(t, st, "web3", "node4", false)
 	})
 
 	t.Run("an address on a node's own interface: that node refuses it, the other carries it", func(t *testing.T) {
@@ -302,30 +342,34 @@ func eventFor(ctx context.Context, c client.Client, svc *corev1.Service, reason,
 	return fmt.Errorf("no Warning Event %s on %s saying %q (saw %q)", reason, svc.Name, inMessage, seen)
 }
 
-// TestAddressTrustL2: on the wire, a Node's address is never answered for by
-// ARP, even when the ledger gives it to a Service that was announced a moment
-// before; once no Node has it, an owner answers again.
+// TestAddressTrustL2: on the wire, a Node that comes to list an address a
+// Service holds takes it from no one: the ledger names that Node, and a node
+// of the others goes on answering ARP for it.
 func TestAddressTrustL2(t *testing.T) {
 	d, web, vip, _ := announcedLab(t)
 	ctx := context.Background()
 	k8s := d.env.Admin
 
 	// A Node joins with the address (a host that was given it by hand, say),
-	// and its agent publishes its view; the operator reserves the kubelet's
-	// address in the ledger.
+	// and its agent publishes its view.
 	d.addNode(t, "node4", vip, nil)
 	d.publishView(t, "node4")
-	testenv.Eventually(t, settle, "no node answers ARP for a Node's address", func() error {
-		if macs := d.arpAnswers(vip); len(macs) > 0 {
-			return fmt.Errorf("answered by %v", macs)
+	testenv.Eventually(t, settle, "the ledger names node4", func() error {
+		var ip paasv1.IP
+		if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
+			return err
+		}
+		if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != "node4" {
+			return fmt.Errorf("claimed-by %q", got)
 		}
 		return nil
 	})
+	d.owner(t, vip, "node4")
 	got := &corev1.Service{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c == nil || c.Reason != paasv1.ReasonReserved {
+	if c := meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionProgrammed); c != nil {
 		t.Fatalf("condition %s: %+v", paasv1.ConditionProgrammed, c)
 	}
 	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node4"}}); err != nil {
@@ -372,23 +416,23 @@ func claimAsNode(t testing.TB, d *dataLab, node, vip string) {
 
 // claimedVIPStaysCarried: node5's agent (its credentials, no process) names
 // web's vip as its node's own; web stays served with nothing refused, and the
-// operator names node5 on the ledger.
+// operator, web's group being announced by no node, ignores the claim.
 func claimedVIPStaysCarried(t *testing.T, d *dataLab, web *corev1.Service, vip string) {
 	ctx := context.Background()
 	k8s := d.env.Admin
 	d.addNode(t, "node5", "192.0.2.250", nil)
 	claimAsNode(t, d, "node5", vip)
-	testenv.Eventually(t, settle, "the ledger names node5", func() error {
+	for range 5 {
+		// The lab's group is announced by no node (mode None): what a node's
+		// agent publishes counts in layer-2 groups only, so the ledger names
+		// no one.
 		var ip paasv1.IP
 		if err := k8s.Get(ctx, client.ObjectKey{Name: vip}, &ip); err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != "node5" {
-			return fmt.Errorf("claimed-by %q, reservedBy %q", got, ip.Spec.ReservedBy)
+		if got := ip.Annotations[paasv1.ClaimedByAnnotation]; got != "" || ip.Spec.ReservedBy != "" {
+			t.Fatalf("claimed-by %q, reservedBy %q: a node's claim counted in a group no node announces", got, ip.Spec.ReservedBy)
 		}
-		return nil
-	})
-	for range 5 {
 		if _, err := d.curl("http://" + vip); err != nil {
 			t.Fatalf("web is no longer served: %v", err)
 		}

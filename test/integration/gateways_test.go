@@ -34,10 +34,10 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		eventuallyIPs(held, "10.242.0.20")
 
 		By("a node's agent publishes the router at .1 and the Service's address as its default gateways")
-		node := reservedNode("gw-node", nil, nil, `[{"name":"eth0","addrs":["10.242.0.250/24"],"gateways":["10.242.0.1","10.242.0.20"]}]`)
+		node := reservedNode("gw-node", []string{"10.242.0.250"}, nil, `[{"name":"eth0","addrs":["10.242.0.250/24"],"gateways":["10.242.0.1","10.242.0.20"]}]`)
 		Eventually(ledgerClaimedBy("10.242.0.20")).Should(Equal("gw-node"))
 		eventuallyEvent(node, corev1.EventTypeWarning, paasv1.EventClaimsServiceAddress,
-			"Node gw-node claims 10.242.0.20 (the default gateway of Node gw-node on eth0, in its annotation vip.paas.org/interfaces)")
+			"Node gw-node lists 10.242.0.20 as its own (the default gateway of Node gw-node on eth0)")
 		Consistently(func(g Gomega) {
 			got := getService(held)
 			g.Expect(ingressIPs(got)).To(Equal([]string{"10.242.0.20"}))
@@ -63,7 +63,7 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		eventuallyIPs(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "asks-gw"}}, "10.242.0.1")
 	})
 
-	It("reserves every BGPPeer's address and the nodes' gateways in a BGP group, and a peer created at a held address is the Service's conflict", func() {
+	It("reserves every BGPPeer's address in a BGP group but not a node's gateway (a node's claims count on layer 2 only), and a peer created at a held address is the Service's conflict", func() {
 		g := newIPGroup("gw-bgp", "10.243.0.0/24")
 		g.Spec.AutoAssign = new(false)
 		g.Spec.Announce = &paasv1.Announce{Mode: paasv1.AnnounceBGP}
@@ -76,16 +76,15 @@ var _ = Describe("the nodes' default gateways and the BGPPeers' addresses", func
 		peer := newBGPPeer("gw-tor", func(s *paasv1.BGPPeerSpec) { s.PeerAddress = "10.243.0.0" })
 		Expect(k8s.Create(context.Background(), peer)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), peer))).To(Succeed()) })
-		reservedNode("gw-bgp-node", nil, nil, `[{"name":"eth0","addrs":["198.51.100.21/24"],"gateways":["10.243.0.1"]}]`)
+		reservedNode("gw-bgp-node", []string{"10.243.0.250"}, nil, `[{"name":"eth0","addrs":["10.243.0.250/24"],"gateways":["10.243.0.1"]}]`)
+		// .0 the peer's, .250 the Node's status address; not the gateway.
 		eventuallyGroupStatus("gw-bgp", func(g Gomega, s paasv1.IPGroupStatus) { g.Expect(s.Reserved).To(Equal("2")) })
 
-		By("the next Service gets .2; one asking for the peer's address stays pending with the reason")
+		By("the next Service gets the node's gateway .1; one asking for the peer's address stays pending with the reason")
 		next := createService(testenv.LoadBalancerService(ns, "next", withAnnotation(paasv1.IPGroupAnnotation, "gw-bgp")))
-		eventuallyIPs(next, "10.243.0.2")
+		eventuallyIPs(next, "10.243.0.1")
 		Expect(requestCondition(ns, "asks-peer", "gw-bgp", "10.243.0.0", paasv1.ReasonRequestedIPReserved)).
 			To(ContainSubstring("10.243.0.0 is the address of BGPPeer gw-tor"))
-		Expect(requestCondition(ns, "asks-gw", "gw-bgp", "10.243.0.1", paasv1.ReasonRequestedIPReserved)).
-			To(ContainSubstring("10.243.0.1 is the default gateway of Node gw-bgp-node on eth0"))
 
 		By("the peer moved onto the held address: an admin wrote it, so the Service's conflict, and .0 is free again")
 		cur := &paasv1.BGPPeer{}

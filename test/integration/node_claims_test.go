@@ -39,10 +39,10 @@ var _ = Describe("a Node whose agent claims a Service's address", func() {
 		eventuallyIPs(svc, "10.241.0.20")
 
 		By("the agent of a node lists the Service's address, and a free one, among the node's own")
-		node := reservedNode("clm-evil", nil, nil, `[{"name":"eth0","addrs":["10.241.0.250/24","10.241.0.20/32","10.241.0.21/32"]}]`)
+		node := reservedNode("clm-evil", []string{"10.241.0.250"}, nil, `[{"name":"eth0","addrs":["10.241.0.250/24","10.241.0.20/32","10.241.0.21/32"]}]`)
 		Eventually(ledgerClaimedBy("10.241.0.20")).Should(Equal("clm-evil"))
 		eventuallyEvent(node, corev1.EventTypeWarning, paasv1.EventClaimsServiceAddress,
-			"Node clm-evil claims 10.241.0.20 (the address of Node clm-evil on eth0, in its annotation vip.paas.org/interfaces) but the ledger (IP 10.241.0.20) gives it to Service "+ns+"/held")
+			"Node clm-evil lists 10.241.0.20 as its own (the address of Node clm-evil on eth0) but the ledger (IP 10.241.0.20) gives it to Service "+ns+"/held")
 		Consistently(func(g Gomega) {
 			got := getService(svc)
 			g.Expect(ingressIPs(got)).To(Equal([]string{"10.241.0.20"}))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -165,7 +166,7 @@ var _ = Describe("reserved addresses", func() {
 		}).Should(Succeed())
 	})
 
-	It("lets a Service keep an address a Node turns up with later, marks the conflict on the Service and the ledger, and clears it when the Node goes", func() {
+	It("lets a Service keep an address a Node turns up with later: that Node's conflict, named on the ledger with a Warning Event on the Node, never the Service's; a free address a Node lists is never handed out", func() {
 		ctx := context.Background()
 		lan := newIPGroup("rsv-late", "198.51.100.0/24", "198.51.100.0", "198.51.100.255")
 		lan.Spec.AutoAssign = new(false)
@@ -174,23 +175,27 @@ var _ = Describe("reserved addresses", func() {
 		svc := createService(testenv.LoadBalancerService(ns, "holder", withAnnotation(paasv1.IPsAnnotation, "198.51.100.20")))
 		eventuallyIPs(svc, "198.51.100.20")
 		conflictCondition(svc, "")
-		Expect(ledgerReservedBy("198.51.100.20")()).To(BeEmpty())
 
-		By("a Node joins with the Service's address")
-		node := reservedNode("rsv-late-node", []string{"198.51.100.20"}, nil, "")
-		c := conflictCondition(svc, paasv1.ReasonReservedByNode)
-		Expect(c.Message).To(HavePrefix("198.51.100.20 is the address of Node rsv-late-node: the Service keeps the address but no node programs or announces it"))
-		eventuallyEvent(svc, corev1.EventTypeWarning, service.EventAddressConflict, "198.51.100.20 is the address of Node rsv-late-node")
-		Eventually(ledgerReservedBy("198.51.100.20")).Should(Equal("the address of Node rsv-late-node"))
-		Consistently(func() []string { return ingressIPs(getService(svc)) }, "1s").Should(Equal([]string{"198.51.100.20"}))
+		By("a Node joins with the Service's address and a free one in its status.addresses")
+		node := reservedNode("rsv-late-node", []string{"198.51.100.20", "198.51.100.21"}, nil, "")
+		Eventually(ledgerClaimedBy("198.51.100.20")).Should(Equal("rsv-late-node"))
+		eventuallyEvent(node, corev1.EventTypeWarning, paasv1.EventClaimsServiceAddress,
+			"Node rsv-late-node lists 198.51.100.20 as its own (the address of Node rsv-late-node) but the ledger (IP 198.51.100.20) gives it to Service "+ns+"/holder")
+		Consistently(func(g Gomega) {
+			got := getService(svc)
+			g.Expect(ingressIPs(got)).To(Equal([]string{"198.51.100.20"}))
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, paasv1.ConditionAddressConflict)).To(BeNil())
+			g.Expect(ledgerReservedBy("198.51.100.20")()).To(BeEmpty())
+		}, 2*time.Second).Should(Succeed())
 		eventuallyCondition(svc, metav1.ConditionTrue, paasv1.ReasonAllocated)
+		Expect(requestCondition(ns, "asks-free", "rsv-late", "198.51.100.21", paasv1.ReasonRequestedIPReserved)).
+			To(ContainSubstring("198.51.100.21 is the address of Node rsv-late-node"))
 
 		By("the Node leaves")
 		Expect(k8s.Delete(ctx, node)).To(Succeed())
-		conflictCondition(svc, "")
-		Eventually(ledgerReservedBy("198.51.100.20")).Should(BeEmpty())
-		eventuallyEvent(svc, corev1.EventTypeNormal, service.EventAddressConflictResolved, "the nodes program and announce it again")
+		Eventually(ledgerClaimedBy("198.51.100.20")).Should(BeEmpty())
 		eventuallyIPs(svc, "198.51.100.20")
+		eventuallyIPs(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "asks-free"}}, "198.51.100.21")
 	})
 })
 

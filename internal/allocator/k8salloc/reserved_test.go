@@ -51,7 +51,7 @@ func TestReservations(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "tor-b"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "2001:db8::fe"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "hostile"}, Spec: paasv1.BGPPeerSpec{PeerAddress: "198.51.100.0/24"}},
 	}
-	a.SetReserved(append(Reservations(nodes, cidrs, configured), PeerReservations(peers)...))
+	a.SetReserved(append(Reservations(nodes, cidrs, configured, nil), PeerReservations(peers)...))
 
 	// What a new allocation skips, in the group that would hand the address
 	// out (the routed one outside the L2 group's segment).
@@ -65,10 +65,12 @@ func TestReservations(t *testing.T) {
 		addr, kind, holder string // kind "" means not reserved
 		node               string // the claiming Node: the agent published it
 	}{
-		{"192.0.2.251", paasv1.ReasonReservedByNode, "the address of Node node1", ""},
-		{"2001:db8::251", paasv1.ReasonReservedByNode, "the address of Node node1", ""},
-		{"192.0.2.252", paasv1.ReasonReservedByNode, "the address of Node node2", ""},
-		{"198.51.100.7", paasv1.ReasonReservedByNode, "the address of Node node1 on eth1", "node1"},
+		// A Node's status.addresses are its claims in every group.
+		{"192.0.2.251", paasv1.ReasonReservedByNode, "the address of Node node1", "node1"},
+		{"2001:db8::251", paasv1.ReasonReservedByNode, "the address of Node node1", "node1"},
+		{"192.0.2.252", paasv1.ReasonReservedByNode, "the address of Node node2", "node2"},
+		// What an agent publishes counts in L2 groups only, on a confirmed subnet.
+		{"198.51.100.7", "", "", ""},
 		{"192.0.2.99", "", "", ""},
 		{"10.244.1.77", paasv1.ReasonReservedByPodCIDR, "in the pod CIDR 10.244.1.0/24 of Node node1", ""},
 		{"fd00:10:244:1::5", paasv1.ReasonReservedByPodCIDR, "in the pod CIDR fd00:10:244:1::/64 of Node node1", ""},
@@ -80,11 +82,10 @@ func TestReservations(t *testing.T) {
 		{"192.0.2.255", paasv1.ReasonReservedBySubnet, "the broadcast address of subnet 192.0.2.0/24 (Node node1, eth0)", "node1"},
 		{"198.51.100.255", "", "", ""}, // no L2 group there
 		{"203.0.113.0", "", "", ""},    // a /31 has no network or broadcast address
-		{"203.0.113.1", paasv1.ReasonReservedByNode, "the address of Node node1 on p2p", "node1"},
+		{"203.0.113.1", "", "", ""},
 		{"192.0.2.10", "", "", ""},
-		// Default gateways are claims in every group, L2 or routed.
 		{"192.0.2.1", paasv1.ReasonReservedByGateway, "the default gateway of Node node1 on eth0", "node1"},
-		{"198.51.100.1", paasv1.ReasonReservedByGateway, "the default gateway of Node node1 on eth1", "node1"},
+		{"198.51.100.1", "", "", ""},
 		// BGPPeers' addresses are the cluster's reservations (an admin wrote
 		// them); one that is no address reserves nothing.
 		{"198.51.100.254", paasv1.ReasonReservedByBGPPeer, "the address of BGPPeer tor-a", ""},
