@@ -115,10 +115,21 @@ func (r *Reconciler) endHandOver(ctx context.Context, svc *corev1.Service, ip *p
 	return nil
 }
 
-// forgetAdoptedNode clears spec.adoptedFromNode once another node announces ip's address
-// (paasv1.IP.AdoptedNodeLeft): a failover, or the node may no longer carry it.
-func (r *Reconciler) forgetAdoptedNode(ctx context.Context, ip *paasv1.IP) error {
-	if !ip.AdoptedNodeLeft() {
+// forgetAdoptedNode clears spec.adoptedFromNode once the election gives ip's address to another
+// node, which announces it (paasv1.IP.AdoptedNodeLeft): the node may no longer carry it.
+func (r *Reconciler) forgetAdoptedNode(ctx context.Context, svc *corev1.Service, ip *paasv1.IP) error {
+	if ip.Spec.AdoptedFromNode == "" {
+		return nil
+	}
+	g := &paasv1.IPGroup{} // not found: L2, as for a group without a mode
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ip.Labels[paasv1.IPGroupLabel]}, g); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get IPGroup %s: %w", ip.Labels[paasv1.IPGroupLabel], err)
+	}
+	owner, err := r.electedOwner(ctx, svc, g, ip)
+	if err != nil {
+		return err
+	}
+	if !ip.AdoptedNodeLeft(owner) {
 		return nil
 	}
 	desired := ip.DeepCopy()
