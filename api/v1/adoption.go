@@ -24,6 +24,17 @@ func (ip *IP) HandOverExpected(now time.Time) bool {
 	return err == nil && !now.Before(at) && now.Sub(at) < AdoptionHandOver
 }
 
+// HandOverEnd is when the hand-over of ip's adopted address ends: AdoptionHandOver after its
+// adoption; ok is false for an address not adopted (or whose record does not parse), which
+// has no hand-over to wait for.
+func (ip *IP) HandOverEnd() (end time.Time, ok bool) {
+	at, err := time.Parse(time.RFC3339, ip.Annotations[AdoptedAnnotation])
+	if err != nil {
+		return time.Time{}, false
+	}
+	return at.Add(AdoptionHandOver), true
+}
+
 // ProxyReady reports whether the operator may write ipMode Proxy for ip's address, which makes
 // kube-proxy let go of it: always, unless the address awaits the agents' data path
 // (spec.awaitingDataPath); then only once the nodes that announce it report it programmed

@@ -82,6 +82,10 @@ type Reconciler struct {
 	// OnCordon is the agents' --on-cordon: the election the operator computes to end an
 	// adopted address's hand-over (handover_owner.go) must be theirs.
 	OnCordon election.OnCordon
+	// MetalLBNamespace is where MetalLB's speakers write the ServiceL2Status objects whose
+	// node an adopted address keeps during its hand-over (status_adoption.go); empty:
+	// DefaultMetalLBNamespace.
+	MetalLBNamespace string
 
 	state *allocatorState
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -568,6 +572,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.markInUseOnLAN(mgr.GetClient(), ledgerOwner))).
 		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(predicates.IPGroupChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesIn(mgr.GetClient())), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.servicesInHandOver(mgr.GetClient())), builder.WithPredicates(nodeElectionChanged)).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.queue.Store(&q)
 			return nil

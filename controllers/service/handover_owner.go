@@ -3,14 +3,22 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/election"
+	"github.com/paas-org/vip-allocator-operator/internal/ledger"
 )
 
 // The end of an adopted address's hand-over follows the layer-2 election, as the operator
@@ -53,11 +61,11 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// localNodes are the nodes with a ready endpoint of svc among slices: the only nodes that may
+// localNodes are the nodes with a ready endpoint among a Service's EndpointSlices eps: the only nodes that may
 // carry its address under externalTrafficPolicy Local.
-func localNodes(slices []discoveryv1.EndpointSlice) map[string]bool {
+func localNodes(eps []discoveryv1.EndpointSlice) map[string]bool {
 	out := map[string]bool{}
-	for _, s := range slices {
+	for _, s := range eps {
 		for _, e := range s.Endpoints {
 			if (e.Conditions.Ready == nil || *e.Conditions.Ready) && e.NodeName != nil {
 				out[*e.NodeName] = true
@@ -91,4 +99,43 @@ func (r *Reconciler) electedOwner(ctx context.Context, svc *corev1.Service, g *p
 		return "", fmt.Errorf("list Nodes for the election of %s: %w", addr, err)
 	}
 	return handOverOwner(addr, c, nodes.Items, r.OnCordon), nil
+}
+
+// nodeElectionChanged passes the Node events that may change the election the operator
+// computes for a hand-over: a Node comes or goes, turns Ready or not, or changes what
+// election.NodeOf reads (labels, cordon, the interfaces its agent published).
+var nodeElectionChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Node)
+		cur, okCur := e.ObjectNew.(*corev1.Node)
+		if !okOld || !okCur {
+			return true
+		}
+		return nodeReady(old) != nodeReady(cur) || old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+			!maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
+			!slices.Equal(old.Status.Addresses, cur.Status.Addresses) || old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero()
+	},
+}
+
+// servicesInHandOver maps a Node event to the Services holding an address whose hand-over is
+// not over (handOverOwner decides its end).
+func (r *Reconciler) servicesInHandOver(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var ips paasv1.IPList
+		if err := c.List(ctx, &ips); err != nil {
+			log.FromContext(ctx).Error(err, "list the ledger for the addresses in hand-over")
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range ips.Items {
+			ip := &ips.Items[i]
+			if !ip.Spec.AwaitingDataPath && ip.Spec.AdoptedFromNode == "" {
+				continue
+			}
+			for _, holder := range ledger.ServiceNames(ip) {
+				out = append(out, reconcile.Request{NamespacedName: holder})
+			}
+		}
+		return out
+	}
 }
