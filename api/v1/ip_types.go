@@ -88,6 +88,13 @@ type IPSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	AdoptedFromNode string `json:"adoptedFromNode,omitempty"`
+	// Announced is set once a node announced the address (a node named itself in
+	// status.announcedBy, or a probe found it silent), and never cleared: the probe's verdict
+	// (the InUseOnLAN condition) counts only before the address was first announced, and the
+	// agents, who may empty announcedBy, cannot make an address look never announced. The
+	// operator sets it; it lives in the spec so that only the operator writes it.
+	// +optional
+	Announced bool `json:"announced,omitempty"`
 }
 
 // IPStatus mirrors the owner and reports where the address is announced.

@@ -96,6 +96,9 @@ func (r *Reconciler) settleLedger(ctx context.Context, svc *corev1.Service, resu
 		if err := r.forgetAdoptedNode(ctx, svc, ip); err != nil {
 			return err
 		}
+		if err := r.recordAnnounced(ctx, ip); err != nil {
+			return err
+		}
 	}
 	return r.leaveLedger(ctx, released, dropUID(svc.UID))
 }
