@@ -44,8 +44,8 @@ manifests: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=vip-allocator-agent paths="{./nodeagent/...,./internal/metricsauth/...}" output:rbac:artifacts:config=config/rbac/agent
 	mv config/rbac/agent/role.yaml config/rbac/agent_role.yaml && rmdir config/rbac/agent
 
-## verify: generated code, manifests, deploy/, bundle/ and the chart are current, code is formatted and vetted
-verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK) $(HELM)
+## verify: generated code, manifests, deploy/, bundle/ and the chart are current, code is formatted, vetted and linted
+verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK) $(HELM) $(GOLANGCI_LINT) packages
 	@before=$$(mktemp -d) && cp -r api config $$before/ && \
 	  $(MAKE) --no-print-directory generate manifests >/dev/null && \
 	  diff -r $$before/api api && diff -r $$before/config config && rm -rf $$before || \
@@ -53,6 +53,7 @@ verify: $(CONTROLLER_GEN) $(KUBECTL) $(OPERATOR_SDK) $(HELM)
 	@$(MAKE) --no-print-directory verify-install-files
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run gofmt -w"; exit 1; }
 	go vet -tags $(TEST_TAGS) ./...
+	@$(MAKE) --no-print-directory lint
 
 ## lint: golangci-lint (.golangci.yaml; every build tag) over the Go code, shellcheck over the scripts
 lint: $(GOLANGCI_LINT) packages

@@ -26,7 +26,7 @@ for platform in linux/amd64 linux/arm64; do
         os: $os
         arch: $arch
     uri: $repo/releases/download/$version/$archive
-    sha256: "$sha"
+    sha256: \"$sha\"
     bin: kubectl-vip
     files:
     - from: kubectl-vip

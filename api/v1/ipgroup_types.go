@@ -24,7 +24,7 @@ const (
 type DataPath string
 
 const (
-	// DataPathSteering: whichever node a flow enters by sends it, unchanged and
+	// DataPathSteering means whichever node a flow enters by sends it, unchanged and
 	// untracked, to the serving node a consistent hash of the flow picks among the nodes with
 	// ready endpoints; that node DNATs it to its own endpoints and the reply goes straight to
 	// the client from the VIP. Open connections survive the loss of the node they entered by,

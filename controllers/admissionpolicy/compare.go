@@ -13,11 +13,11 @@ import (
 type State string
 
 const (
-	// InForce: the object is there with the spec config/admission gives it.
+	// InForce means the object is there with the spec config/admission gives it.
 	InForce State = "InForce"
-	// Missing: no object of that kind and name.
+	// Missing means no object of that kind and name.
 	Missing State = "Missing"
-	// Altered: the object is there with another spec.
+	// Altered means the object is there with another spec.
 	Altered State = "Altered"
 )
 

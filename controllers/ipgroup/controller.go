@@ -54,6 +54,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
+// Reconcile writes one IPGroup's status: its parsed pool, what is allocated
+// and its conditions.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	group := &paasv1.IPGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, group); err != nil {
@@ -276,7 +278,7 @@ func setCapacity(status *paasv1.IPGroupStatus, g *allocator.Group, counts ledger
 	status.Available = free.Sub(free, reserved).String()
 }
 
-func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, g *allocator.Group, parseErr error) {
+func setReadyCondition(status *paasv1.IPGroupStatus, generation int64, _ *allocator.Group, parseErr error) {
 	c := metav1.Condition{Type: paasv1.IPGroupReady, ObservedGeneration: generation}
 	if parseErr != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, "InvalidSpec"

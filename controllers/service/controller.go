@@ -110,6 +110,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=paas.org,resources=ipgroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=paas.org,resources=virtualips;groupsegmentmappings,verbs=get;list;watch
 
+// Reconcile gives one Service its addresses, or releases them, in the phases
+// of phases.go.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.state.rebuild(ctx, r.Client, r.OwnClassOnly, r.Reserved); err != nil {
 		return ctrl.Result{}, err

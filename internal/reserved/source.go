@@ -53,7 +53,7 @@ func NewSource(mgr ctrl.Manager, configured []netip.Prefix) (*Source, error) {
 	return s, nil
 }
 
-// list reads the reservations from c (the cache).
+// List reads the reservations from c (the cache).
 func (s *Source) List(ctx context.Context, c client.Reader) ([]allocator.Reservation, error) {
 	var nodes corev1.NodeList // read only: the cache's own, uncopied
 	if err := c.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
@@ -92,7 +92,7 @@ func L2Routers(groups []paasv1.IPGroup) []netip.Addr {
 	return out
 }
 
-// watch calls refresh on every Node, ServiceCIDR, BGPPeer or IPGroup change that may
+// Watch calls refresh on every Node, ServiceCIDR, BGPPeer or IPGroup change that may
 // change the reserved addresses.
 func (s *Source) Watch(b *ctrl.Builder, refresh func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request])) *ctrl.Builder {
 	h := handler.Funcs{
