@@ -74,7 +74,7 @@ unit:
 
 ## test: the whole suite (what CI runs), every tier; the tests tagged 'root' need root
 test: verify bundle-validate controlplane cluster-binaries images build packages promtool
-	go test -tags $(TEST_TAGS) ./... -count=1 -timeout 60m 2>	go test -tags $(TEST_TAGS) ./... -count=1 -timeout 40m 2>&1 | hack/test-summary.sh1 | hack/test-summary.sh
+	go test -tags $(TEST_TAGS) ./... -count=1 -timeout 60m 2>&1 | hack/test-summary.sh
 
 ## demo: a local control plane, the operator, a sample IPGroup and Services
 demo: build controlplane packages
