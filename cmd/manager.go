@@ -64,8 +64,7 @@ func NewManager(cfg *rest.Config, o OperatorOptions) (ctrl.Manager, error) {
 	}
 	if err := (&service.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder,
 		OwnClassOnly: o.OwnClassOnly, Workers: o.Workers, LeaderElection: o.LeaderElect,
-		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reservedAddrs, ReleasedGrace: o.ReleasedGrace,
-		OnCordon: o.Agent.OnCordon, MetalLBNamespace: o.MetalLBNamespace}).SetupWithManager(mgr); err != nil {
+		IPMode: corev1.LoadBalancerIPMode(o.IPMode), Reserved: reservedAddrs, ReleasedGrace: o.ReleasedGrace}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up Service controller: %w", err)
 	}
 	if err := (&ipgroup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reserved: reservedAddrs, OnCordon: o.Agent.OnCordon}).SetupWithManager(mgr); err != nil {

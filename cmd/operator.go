@@ -38,9 +38,6 @@ type OperatorOptions struct {
 	// ReleasedGrace keeps an address a Service asked for by name for that
 	// Service this long after it released it (--released-address-grace); 0 keeps none.
 	ReleasedGrace time.Duration
-	// MetalLBNamespace is the namespace MetalLB runs in: only its speakers' ServiceL2Status
-	// there say which node an adopted address stays on during its hand-over.
-	MetalLBNamespace string
 	// AdmissionPolicies makes the operator check that config/admission's
 	// policies are in force for its own namespace, and report those missing
 	// or altered (OLM installs: a bundle cannot carry them, an administrator

@@ -33,27 +33,24 @@ func TestProxyReady(t *testing.T) {
 		desc       string
 		awaiting   bool
 		mode       AnnounceMode
-		owner      string
 		by, progBy []string
 		want       bool
 	}{
-		{"not awaiting the data path (allocated here, or handed over already)", false, AnnounceL2, "", nil, nil, true},
-		{"L2: no owner yet", true, AnnounceL2, "n1", nil, nil, false},
-		{"L2: the owner has not reported", true, AnnounceL2, "n1", []string{"n1"}, nil, false},
-		{"L2: a node that is not the owner reported", true, AnnounceL2, "n1", []string{"n1"}, []string{"n2"}, false},
-		{"L2: the owner reported", true, AnnounceL2, "n1", []string{"n1"}, []string{"n1"}, true},
-		{"L2: the owner changed; the new one has not reported", true, AnnounceL2, "n2", []string{"n2"}, []string{"n1"}, false},
-		{"L2: the new owner reported", true, AnnounceL2, "n2", []string{"n2"}, []string{"n1", "n2"}, true},
-		{"L2: a node the election did not choose wrote itself into both lists", true, AnnounceL2, "n1", []string{"n3"}, []string{"n3"}, false},
-		{"L2: the election chooses no node", true, AnnounceL2, "", []string{"n3"}, []string{"n3"}, false},
-		{"BGP: one advertiser of two reported", true, AnnounceBGP, "", []string{"n1", "n2"}, []string{"n2"}, false},
-		{"BGP: every advertiser reported", true, AnnounceBGP, "", []string{"n1", "n2"}, []string{"n2", "n1", "n3"}, true},
-		{"BGP: no advertiser yet, a node reported", true, AnnounceBGP, "", nil, []string{"n3"}, false},
-		{"None: no report", true, AnnounceNone, "", nil, nil, false},
-		{"None: a node reported", true, AnnounceNone, "", nil, []string{"n3"}, true},
+		{"not awaiting the data path (allocated here, or handed over already)", false, AnnounceL2, nil, nil, true},
+		{"L2: no owner yet", true, AnnounceL2, nil, nil, false},
+		{"L2: the owner has not reported", true, AnnounceL2, []string{"n1"}, nil, false},
+		{"L2: a node that is not the owner reported", true, AnnounceL2, []string{"n1"}, []string{"n2"}, false},
+		{"L2: the owner reported", true, AnnounceL2, []string{"n1"}, []string{"n1"}, true},
+		{"L2: the owner changed; the new one has not reported", true, AnnounceL2, []string{"n2"}, []string{"n1"}, false},
+		{"L2: the new owner reported", true, AnnounceL2, []string{"n2"}, []string{"n1", "n2"}, true},
+		{"BGP: one advertiser of two reported", true, AnnounceBGP, []string{"n1", "n2"}, []string{"n2"}, false},
+		{"BGP: every advertiser reported", true, AnnounceBGP, []string{"n1", "n2"}, []string{"n2", "n1", "n3"}, true},
+		{"BGP: no advertiser yet, a node reported", true, AnnounceBGP, nil, []string{"n3"}, false},
+		{"None: no report", true, AnnounceNone, nil, nil, false},
+		{"None: a node reported", true, AnnounceNone, nil, []string{"n3"}, true},
 	} {
 		ip := &IP{Spec: IPSpec{AwaitingDataPath: tc.awaiting}, Status: IPStatus{AnnouncedBy: tc.by, ProgrammedBy: tc.progBy}}
-		if got := ip.ProxyReady(tc.mode, tc.owner); got != tc.want {
+		if got := ip.ProxyReady(tc.mode); got != tc.want {
 			t.Errorf("%s: ProxyReady = %v, want %v", tc.desc, got, tc.want)
 		}
 	}
@@ -61,20 +58,17 @@ func TestProxyReady(t *testing.T) {
 
 func TestAdoptedNodeLeft(t *testing.T) {
 	for _, tc := range []struct {
-		desc, from, owner string
-		by                []string
-		want              bool
+		desc, from string
+		by         []string
+		want       bool
 	}{
-		{"not adopted from a node", "", "n2", []string{"n2"}, false},
-		{"no one announces it yet", "n1", "n2", nil, false},
-		{"the node it was adopted from announces it", "n1", "n1", []string{"n1"}, false},
-		{"the election moved it, and the new owner announces it", "n1", "n2", []string{"n2"}, true},
-		{"the election moved it; the new owner has not taken it yet", "n1", "n2", []string{"n1"}, false},
-		{"a node the election did not choose wrote itself in place of the adopted node", "n1", "n1", []string{"n3"}, false},
-		{"the election chooses no node", "n1", "", []string{"n3"}, false},
+		{"not adopted from a node", "", []string{"n2"}, false},
+		{"no one announces it yet", "n1", nil, false},
+		{"the node it was adopted from announces it", "n1", []string{"n1"}, false},
+		{"another node announces it", "n1", []string{"n2"}, true},
 	} {
 		ip := &IP{Spec: IPSpec{AdoptedFromNode: tc.from}, Status: IPStatus{AnnouncedBy: tc.by}}
-		if got := ip.AdoptedNodeLeft(tc.owner); got != tc.want {
+		if got := ip.AdoptedNodeLeft(); got != tc.want {
 			t.Errorf("%s: AdoptedNodeLeft = %v, want %v", tc.desc, got, tc.want)
 		}
 	}

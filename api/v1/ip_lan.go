@@ -11,15 +11,8 @@ import (
 // use on the LAN by this account: another host's claim of it is a Conflict
 // for its announcer, and a stale or forged verdict must not move a Service
 // clients already reach.
-//
-// Nor is an address ever announced before (spec.announced, or adopted from another load
-// balancer, which announced it): the verdict is that of the probe before the first
-// announcement, and any agent may empty announcedBy and write one.
 func (ip *IP) InUseOnLAN() (*metav1.Condition, bool) {
-	if len(ip.Status.AnnouncedBy) > 0 || ip.Spec.Announced {
-		return nil, false
-	}
-	if _, adopted := ip.Annotations[AdoptedAnnotation]; adopted {
+	if len(ip.Status.AnnouncedBy) > 0 {
 		return nil, false
 	}
 	c := meta.FindStatusCondition(ip.Status.Conditions, IPConditionInUseOnLAN)
@@ -32,12 +25,11 @@ func (ip *IP) InUseOnLAN() (*metav1.Condition, bool) {
 // EverAnnounced reports whether a node has announced the address, or may
 // have: a node names itself in announcedBy, a probe found it silent (which
 // its announcement follows), or another load balancer announced it before
-// the operator adopted it; spec.announced keeps the first of these for good.
-// Only an address never announced is probed before its announcement; one
-// announced before is announced at once by its next owner (a failover must
-// not wait for a probe).
+// the operator adopted it. Only an address never announced is probed before
+// its announcement; one announced before is announced at once by its next
+// owner (a failover must not wait for a probe).
 func (ip *IP) EverAnnounced() bool {
-	if len(ip.Status.AnnouncedBy) > 0 || ip.Spec.Announced {
+	if len(ip.Status.AnnouncedBy) > 0 {
 		return true
 	}
 	if _, adopted := ip.Annotations[AdoptedAnnotation]; adopted {

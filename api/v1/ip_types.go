@@ -83,22 +83,11 @@ type IPSpec struct {
 	// ServiceL2Status), as the operator read it at the adoption. On layer 2
 	// the agents elect that node while it may carry the address, so the
 	// hand-over moves no neighbour entry on the LAN: both speakers answer
-	// with the same MAC. Only a status MetalLB's speaker on that node wrote
-	// counts (in MetalLB's namespace, labelled with the node, owned by the
-	// speaker pod there). The operator clears it once the election gives the
-	// address to another node, which announces it, and when the hand-over is
-	// over (vip.paas.org/adopted plus 15 minutes); the address then stays
-	// where the election puts it.
+	// with the same MAC. The operator clears it once another node announces
+	// the address, which then stays where the election puts it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	AdoptedFromNode string `json:"adoptedFromNode,omitempty"`
-	// Announced is set once a node announced the address (a node named itself in
-	// status.announcedBy, or a probe found it silent), and never cleared: the probe's verdict
-	// (the InUseOnLAN condition) counts only before the address was first announced, and the
-	// agents, who may empty announcedBy, cannot make an address look never announced. The
-	// operator sets it; it lives in the spec so that only the operator writes it.
-	// +optional
-	Announced bool `json:"announced,omitempty"`
 }
 
 // IPStatus mirrors the owner and reports where the address is announced.

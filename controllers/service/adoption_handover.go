@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
@@ -117,53 +115,16 @@ func (r *Reconciler) endHandOver(ctx context.Context, svc *corev1.Service, ip *p
 	return nil
 }
 
-// forgetAdoptedNode clears spec.adoptedFromNode once the election gives ip's address to another
-// node, which announces it (paasv1.IP.AdoptedNodeLeft): the node may no longer carry it; and
-// once the hand-over is over (paasv1.IP.HandOverExpected): MetalLB's speaker no longer answers
-// for the address, and what was read of it then must not keep steering the election.
-func (r *Reconciler) forgetAdoptedNode(ctx context.Context, svc *corev1.Service, ip *paasv1.IP) error {
-	if ip.Spec.AdoptedFromNode == "" {
+// forgetAdoptedNode clears spec.adoptedFromNode once another node announces ip's address
+// (paasv1.IP.AdoptedNodeLeft): a failover, or the node may no longer carry it.
+func (r *Reconciler) forgetAdoptedNode(ctx context.Context, ip *paasv1.IP) error {
+	if !ip.AdoptedNodeLeft() {
 		return nil
 	}
-	if end, ok := ip.HandOverEnd(); ok && time.Now().Before(end) {
-		r.wakeAt(client.ObjectKeyFromObject(svc), end)
-		return r.forgetAdoptedNodeIfMoved(ctx, svc, ip)
-	}
-	return r.clearAdoptedNode(ctx, ip)
-}
-
-// forgetAdoptedNodeIfMoved is forgetAdoptedNode during the hand-over.
-func (r *Reconciler) forgetAdoptedNodeIfMoved(ctx context.Context, svc *corev1.Service, ip *paasv1.IP) error {
-	g := &paasv1.IPGroup{} // not found: L2, as for a group without a mode
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ip.Labels[paasv1.IPGroupLabel]}, g); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("get IPGroup %s: %w", ip.Labels[paasv1.IPGroupLabel], err)
-	}
-	owner, err := r.electedOwner(ctx, svc, g, ip)
-	if err != nil {
-		return err
-	}
-	if !ip.AdoptedNodeLeft(owner) {
-		return nil
-	}
-	return r.clearAdoptedNode(ctx, ip)
-}
-
-// clearAdoptedNode clears ip's spec.adoptedFromNode.
-func (r *Reconciler) clearAdoptedNode(ctx context.Context, ip *paasv1.IP) error {
 	desired := ip.DeepCopy()
 	desired.Spec.AdoptedFromNode = ""
 	if err := r.Client.Patch(ctx, desired, client.MergeFrom(ip), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("forget the node ledger IP %s was adopted from: %w", ip.Name, err)
 	}
 	return nil
-}
-
-// wakeAt reconciles the Service key at at (the end of an adopted address's hand-over), unless
-// the controller has not started.
-func (r *Reconciler) wakeAt(key client.ObjectKey, at time.Time) {
-	q := r.queue.Load()
-	if q == nil {
-		return
-	}
-	(*q).AddAfter(reconcile.Request{NamespacedName: key}, time.Until(at)+time.Second)
 }

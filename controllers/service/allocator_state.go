@@ -212,7 +212,7 @@ func (a *allocatorState) rebuild(ctx context.Context, c client.Reader, ownClassO
 	}
 	imported := a.importStatuses(log, services.Items, ledger.LiveHolderKeys(services.Items, ips.Items), ownClassOnly)
 	a.importLedger(log, ips.Items)
-	a.importInUseOnLAN(ips.Items, func(ip *paasv1.IP) paasv1.AnnounceMode { return groupMode(ctx, c, ip) })
+	a.importInUseOnLAN(ips.Items)
 	var vips paasv1.VirtualIPList
 	if err := c.List(ctx, &vips); err != nil {
 		return fmt.Errorf("rebuild: list VirtualIPs: %w", err)

@@ -66,7 +66,7 @@ func announcedCondition(generation int64, anns []announcement) (c metav1.Conditi
 }
 
 // announcements reads, from the cache, where each held address is announced.
-func (r *Reconciler) announcements(ctx context.Context, svc *corev1.Service, held []netip.Addr, groupOf map[netip.Addr]string) ([]announcement, error) {
+func (r *Reconciler) announcements(ctx context.Context, held []netip.Addr, groupOf map[netip.Addr]string) ([]announcement, error) {
 	var out []announcement
 	for _, addr := range held {
 		a := announcement{addr: addr, group: groupOf[addr]}
@@ -86,11 +86,7 @@ func (r *Reconciler) announcements(ctx context.Context, svc *corev1.Service, hel
 			return nil, fmt.Errorf("get IPGroup %s: %w", a.group, err)
 		}
 		a.mode = election.ModeOf(&g) // L2 for a group not found, as for one without a mode
-		owner, err := r.electedOwner(ctx, svc, &g, &ip)
-		if err != nil {
-			return nil, err
-		}
-		a.proxyReady = ip.ProxyReady(a.mode, owner)
+		a.proxyReady = ip.ProxyReady(a.mode)
 		out = append(out, a)
 	}
 	return out, nil

@@ -33,7 +33,6 @@ import (
 	"github.com/paas-org/vip-allocator-operator/controllers/internal/predicates"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator/k8salloc"
-	"github.com/paas-org/vip-allocator-operator/internal/election"
 	"github.com/paas-org/vip-allocator-operator/internal/ingress"
 	"github.com/paas-org/vip-allocator-operator/internal/lbclass"
 	"github.com/paas-org/vip-allocator-operator/internal/ledger"
@@ -79,13 +78,6 @@ type Reconciler struct {
 	// ReleasedGrace is how long an address a Service asked for by name stays
 	// kept for it after the Service released it (leases.go); 0 keeps none.
 	ReleasedGrace time.Duration
-	// OnCordon is the agents' --on-cordon: the election the operator computes to end an
-	// adopted address's hand-over (handover_owner.go) must be theirs.
-	OnCordon election.OnCordon
-	// MetalLBNamespace is where MetalLB's speakers write the ServiceL2Status objects whose
-	// node an adopted address keeps during its hand-over (status_adoption.go); empty:
-	// DefaultMetalLBNamespace.
-	MetalLBNamespace string
 
 	state *allocatorState
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -373,7 +365,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, svc *corev1.Service, resul
 	}
 	cond := ipAllocatedCondition(svc, result.held, func(a netip.Addr) string { return result.groupOf[a] }, result.err)
 	setKept(&cond, result.protection.kept)
-	anns, err := r.announcements(ctx, svc, result.held, result.groupOf)
+	anns, err := r.announcements(ctx, result.held, result.groupOf)
 	if err != nil {
 		return false, err
 	}
@@ -574,7 +566,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&paasv1.IP{}, handler.EnqueueRequestsFromMapFunc(r.markInUseOnLAN(mgr.GetClient(), ledgerOwner))).
 		Watches(&paasv1.IPGroup{}, handler.EnqueueRequestsFromMapFunc(r.servicesAffectedBy(mgr.GetClient())), builder.WithPredicates(predicates.IPGroupChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesIn(mgr.GetClient())), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.servicesInHandOver(mgr.GetClient())), builder.WithPredicates(nodeElectionChanged)).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.queue.Store(&q)
 			return nil

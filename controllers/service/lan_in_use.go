@@ -16,7 +16,6 @@ import (
 
 	paasv1 "github.com/paas-org/vip-allocator-operator/api/v1"
 	"github.com/paas-org/vip-allocator-operator/internal/allocator"
-	"github.com/paas-org/vip-allocator-operator/internal/election"
 )
 
 // Addresses in use on the LAN, the operator's side. The L2 owner of an address
@@ -45,20 +44,13 @@ const EventAddressInUseOnLAN = "AddressInUseOnLAN"
 
 // inUseOnLANWho is what the allocator says uses ip's address on the LAN ("" when
 // nothing does): the MAC, which the agent's message starts with, and since when.
-// Only a layer-2 group's address (mode) has a probe before its first announcement,
-// and only such a verdict counts (paasv1.IP.InUseOnLAN): any agent may write one on
-// an address no node names in announcedBy, which a BGP or None address may never
-// have named, and must not thereby move a Service clients reach.
-func inUseOnLANWho(ip *paasv1.IP, mode paasv1.AnnounceMode) string {
-	_, who := inUseOnLANBy(ip, mode)
+func inUseOnLANWho(ip *paasv1.IP) string {
+	_, who := inUseOnLANBy(ip)
 	return who
 }
 
 // inUseOnLANBy is the MAC that answered for ip's address and inUseOnLANWho.
-func inUseOnLANBy(ip *paasv1.IP, mode paasv1.AnnounceMode) (mac, who string) {
-	if mode != paasv1.AnnounceL2 {
-		return "", ""
-	}
+func inUseOnLANBy(ip *paasv1.IP) (mac, who string) {
 	c, ok := ip.InUseOnLAN()
 	if !ok {
 		return "", ""
@@ -77,7 +69,7 @@ func (r *Reconciler) markInUseOnLAN(c client.Reader, next handler.MapFunc) handl
 			return next(ctx, o)
 		}
 		if addr, ok := ip.Addr(); ok {
-			mac, who := inUseOnLANBy(ip, groupMode(ctx, c, ip))
+			mac, who := inUseOnLANBy(ip)
 			if who != "" {
 				// A deletion's event carries the object as it was: the cache,
 				// which drops it first, says whether it is gone.
@@ -130,11 +122,11 @@ func (r *Reconciler) floodingEvents(ctx context.Context, c client.Reader, newly 
 }
 
 // importInUseOnLAN marks in the allocator the ledger's addresses in use on the
-// LAN, each in a group of mode modeOf. The caller holds a.mu.
-func (a *allocatorState) importInUseOnLAN(ips []paasv1.IP, modeOf func(*paasv1.IP) paasv1.AnnounceMode) {
+// LAN. The caller holds a.mu.
+func (a *allocatorState) importInUseOnLAN(ips []paasv1.IP) {
 	for i := range ips {
 		if addr, ok := ips[i].Addr(); ok {
-			if mac, who := inUseOnLANBy(&ips[i], modeOf(&ips[i])); who != "" {
+			if mac, who := inUseOnLANBy(&ips[i]); who != "" {
 				a.alloc.SetInUseOnLAN(addr, mac, who)
 			}
 		}
@@ -167,7 +159,7 @@ func (r *Reconciler) keepAsRecord(ctx context.Context, ip *paasv1.IP) error {
 // it is deleted now rather than by LANRecordReconciler, and the caller's next
 // attempt creates the object.
 func (r *Reconciler) meetRecord(ctx context.Context, addr netip.Addr, record *paasv1.IP) error {
-	if mac, who := inUseOnLANBy(record, groupMode(ctx, r.Client, record)); who != "" {
+	if mac, who := inUseOnLANBy(record); who != "" {
 		r.state.mu.Lock()
 		r.state.alloc.SetInUseOnLAN(addr, mac, who)
 		r.state.mu.Unlock()
@@ -176,31 +168,6 @@ func (r *Reconciler) meetRecord(ctx context.Context, addr netip.Addr, record *pa
 	uid, rv := record.UID, record.ResourceVersion
 	if err := r.Client.Delete(ctx, record, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete the cleared record %s of an address in use on the LAN: %w", record.Name, err)
-	}
-	return nil
-}
-
-// groupMode is the announce mode of the group ip's address is in, as the cache shows it: L2
-// for a group not found (or not readable), as for one without a mode.
-func groupMode(ctx context.Context, c client.Reader, ip *paasv1.IP) paasv1.AnnounceMode {
-	g := &paasv1.IPGroup{}
-	if err := c.Get(ctx, client.ObjectKey{Name: ip.Labels[paasv1.IPGroupLabel]}, g); err != nil {
-		return paasv1.AnnounceL2
-	}
-	return election.ModeOf(g)
-}
-
-// recordAnnounced sets spec.announced on ip once a node announced its address (status.announcedBy
-// names one, or the probe found it silent), for good: agents may empty announcedBy, and the
-// probe's verdict must not count on an address announced before (paasv1.IP.InUseOnLAN).
-func (r *Reconciler) recordAnnounced(ctx context.Context, ip *paasv1.IP) error {
-	if ip.Spec.Announced || !ip.EverAnnounced() {
-		return nil
-	}
-	desired := ip.DeepCopy()
-	desired.Spec.Announced = true
-	if err := r.Client.Patch(ctx, desired, client.MergeFrom(ip), paasv1.FieldOwner); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("record ledger IP %s as announced: %w", ip.Name, err)
 	}
 	return nil
 }

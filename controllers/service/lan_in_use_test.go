@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -23,34 +22,23 @@ func TestLANRecords(t *testing.T) {
 	for _, tc := range []struct {
 		desc   string
 		ip     paasv1.IP
-		mode   paasv1.AnnounceMode // L2 when empty
 		record bool
 		who    string // "" when not in use; else a part of it
 	}{
 		{"a Service's address a host answered for", paasv1.IP{Spec: paasv1.IPSpec{Owner: owner}, Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}},
-			"", false, "the host with MAC 02:00:00:00:00:cc (since 2026-01-01T00:00:00Z)"},
-		{"left by its Service: a record", paasv1.IP{Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, "", true, "02:00:00:00:00:cc"},
-		{"a record cleared by a silent recheck", paasv1.IP{Status: paasv1.IPStatus{Conditions: []metav1.Condition{silent}}}, "", true, ""},
+			false, "the host with MAC 02:00:00:00:00:cc (since 2026-01-01T00:00:00Z)"},
+		{"left by its Service: a record", paasv1.IP{Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, true, "02:00:00:00:00:cc"},
+		{"a record cleared by a silent recheck", paasv1.IP{Status: paasv1.IPStatus{Conditions: []metav1.Condition{silent}}}, true, ""},
 		{"announced: never in use by this account", paasv1.IP{Spec: paasv1.IPSpec{Owner: owner},
-			Status: paasv1.IPStatus{AnnouncedBy: []string{"node1"}, Conditions: []metav1.Condition{inUse}}}, "", false, ""},
+			Status: paasv1.IPStatus{AnnouncedBy: []string{"node1"}, Conditions: []metav1.Condition{inUse}}}, false, ""},
 		{"the original operator's object, no spec.owner", paasv1.IP{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{paasv1.OwnerAnnotation: "default/web"}},
-			Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, "", false, "02:00:00:00:00:cc"},
-		{"no verdict", paasv1.IP{}, "", false, ""},
-		// A forged verdict: an agent emptied announcedBy, then wrote True.
-		{"announced once (spec.announced), no node names itself now", paasv1.IP{Spec: paasv1.IPSpec{Owner: owner, Announced: true},
-			Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, "", false, ""},
-		{"adopted from another load balancer, which announced it", paasv1.IP{
-			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{paasv1.AdoptedAnnotation: "2026-01-01T00:00:00Z"}},
-			Spec:       paasv1.IPSpec{Owner: owner}, Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, "", false, ""},
-		{"a BGP group's address: no probe, no verdict", paasv1.IP{Spec: paasv1.IPSpec{Owner: owner},
-			Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, paasv1.AnnounceBGP, false, ""},
-		{"a None group's address: no probe, no verdict", paasv1.IP{Spec: paasv1.IPSpec{Owner: owner},
-			Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, paasv1.AnnounceNone, false, ""},
+			Status: paasv1.IPStatus{Conditions: []metav1.Condition{inUse}}}, false, "02:00:00:00:00:cc"},
+		{"no verdict", paasv1.IP{}, false, ""},
 	} {
 		if got := ledger.IsLANRecord(&tc.ip); got != tc.record {
 			t.Errorf("%s: record %v, want %v", tc.desc, got, tc.record)
 		}
-		who := inUseOnLANWho(&tc.ip, cmp.Or(tc.mode, paasv1.AnnounceL2))
+		who := inUseOnLANWho(&tc.ip)
 		if (who == "") != (tc.who == "") || !strings.Contains(who, tc.who) {
 			t.Errorf("%s: in use by %q, want %q", tc.desc, who, tc.who)
 		}

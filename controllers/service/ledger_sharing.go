@@ -77,7 +77,7 @@ func (r *Reconciler) leaveOne(ctx context.Context, ip *paasv1.IP, drop func(paas
 	for attempt := 0; ; attempt++ {
 		remaining := slices.DeleteFunc(ledger.Holders(ip), drop)
 		var err error
-		if len(remaining) == 0 && inUseOnLANWho(ip, groupMode(ctx, r.Client, ip)) != "" {
+		if len(remaining) == 0 && inUseOnLANWho(ip) != "" {
 			err = r.keepAsRecord(ctx, ip)
 		} else if len(remaining) == 0 {
 			// The resourceVersion: someone may have joined since it was read.

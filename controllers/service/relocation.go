@@ -93,10 +93,7 @@ func (r *Reconciler) settleLedger(ctx context.Context, svc *corev1.Service, resu
 		if err := r.endHandOver(ctx, svc, ip); err != nil {
 			return err
 		}
-		if err := r.forgetAdoptedNode(ctx, svc, ip); err != nil {
-			return err
-		}
-		if err := r.recordAnnounced(ctx, ip); err != nil {
+		if err := r.forgetAdoptedNode(ctx, ip); err != nil {
 			return err
 		}
 	}

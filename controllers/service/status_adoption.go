@@ -1,14 +1,12 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,62 +99,37 @@ func leftToItsWriter(result allocation, shown []netip.Addr, current []paasv1.IP)
 }
 
 // MetalLB's speakers record which node answers ARP/NDP for each Service in a ServiceL2Status
-// (metallb.io/v1beta1, in MetalLB's namespace), labelled with the Service's name and namespace
-// and the node (metallb.io/node), and owned by the speaker pod that wrote it.
+// (metallb.io/v1beta1, in MetalLB's namespace), labelled with the Service's name and namespace.
 var metallbL2Status = schema.GroupVersionKind{Group: "metallb.io", Version: "v1beta1", Kind: "ServiceL2StatusList"}
 
-// metallbNodeLabel is the label MetalLB's speaker puts on its ServiceL2Status: its own node.
-const metallbNodeLabel = "metallb.io/node"
-
-// DefaultMetalLBNamespace is the namespace MetalLB runs in unless --metallb-namespace says otherwise.
-const DefaultMetalLBNamespace = "metallb-system"
-
 // +kubebuilder:rbac:groups=metallb.io,resources=servicel2statuses,verbs=list
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get
 
 // adoptedFromNode is the node MetalLB answers ARP/NDP from for svc, as its speakers' ServiceL2Status
 // objects say when they all name one node; "" otherwise (no MetalLB, BGP, a move in progress).
 // Read once, when the operator adopts the address (spec.adoptedFromNode): the agents then elect that
 // node while it may carry the address, so the router's neighbour entry does not move between
 // MetalLB's node and the agents' owner while MetalLB's speaker still answers. What a speaker wrote
-// only picks among the nodes the election allows anyway, and only a speaker's own word counts:
-// whoever may write a ServiceL2Status elsewhere (any namespace's, or one naming another node
-// than its writer's) would otherwise steer the address to a node of its choice.
+// only picks among the nodes the election allows anyway.
 func (r *Reconciler) adoptedFromNode(ctx context.Context, svc *corev1.Service) string {
-	ns := cmp.Or(r.MetalLBNamespace, DefaultMetalLBNamespace)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(metallbL2Status)
-	err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{
+	err := r.APIReader.List(ctx, list, client.MatchingLabels{
 		"metallb.io/service-name": svc.Name, "metallb.io/service-namespace": svc.Namespace})
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("no MetalLB layer-2 status to read", "service", svc.Namespace+"/"+svc.Name, "error", err.Error())
 		return ""
 	}
-	return oneL2Node(list.Items, svc, func(ref metav1.OwnerReference) string {
-		pod := &corev1.Pod{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, pod); err != nil || pod.UID != ref.UID {
-			return ""
-		}
-		return pod.Spec.NodeName
-	})
+	return oneL2Node(list.Items, svc)
 }
 
-// oneL2Node is the node the ServiceL2Status items for svc name, when they name exactly one. An
-// item counts only when its metallb.io/node label names the node its status does, and a pod
-// it is owned by runs on that node (podNode: the node the API server says the pod owner refers
-// to runs on, "" when there is no such pod): the speaker's own report.
-func oneL2Node(items []unstructured.Unstructured, svc *corev1.Service, podNode func(metav1.OwnerReference) string) string {
+// oneL2Node is the node the ServiceL2Status items for svc name, when they name exactly one.
+func oneL2Node(items []unstructured.Unstructured, svc *corev1.Service) string {
 	node := ""
 	for _, it := range items {
 		n, _, _ := unstructured.NestedString(it.Object, "status", "node")
 		name, _, _ := unstructured.NestedString(it.Object, "status", "serviceName")
 		ns, _, _ := unstructured.NestedString(it.Object, "status", "serviceNamespace")
-		if name != svc.Name || ns != svc.Namespace || n == "" || it.GetLabels()[metallbNodeLabel] != n {
-			continue
-		}
-		if !slices.ContainsFunc(it.GetOwnerReferences(), func(ref metav1.OwnerReference) bool {
-			return ref.APIVersion == "v1" && ref.Kind == "Pod" && podNode(ref) == n
-		}) {
+		if name != svc.Name || ns != svc.Namespace || n == "" {
 			continue
 		}
 		if node != "" && node != n {

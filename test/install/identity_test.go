@@ -262,13 +262,6 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 		testenv.Must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: paasv1.IPSpec{Address: name, Owner: &paasv1.IPOwner{Namespace: "default", Name: "web-" + name, UID: types.UID("u-" + name)}}}))
 	}
-	// Announced before, though no node names itself now (any agent may empty announcedBy):
-	// recorded by the operator (spec.announced), or adopted from another load balancer.
-	testenv.Must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.23"},
-		Spec: paasv1.IPSpec{Address: "192.0.2.23", Announced: true, Owner: &paasv1.IPOwner{Namespace: "default", Name: "web-192.0.2.23", UID: "u-192.0.2.23"}}}))
-	testenv.Must(t, operator.Create(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "192.0.2.24",
-		Annotations: map[string]string{paasv1.AdoptedAnnotation: "2026-01-01T00:00:00Z"}},
-		Spec: paasv1.IPSpec{Address: "192.0.2.24", Owner: &paasv1.IPOwner{Namespace: "default", Name: "web-192.0.2.24", UID: "u-192.0.2.24"}}}))
 	for _, tc := range []struct {
 		desc    string
 		agent   client.Client
@@ -276,8 +269,6 @@ func testInUseOnLAN(t *testing.T, admin, operator, agentA, agentB client.Client)
 		mutate  func(*paasv1.IPStatus)
 		refusal string
 	}{
-		{"in use on an address recorded as announced before (spec.announced), no node naming itself now", agentA, "192.0.2.23", verdict(metav1.ConditionTrue), "only as the verdict"},
-		{"in use on an address adopted from another load balancer", agentA, "192.0.2.24", verdict(metav1.ConditionTrue), "only as the verdict"},
 		{"in use on an address a node announces (192.0.2.10, node-b's), by another node", agentA, "192.0.2.10", verdict(metav1.ConditionTrue), "writes InUseOnLAN on 192.0.2.10 only as the verdict"},
 		{"in use on an address its own node announces", agentB, "192.0.2.10", verdict(metav1.ConditionTrue), "writes InUseOnLAN on 192.0.2.10 only as the verdict"},
 		{"silent on an address never announced, without announcing it", agentA, "192.0.2.20", verdict(metav1.ConditionFalse), "only as the verdict"},

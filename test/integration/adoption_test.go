@@ -21,15 +21,12 @@ import (
 
 // An address MetalLB wrote, adopted when 'migrate metallb apply' creates its IPGroup: kube-proxy
 // forwards it (ipMode VIP) until the operator writes Proxy, and the operator does that only once
-// the node announcing it (here node-a, named by the suite's stand-in announcer, the one Node the
-// election may give it) reports its data path carries it. Another node's report does not count,
-// and no node may report for another.
+// the node announcing it (here node-a, named by the suite's stand-in announcer) reports its data
+// path carries it. Another node's report does not count, and no node may report for another.
 var _ = Describe("an adopted address handed from kube-proxy to the agents", func() {
 	It("writes ipMode Proxy only once the node announcing it reports it programmed", func() {
 		const vip = "198.51.100.77"
 		ctx := context.Background()
-		// The node the election gives the address, as the operator computes it.
-		handOverNode(ctx, "node-a", "198.51.100.66")
 		By("adopting: ipMode VIP stays, the ledger awaits the data path")
 		ns := newNamespace(nil)
 		// Two Services share the address (MetalLB's allow-shared-ip): both wait, and the mark

@@ -4,11 +4,9 @@ package integration
 
 import (
 	"context"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,45 +78,5 @@ var _ = Describe("addresses in use on the LAN", func() {
 		By("a person deletes the other record: the address is free")
 		Expect(k8s.Delete(ctx, &paasv1.IP{ObjectMeta: metav1.ObjectMeta{Name: "198.51.100.252"}})).To(Succeed())
 		eventuallyIPs(createService(testenv.LoadBalancerService(ns, "last", inGroup)), "198.51.100.252")
-	})
-})
-
-// A forged verdict. Any agent may drop other nodes from an address's announcedBy, so an
-// address announced before can look never announced for a moment; the operator records its
-// first announcement for good (spec.announced), and the agents' policy refuses a verdict of
-// InUseOnLAN True on it, which would otherwise move a Service clients reach.
-var _ = Describe("a verdict of in use on the LAN on an address announced before", func() {
-	It("is refused to an agent that emptied announcedBy first", func() {
-		ctx := context.Background()
-		agent, err := client.New(env.AgentConfig("node-b"), client.Options{Scheme: paasv1.NewScheme()})
-		Expect(err).NotTo(HaveOccurred())
-		ns := newNamespace(nil)
-		createIPGroup(newIPGroup("onlan-announced", "198.51.100.236/30"))
-		web := eventuallyIPs(createService(testenv.LoadBalancerService(ns, "web",
-			withAnnotation(paasv1.IPGroupAnnotation, "onlan-announced"))), "198.51.100.236")
-		Eventually(func(g Gomega) {
-			ip := &paasv1.IP{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "198.51.100.236"}, ip)).To(Succeed())
-			g.Expect(ip.Spec.Announced).To(BeTrue(), "the stand-in announcer names node-a; the operator records it")
-		}).Should(Succeed())
-
-		By("node-b's agent empties announcedBy, then writes InUseOnLAN True on the address as it reads it")
-		var forged error
-		Eventually(func() bool {
-			ip := &paasv1.IP{}
-			Expect(agent.Get(ctx, client.ObjectKey{Name: "198.51.100.236"}, ip)).To(Succeed())
-			patch := client.MergeFromWithOptions(ip.DeepCopy(), client.MergeFromWithOptimisticLock{})
-			if len(ip.Status.AnnouncedBy) > 0 {
-				ip.Status.AnnouncedBy = nil
-				_ = agent.Status().Patch(ctx, ip, patch)
-				return false // the write of the verdict reads announcedBy empty
-			}
-			meta.SetStatusCondition(&ip.Status.Conditions, metav1.Condition{Type: paasv1.IPConditionInUseOnLAN, Status: metav1.ConditionTrue,
-				Reason: paasv1.ReasonProbeAnswered, Message: "02:00:00:00:00:cc answered the ARP probe node node-b sent on eth0"})
-			forged = agent.Status().Patch(ctx, ip, patch)
-			return !apierrors.IsConflict(forged) // the stand-in announcer wrote in between: again
-		}).Should(BeTrue())
-		Expect(apierrors.IsForbidden(forged)).To(BeTrue(), "the verdict on an address announced before: %v", forged)
-		Consistently(func() []string { return ingressIPs(getService(web)) }).WithTimeout(2 * time.Second).Should(Equal([]string{"198.51.100.236"}))
 	})
 })
